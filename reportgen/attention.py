@@ -1,0 +1,63 @@
+"""Running the model over the examples and keeping what the analyses need.
+
+For each example we keep plain numpy data: the tokens, which word and which
+segment each token belongs to, and attention as [layers, heads, tokens, tokens]
+(A[l, h, q, k] = weight that query q puts on key k; rows sum to 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reportgen.config import ExampleSpec
+
+
+@dataclass
+class ExampleRun:
+    """One example after the model run; everything an analysis or a page needs."""
+
+    spec: ExampleSpec
+    tokens: list[str]
+    word_ids: np.ndarray  # [T] int, a word index unique across segments; -1 for special tokens
+    segment_ids: np.ndarray  # [T] int, 0 = sentence A, 1 = sentence B, -1 = special token
+    special: np.ndarray  # [T] bool, [CLS]/[SEP]/<s>/</s>...
+    attention: np.ndarray  # [L, H, T, T] float32
+    truncated: bool = False
+    extras: dict[str, np.ndarray] = field(default_factory=dict)  # e.g. queries/keys for the q/k view
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+
+def encode(tokenizer, spec: ExampleSpec, max_length: int):
+    """Tokenize one example; returns (model inputs, tokens, word_ids, segment_ids, special, truncated)."""
+    args = (spec.text,) if spec.pair is None else (spec.text, spec.pair)
+    full = tokenizer(*args, truncation=False)["input_ids"]
+    enc = tokenizer(*args, truncation=True, max_length=max_length, return_tensors="pt", return_special_tokens_mask=True)
+    special = enc.pop("special_tokens_mask")[0].numpy().astype(bool)
+    encoding = enc.encodings[0]
+    seq = np.array([-1 if s is None else s for s in encoding.sequence_ids], dtype=np.int64)
+    words = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
+    # Word ids restart in sentence B; make them unique across the pair.
+    if (seq == 1).any():
+        words = np.where(seq == 1, words + words[seq == 0].max(initial=-1) + 1, words)
+    seq = np.where(special, -1, seq)
+    words = np.where(special, -1, words)
+    tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
+    return enc, tokens, words, seq, special, len(full) > max_length
+
+
+def run_example(model, tokenizer, spec: ExampleSpec, max_length: int) -> ExampleRun:
+    import torch
+
+    enc, tokens, words, seq, special, truncated = encode(tokenizer, spec, max_length)
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        out = model(**{k: v.to(device) for k, v in enc.items()}, output_attentions=True)
+    if not out.attentions or out.attentions[0] is None:
+        raise RuntimeError("the model returned no attention weights; it must be loaded with attn_implementation='eager'")
+    attention = torch.stack(out.attentions)[:, 0].float().cpu().numpy()  # [L, H, T, T]
+    return ExampleRun(spec, tokens, words, seq, special, attention, truncated)

@@ -100,6 +100,9 @@ def load(path: Path, device: str):
     """Load (model, tokenizer) from a local directory with eager attention, in eval mode."""
     import torch
     from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # the CLI shows its own
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -1,0 +1,129 @@
+"""Site assembly: pages + assets + MkDocs, built in a staging directory and swapped in.
+
+Nothing is written to the output directory until the whole site has been built, so
+a failed or interrupted build leaves the previous site as it was.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from reportgen import charts, pages, patterns
+from reportgen.attention import ExampleRun
+from reportgen.config import Config
+from reportgen.errors import OutputError
+from reportgen.progress import Callback, silent
+
+PACKAGE_DIR = Path(__file__).parent
+
+
+def sources() -> tuple[Path, Path]:
+    """(site_src directory, base mkdocs.yml): inside the wheel, or at the top of a checkout."""
+    bundled = PACKAGE_DIR / "_site_src"
+    if bundled.is_dir():
+        return bundled, bundled / "mkdocs.yml"
+    return PACKAGE_DIR.parent / "site_src", PACKAGE_DIR.parent / "mkdocs.yml"
+
+
+def check_output(out: Path) -> None:
+    """Refuse an unusable output directory before any work is done."""
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"output {out} exists and is not a directory (config field 'output' or --out)")
+    parent = out.resolve().parent
+    if not parent.is_dir():
+        raise OutputError(f"output {out}: parent directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise OutputError(f"output {out}: directory {parent} is not writable")
+
+
+def write_site(report: dict, runs: list[ExampleRun], config: Config, out: Path,
+               progress: Callback = silent) -> None:
+    out = out.resolve()
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
+    try:
+        docs = staging / "docs"
+        src, base_config = sources()
+        shutil.copytree(src / "assets", docs / "assets")
+        write_vega_bundle(docs / "assets" / "javascripts" / "vega-bundle.js")
+        nav = write_pages(report, runs, src / "templates", docs, progress)
+        write_json(docs / "report.json", report)
+        mkdocs_build(base_config, report, docs, staging / "site", nav)
+        (staging / "site" / ".nojekyll").write_text("", encoding="utf-8")  # GitHub Pages: serve as is
+        swap(staging / "site", out, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_vega_bundle(target: Path) -> None:
+    """Vega, Vega-Lite and vega-embed from vl-convert-python, so no page needs a CDN."""
+    import vl_convert
+
+    target.write_text(vl_convert.javascript_bundle(), encoding="utf-8")
+
+
+def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Path,
+                progress: Callback = silent) -> list:
+    env = pages.environment(templates)
+    stats = report["statistics"]
+    pages.render(env, "home.md.j2", docs / "index.md", report=report)
+    pages.render(env, "statistics.md.j2", docs / "statistics.md", report=report, stats=stats, charts={
+        "entropy": charts.head_heatmap(stats["entropy"]["mean"], stats["entropy"]["std"],
+                                       "Attention entropy (nats)", "entropy"),
+        "cls_sep": charts.head_heatmap(stats["cls_sep"]["mean"], stats["cls_sep"]["std"],
+                                       "Share of attention on [CLS]/[SEP]", "share"),
+    })
+    pages.render(env, "examples.md.j2", docs / "examples.md", report=report)
+    example_nav = [{"All examples": "examples.md"}]
+    for done, (ex, run) in enumerate(zip(report["examples"], runs), 1):
+        page = f"example-{ex['id']}.md"
+        pages.render(env, "example.md.j2", docs / page, ex=ex, **example_context(run))
+        example_nav.append({f"Example {ex['id']}": page})
+        progress("Writing pages", done, len(runs))
+    return [{"Overview": "index.md"}, {"Attention statistics": "statistics.md"}, {"Examples": example_nav}]
+
+
+def example_context(run: ExampleRun) -> dict:
+    segment = {0: "a", 1: "b", -1: "special"}
+    return {
+        "tokens": [{"text": t, "segment": segment[int(s)]} for t, s in zip(run.tokens, run.segment_ids)],
+        "ln_n": math.log(run.n_tokens),
+        "chart": charts.head_heatmap(patterns.entropy(run.attention).round(4).tolist(), None,
+                                     "Attention entropy on this example (nats)", "entropy"),
+    }
+
+
+def mkdocs_build(base_config: Path, report: dict, docs: Path, site_dir: Path, nav: list) -> None:
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    cfg = yaml.safe_load(base_config.read_text(encoding="utf-8"))
+    # MkDocs' themes print site_name unescaped; the title is user text.
+    cfg["site_name"] = html.escape(" ".join(report["title"].split()), quote=True)
+    cfg["site_url"] = report["site_url"]
+    cfg.update(docs_dir=str(docs), site_dir=str(site_dir), nav=nav, strict=False)
+    config_file = docs.parent / "mkdocs.yml"
+    config_file.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+    logging.getLogger("mkdocs").setLevel(logging.WARNING)
+    build(load_config(str(config_file)))
+
+
+def write_json(target: Path, data) -> None:
+    target.write_text(json.dumps(data, indent=1, sort_keys=True, allow_nan=False), encoding="utf-8")
+
+
+def swap(new: Path, out: Path, staging: Path) -> None:
+    """Replace `out` by `new` with two renames; the old site is removed only after."""
+    old = staging / "previous"
+    if out.exists():
+        os.replace(out, old)
+    os.replace(new, out)

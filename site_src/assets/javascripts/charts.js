@@ -1,0 +1,31 @@
+// Draws every Vega-Lite chart of a page. Specs sit inline in
+// <script type="application/json" data-rg-chart="ID"> next to <div id="ID">,
+// because fetch() is blocked on file:// pages.
+(function () {
+  "use strict";
+
+  var EMBED_OPTIONS = {
+    actions: false, // downloads are offered as files written at build time
+    renderer: "svg",
+  };
+
+  function drawAll() {
+    if (typeof window.vegaEmbed !== "function") return;
+    document.querySelectorAll("script[data-rg-chart]").forEach(function (script) {
+      var target = document.getElementById(script.getAttribute("data-rg-chart"));
+      if (!target || target.dataset.rgDrawn) return;
+      target.dataset.rgDrawn = "1";
+      window.vegaEmbed(target, JSON.parse(script.textContent), EMBED_OPTIONS).then(function (result) {
+        target.rgView = result.view; // kept for tests and for linking cells
+      }).catch(function (err) {
+        target.textContent = "This chart could not be drawn: " + err.message;
+      });
+    });
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", drawAll);
+  } else {
+    drawAll();
+  }
+})();

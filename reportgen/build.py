@@ -16,7 +16,7 @@ from pathlib import Path
 from reportgen import __version__, model, patterns
 from reportgen.attention import ExampleRun, run_example
 from reportgen.cache import Cache, key_of
-from reportgen.config import Config, examples_of
+from reportgen.config import Config
 from reportgen.errors import DataError
 from reportgen.model import ModelInfo
 from reportgen.progress import Callback, silent
@@ -36,7 +36,7 @@ class ModelStage:
 def run_model(config: Config, progress: Callback = silent) -> ModelStage:
     """Attention for every example, from the cache when it has it; the model is loaded only if needed."""
     start = time.perf_counter()
-    specs = examples_of(config)
+    specs = config.examples
     if not specs:
         raise DataError(f"{config.source}: field 'examples': the list is empty; give at least one example")
     name, path = model.resolve(config.model)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from reportgen.errors import ConfigError
 
@@ -40,7 +40,17 @@ class Config(Strict):
     output: Path = Field(description="Directory the site is written to.")
     cache_dir: Path = Field(description="Directory for cached model outputs.")
     max_length: int = Field(ge=8, le=8192, description="Tokens per example; longer ones are truncated.")
-    examples: Literal["builtin"] | list[ExampleSpec] = Field(description='"builtin" or a list of examples.')
+    examples: list[ExampleSpec] = Field(
+        description='Examples to visualise: a list of {text, pair, name}; the word "builtin" (alone or as an item) stands for the built-in examples.')
+
+    @field_validator("examples", mode="before")
+    @classmethod
+    def _expand_builtin(cls, value):
+        if value == "builtin":
+            value = ["builtin"]
+        if isinstance(value, list):
+            return [item for v in value for item in (_builtin_items() if v == "builtin" else [v])]
+        return value
 
     # Where the config came from, for messages and for resolving relative paths.
     source: str = Field(default="(defaults)", exclude=True)
@@ -50,9 +60,12 @@ def defaults() -> dict[str, Any]:
     return yaml.safe_load((PACKAGE_DIR / "defaults.yaml").read_text(encoding="utf-8"))
 
 
+def _builtin_items() -> list[dict]:
+    return yaml.safe_load((PACKAGE_DIR / "examples.yaml").read_text(encoding="utf-8"))
+
+
 def builtin_examples() -> list[ExampleSpec]:
-    data = yaml.safe_load((PACKAGE_DIR / "examples.yaml").read_text(encoding="utf-8"))
-    return [ExampleSpec(**item) for item in data]
+    return [ExampleSpec(**item) for item in _builtin_items()]
 
 
 def _merge(base: dict, over: dict) -> dict:
@@ -111,17 +124,12 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError(_describe(err, source)) from None
     config.output = base_dir / config.output
     config.cache_dir = base_dir / config.cache_dir
-    if config.model != "default" and _is_local_path(config.model):
-        config.model = str((base_dir / Path(config.model).expanduser()).resolve())
+    # A model that names an existing path, or looks like one, is a local directory relative
+    # to the config file; anything else ("org/name") is a Hub id.
+    local = base_dir / Path(config.model).expanduser()
+    if config.model != "default" and (config.model.startswith((".", "/", "~")) or local.exists()):
+        config.model = str(local.resolve())
     return config
-
-
-def _is_local_path(model: str) -> bool:
-    return model.startswith((".", "/", "~")) or Path(model).expanduser().exists()
-
-
-def examples_of(config: Config) -> list[ExampleSpec]:
-    return builtin_examples() if config.examples == "builtin" else list(config.examples)
 
 
 def json_schema() -> str:

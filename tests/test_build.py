@@ -1,0 +1,120 @@
+"""End to end on a tiny random BERT: files, report, cache, and failures that leave the old site alone."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reportgen import build as build_module
+from reportgen import model
+from reportgen.build import build
+from reportgen.config import load_config
+from reportgen.errors import DataError, OutputError
+from tests.conftest import write_config
+
+TINY_CONFIG = """\
+title: Tiny <b>report</b>
+model: {model}
+device: cpu
+examples:
+  - text: the cat sat on the mat.
+  - text: i went to the store.
+    pair: at the store, i bought fresh strawberries.
+    name: store
+"""
+
+
+def tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def project(tmp_path, tiny_model):
+    write_config(tmp_path, TINY_CONFIG.format(model=tiny_model))
+    return tmp_path
+
+
+def test_tiny_build_writes_a_complete_site(project):
+    report = build(load_config(project / "reportgen.yaml"), reproducible=True)
+    site = project / "site"
+    for name in ["index.html", "statistics.html", "examples.html", "example-1.html", "example-2.html",
+                 "404.html", ".nojekyll", "report.json", "assets/javascripts/vega-bundle.js",
+                 "search/search_index.js"]:
+        assert (site / name).is_file(), name
+    data = json.loads((site / "report.json").read_text())
+    assert data["layers"] == 2 and data["heads"] == 4 and data["built"] is None
+    assert np.array(data["statistics"]["entropy"]["mean"]).shape == (2, 4)
+    assert data["examples"][1]["pair"].startswith("at the store")
+    assert report["model_stage"]["computed"] == 2
+    # No staging directories are left next to the output.
+    assert [p.name for p in project.iterdir() if p.name.startswith(".site")] == []
+    # The title is user text: shown escaped, never as markup.
+    index = (site / "index.html").read_text()
+    assert "Tiny &lt;b&gt;report&lt;/b&gt;" in index and "<b>report</b>" not in index
+
+
+def test_second_build_takes_everything_from_the_cache(project, monkeypatch):
+    config = load_config(project / "reportgen.yaml")
+    assert build(config)["model_stage"]["computed"] == 2
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model was loaded although everything was cached")
+
+    monkeypatch.setattr(model, "load", no_model)
+    monkeypatch.setattr(build_module, "run_example", no_model)
+    again = build(config)
+    assert again["model_stage"] == {**again["model_stage"], "computed": 0, "cached": 2}
+
+
+def test_a_changed_example_runs_only_that_example(project):
+    build(load_config(project / "reportgen.yaml"))
+    path = project / "reportgen.yaml"
+    path.write_text(path.read_text().replace("the cat sat on the mat.", "the dog sat on the mat."))
+    assert build(load_config(path))["model_stage"]["computed"] == 1
+
+
+def test_damaged_cache_entry_is_recomputed(project):
+    config = load_config(project / "reportgen.yaml")
+    build(config)
+    entry = next((config.cache_dir / "runs").glob("*.npz"))
+    entry.write_bytes(entry.read_bytes()[:-50])
+    with pytest.warns(UserWarning, match="damaged"):
+        assert build(config)["model_stage"]["computed"] == 1
+
+
+def test_zero_examples_and_output_that_is_a_file(project, tmp_path):
+    path = project / "reportgen.yaml"
+    path.write_text(f"model: {load_config(path).model}\nexamples: []\n")
+    with pytest.raises(DataError, match="examples"):
+        build(load_config(path))
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a directory")
+    with pytest.raises(OutputError, match="not a directory"):
+        build(load_config(path), out=blocker)
+
+
+def run_cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "reportgen", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_cli_bad_config_is_one_line_and_keeps_the_old_site(project):
+    done = run_cli("build", cwd=project)
+    assert done.returncode == 0, done.stderr
+    before = tree(project / "site")
+    (project / "bad.yaml").write_text("title: x\nshow_everything: true\n")
+    failed = run_cli("build", "--config", "bad.yaml", cwd=project)
+    assert failed.returncode == 2
+    assert failed.stderr.strip().splitlines() == ["error: bad.yaml: unknown key 'show_everything'"]
+    assert "Traceback" not in failed.stderr + failed.stdout
+    assert tree(project / "site") == before
+
+
+def test_cli_version_and_schema(tmp_path):
+    from reportgen import __version__
+
+    assert run_cli("--version", cwd=tmp_path).stdout.strip() == f"reportgen {__version__}"
+    schema = json.loads(run_cli("schema", cwd=tmp_path).stdout)
+    assert "examples" in schema["properties"]

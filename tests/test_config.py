@@ -1,0 +1,71 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from reportgen.config import builtin_examples, json_schema, load_config
+from reportgen.errors import ConfigError, EXIT_CONFIG
+from tests.conftest import write_config
+
+
+def test_defaults_without_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_config()
+    assert config.model == "default" and config.device == "auto"
+    assert config.output == tmp_path / "site"
+    assert config.examples == builtin_examples()
+
+
+def test_builtin_examples_include_the_store_pair():
+    examples = builtin_examples()
+    assert len(examples) >= 12
+    assert sum(e.pair is not None for e in examples) >= 4 and sum(e.pair is None for e in examples) >= 4
+    assert any(e.text == "I went to the store." and e.pair == "At the store, I bought fresh strawberries."
+               for e in examples)
+
+
+def test_user_values_override_defaults_and_paths_are_relative_to_the_file(tmp_path):
+    (tmp_path / "models" / "mine").mkdir(parents=True)
+    path = write_config(tmp_path, "title: My report\nmodel: models/mine\noutput: out\n"
+                                  "examples:\n  - text: Hello there.\n    pair: General Kenobi.\n")
+    config = load_config(path)
+    assert config.title == "My report"
+    assert config.output == tmp_path / "out"
+    assert config.model == str((tmp_path / "models" / "mine").resolve())
+    assert config.examples[0].pair == "General Kenobi."
+    assert config.max_length == 512  # from the shipped defaults
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("titel: typo\n", "unknown key 'titel'"),
+    ("examples:\n  - text: hi\n    colour: red\n", "unknown key 'examples.0.colour'"),
+    ("device: tpu\n", "field 'device'"),
+    ("max_length: many\n", "field 'max_length'"),
+    ("title: [unclosed\n", "invalid YAML at line"),
+    ("", "the file is empty"),
+    ("- a\n- b\n", "expected a mapping"),
+    ("examples: []\n", None),  # valid YAML and schema; the build refuses it (tested in test_build)
+])
+def test_bad_configs_name_the_file_and_the_field(tmp_path, text, expected):
+    path = write_config(tmp_path, text)
+    if expected is None:
+        assert load_config(path).examples == []
+        return
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and expected in message
+    assert "\n" not in message and err.value.exit_code == EXIT_CONFIG
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_schema_lists_every_key_with_its_default():
+    schema = json.loads(json_schema())
+    assert schema["additionalProperties"] is False
+    props = schema["properties"]
+    assert {"title", "model", "device", "examples", "output", "site_url"} <= set(props)
+    assert props["device"]["default"] == "auto" and "source" not in props

@@ -50,14 +50,22 @@ def encode(tokenizer, spec: ExampleSpec, max_length: int):
     return enc, tokens, words, seq, special, len(full) > max_length
 
 
-def run_example(model, tokenizer, spec: ExampleSpec, max_length: int) -> ExampleRun:
+def run_example(model, tokenizer, spec: ExampleSpec, max_length: int, keep_qk: bool = False) -> ExampleRun:
+    """One forward pass with attentions; with `keep_qk`, also the query/key vectors (extras) for the q/k view."""
     import torch
+
+    from reportgen.qk import capture_qk
 
     enc, tokens, words, seq, special, truncated = encode(tokenizer, spec, max_length)
     device = next(model.parameters()).device
-    with torch.inference_mode():
+    with capture_qk(model, enabled=keep_qk) as cap, torch.inference_mode():
         out = model(**{k: v.to(device) for k, v in enc.items()}, output_attentions=True)
     if not out.attentions or out.attentions[0] is None:
         raise RuntimeError("the model returned no attention weights; it must be loaded with attn_implementation='eager'")
     attention = torch.stack(out.attentions)[:, 0].float().cpu().numpy()  # [L, H, T, T]
-    return ExampleRun(spec, tokens, words, seq, special, attention, truncated)
+    extras = {}
+    if keep_qk:
+        extras = {"queries": cap.queries, "keys": cap.keys}
+        if cap.scaling is not None:
+            extras["scaling"] = np.array(cap.scaling, dtype=np.float64)
+    return ExampleRun(spec, tokens, words, seq, special, attention, truncated, extras)

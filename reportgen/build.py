@@ -20,6 +20,7 @@ from reportgen.config import Config
 from reportgen.errors import DataError
 from reportgen.model import ModelInfo
 from reportgen.progress import Callback, silent
+from reportgen.qk import QK_MAX_TOKENS
 
 REPORT_SCHEMA_VERSION = 1
 
@@ -53,7 +54,9 @@ def run_model(config: Config, progress: Callback = silent) -> ModelStage:
         info = model.describe(name, path, net).to_dict()
         cache.put_json("info", key_of("info", fingerprint), info)
         for done, i in enumerate(missing, 1):
-            runs[i] = run_example(net, tokenizer, specs[i], config.max_length)
+            runs[i] = run_example(net, tokenizer, specs[i], config.max_length, keep_qk=True)
+            if runs[i].n_tokens > QK_MAX_TOKENS:  # the q/k page is built only for short examples
+                runs[i].extras.clear()
             cache.put_run(keys[i], runs[i])
             progress("Running examples", done, len(missing))
     notes = [f"example {i + 1} was truncated to {config.max_length} tokens (config field 'max_length')"
@@ -86,7 +89,8 @@ def make_report(config: Config, stage: ModelStage, statistics: dict, reproducibl
         "heads": info["heads"],
         "examples": [
             {"id": i, "name": r.spec.name, "text": r.spec.text, "pair": r.spec.pair,
-             "n_tokens": r.n_tokens, "truncated": r.truncated, "page": f"example-{i}.html"}
+             "n_tokens": r.n_tokens, "truncated": r.truncated, "page": f"example-{i}.html",
+             "qk_page": f"example-{i}-qk.html" if "queries" in r.extras else None}
             for i, r in enumerate(stage.runs, 1)
         ],
         "statistics": statistics,

@@ -21,7 +21,7 @@ import numpy as np
 from reportgen.attention import ExampleRun
 from reportgen.config import ExampleSpec
 
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
 
 
 def key_of(*parts) -> str:

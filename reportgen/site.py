@@ -17,7 +17,9 @@ from pathlib import Path
 
 import yaml
 
-from reportgen import charts, pages, patterns
+from markupsafe import Markup
+
+from reportgen import charts, pages, patterns, views
 from reportgen.attention import ExampleRun
 from reportgen.config import Config
 from reportgen.errors import OutputError
@@ -86,6 +88,9 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
     for done, (ex, run) in enumerate(zip(report["examples"], runs), 1):
         page = f"example-{ex['id']}.md"
         pages.render(env, "example.md.j2", docs / page, ex=ex, **example_context(run))
+        if ex["qk_page"]:
+            pages.render(env, "example_qk.md.j2", docs / f"example-{ex['id']}-qk.md", ex=ex,
+                         qk=Markup(views.qk_html(views.qk_payload(run))))
         example_nav.append({f"Example {ex['id']}": page})
         progress("Writing pages", done, len(runs))
     return [{"Overview": "index.md"}, {"Attention statistics": "statistics.md"}, {"Examples": example_nav}]
@@ -94,6 +99,7 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
 def example_context(run: ExampleRun) -> dict:
     segment = {0: "a", 1: "b", -1: "special"}
     return {
+        "views": Markup(views.views_html(views.example_payload(run))),
         "tokens": [{"text": t, "segment": segment[int(s)]} for t, s in zip(run.tokens, run.segment_ids)],
         "ln_n": math.log(run.n_tokens),
         "chart": charts.head_heatmap(patterns.entropy(run.attention).round(4).tolist(), None,

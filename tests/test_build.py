@@ -118,3 +118,27 @@ def test_cli_version_and_schema(tmp_path):
     assert run_cli("--version", cwd=tmp_path).stdout.strip() == f"reportgen {__version__}"
     schema = json.loads(run_cli("schema", cwd=tmp_path).stdout)
     assert "examples" in schema["properties"]
+
+
+def test_serve_previews_the_built_site(project):
+    import socket
+    import time
+    import urllib.request
+
+    assert run_cli("build", cwd=project).returncode == 0
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "reportgen", "serve", "--port", str(port)], cwd=project,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for _ in range(100):
+            try:
+                page = urllib.request.urlopen(f"http://127.0.0.1:{port}/index.html", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert b"Overview" in page
+    finally:
+        server.terminate()
+        server.wait(10)

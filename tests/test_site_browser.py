@@ -65,3 +65,43 @@ def test_search_works_offline_from_file(default_site, open_page):
     view.page.wait_for_selector(".md-search-result__item", timeout=30_000)
     assert view.page.locator(".md-search-result__item").count() >= 1
     assert view.remote_requests == [] and view.errors == []
+
+
+def test_deep_link_on_a_site_page_shows_the_models_weight(default_site, open_page, embedded_model_path):
+    from reportgen import model
+    from reportgen.attention import run_example
+    from reportgen.config import builtin_examples
+
+    run = run_example(*model.load(embedded_model_path, "cpu"), builtin_examples()[0], 512)
+    view = open_page((default_site / "example-1.html").as_uri() + "#view=head&layer=2&head=3&token=4")
+    view.page.wait_for_selector("span.rgv-num[data-q='4']", timeout=10_000)
+    shown = view.page.eval_on_selector_all(
+        "span.rgv-num[data-q='4'][data-head='3']", "els => els.map(e => [+e.dataset.k, +e.dataset.w])")
+    assert len(shown) == run.n_tokens
+    for key, weight in shown:
+        assert abs(weight - run.attention[2, 3, 4, key]) <= 0.5 / 255 + 1e-6
+    assert view.page.locator("select.rgv-layer").input_value() == "2"
+    assert view.remote_requests == [] and view.errors == []
+
+
+def test_hostile_text_is_shown_literally_in_the_site(tmp_path, tiny_model, open_page):
+    from reportgen.build import build
+    from reportgen.config import load_config
+    from tests.conftest import write_config
+
+    payloads = ["</script><script>alert(1)</script>", "<img src=x onerror=alert(2)>",
+                "[click](javascript:alert(3))", "{{ 7*7 }} {% raw %}", "**bold** <b>tag</b>\n\n<script>alert(4)</script>"]
+    examples = "".join(f"  - text: {json.dumps(p)}\n    pair: {json.dumps(p)}\n    name: {json.dumps(p)}\n"
+                       for p in payloads)
+    write_config(tmp_path, f"title: {json.dumps(payloads[0])}\nmodel: {tiny_model}\ndevice: cpu\nexamples:\n{examples}")
+    build(load_config(tmp_path / "reportgen.yaml"))
+    for name in ["index.html", "examples.html"] + [f"example-{i}.html" for i in range(1, len(payloads) + 1)]:
+        view = open_page((tmp_path / "site" / name).as_uri())
+        assert view.dialogs == [] and view.errors == [], name
+        assert view.page.locator("article img").count() == 0, name
+        assert view.page.locator("article a[href^='javascript']").count() == 0, name
+        text = view.page.inner_text("body")
+        if name.startswith("example-"):
+            i = int(name.split("-")[1].split(".")[0]) - 1
+            assert " ".join(payloads[i].split()) in text, name
+    assert payloads[0] in view.page.title()  # the site title, escaped in <title> and shown as text

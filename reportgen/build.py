@@ -6,6 +6,7 @@ only the site stage writes to the output directory (atomically, at the very end)
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import time
 import warnings
@@ -17,6 +18,7 @@ from reportgen import __version__, model, patterns
 from reportgen.attention import ExampleRun, run_example
 from reportgen.cache import Cache, key_of
 from reportgen.config import Config
+from reportgen.corpus import iter_corpus
 from reportgen.errors import DataError
 from reportgen.model import ModelInfo
 from reportgen.progress import Callback, silent
@@ -25,12 +27,29 @@ from reportgen.qk import QK_MAX_TOKENS
 REPORT_SCHEMA_VERSION = 1
 
 
+class LazyModel:
+    """Loads (model, tokenizer) on first use only: a warm rebuild never loads the model."""
+
+    def __init__(self, path: Path, device: str, progress: Callback):
+        self.path, self.device, self.progress = path, device, progress
+        self._loaded = None
+
+    def __call__(self):
+        if self._loaded is None:
+            self.progress("Loading model", 0, 1)
+            self._loaded = model.load(self.path, self.device)
+            self.progress("Loading model", 1, 1)
+        return self._loaded
+
+
 @dataclass
 class ModelStage:
     info: ModelInfo
     runs: list[ExampleRun]
     computed: int  # examples the model actually ran on (0 on a warm rebuild)
     seconds: float
+    fingerprint: str
+    load: LazyModel
     warnings: list[str] = field(default_factory=list)
 
 
@@ -47,10 +66,9 @@ def run_model(config: Config, progress: Callback = silent) -> ModelStage:
     runs = [cache.get_run(k, s) for k, s in zip(keys, specs)]
     info = cache.get_json("info", key_of("info", fingerprint))
     missing = [i for i, r in enumerate(runs) if r is None]
+    load = LazyModel(path, config.device, progress)
     if missing or info is None:
-        progress("Loading model", 0, 1)
-        net, tokenizer = model.load(path, config.device)
-        progress("Loading model", 1, 1)
+        net, tokenizer = load()
         info = model.describe(name, path, net).to_dict()
         cache.put_json("info", key_of("info", fingerprint), info)
         for done, i in enumerate(missing, 1):
@@ -63,7 +81,42 @@ def run_model(config: Config, progress: Callback = silent) -> ModelStage:
              for i, r in enumerate(runs) if r.truncated]
     for note in notes:
         warnings.warn(note)
-    return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, notes)
+    return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, fingerprint, load, notes)
+
+
+def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent) -> dict:
+    """Pattern statistics over the examples and the corpus files, streamed; cached as a whole.
+
+    Examples come first so that a head's strongest `example` is one with a page; corpus
+    sentences run through the model one at a time and are not kept.
+    """
+    settings = config.patterns
+    corpus_hashes = [_file_hash(f.path) for f in settings.corpus]
+    cache = Cache(config.cache_dir)
+    key = key_of("patterns", stage.fingerprint, [(r.spec.text, r.spec.pair) for r in stage.runs],
+                 corpus_hashes, settings.model_dump(mode="json"), config.max_length)
+    cached = cache.get_json("patterns", key)
+    if cached is not None:
+        return cached
+    accumulator = patterns.PatternAccumulator(settings)
+    for run in stage.runs:
+        accumulator.add(run)
+    if settings.corpus:
+        net, tokenizer = stage.load()
+        total = sum(1 for _ in iter_corpus(settings.corpus))
+        for done, spec in enumerate(iter_corpus(settings.corpus), 1):
+            accumulator.add(run_example(net, tokenizer, spec, config.max_length), linkable=False)
+            progress("Corpus patterns", done, total)
+    result = accumulator.result()
+    cache.put_json("patterns", key, result)
+    return result
+
+
+def _file_hash(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        raise DataError(f"{path}: corpus file cannot be read (config field 'patterns.corpus')") from None
 
 
 def versions() -> dict[str, str]:
@@ -106,7 +159,7 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     out = Path(out) if out is not None else config.output
     site.check_output(out)
     stage = run_model(config, progress)
-    statistics = patterns.head_statistics(stage.runs)
+    statistics = run_patterns(config, stage, progress)
     report = make_report(config, stage, statistics, reproducible)
     site.write_site(report, stage.runs, config, out, progress)
     report["model_stage"] = {"computed": stage.computed, "cached": len(stage.runs) - stage.computed,

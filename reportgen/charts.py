@@ -4,31 +4,53 @@ from __future__ import annotations
 
 import altair as alt
 
+CELL = 28  # pixels per heatmap cell
 
-def head_heatmap(mean: list[list[float]], std: list[list[float]] | None, title: str,
-                 label: str, link: str | None = None) -> dict:
-    """A layers x heads heatmap; the tooltip shows the exact value and its spread over examples.
 
-    `link`, when given, is a URL template with {layer} and {head}: clicking a cell opens it.
+def head_rows(mean: list[list[float | None]], **fields: list[list]) -> list[dict]:
+    """One row per head: {"layer", "head", "value", **fields}; the data behind a heatmap and its CSV."""
+    return [{"layer": layer, "head": head, "value": value,
+             **{name: grid[layer][head] for name, grid in fields.items()}}
+            for layer, values in enumerate(mean) for head, value in enumerate(values)]
+
+
+def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, str] | None = None,
+                 domain: tuple[float, float] | None = None) -> dict:
+    """A layers x heads heatmap of `rows` (see head_rows); the tooltip shows exact values.
+
+    `tooltips` maps extra row fields to their titles. A row with a "url" field makes its cell a link.
     """
-    rows = []
-    for layer, values in enumerate(mean):
-        for head, value in enumerate(values):
-            row = {"layer": layer, "head": head, "value": value}
-            if std is not None:
-                row["std"] = std[layer][head]
-            if link is not None:
-                row["url"] = link.format(layer=layer, head=head)
-            rows.append(row)
-    tooltip = [alt.Tooltip("layer:O", title="layer"), alt.Tooltip("head:O", title="head"),
-               alt.Tooltip("value:Q", title=label, format=".4f")]
-    if std is not None:
-        tooltip.append(alt.Tooltip("std:Q", title="std over examples", format=".4f"))
+    tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value:Q", title=label, format=".4f")]
+    tooltip += [alt.Tooltip(f"{name}:Q", title=title_, format=".4f") for name, title_ in (tooltips or {}).items()]
+    scale = alt.Scale(scheme="viridis", **({"domain": list(domain)} if domain else {}))
+    encoding = dict(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
+                    color=alt.Color("value:Q", title=label, scale=scale), tooltip=tooltip)
+    if any("url" in row for row in rows):
+        encoding["href"] = alt.Href("url:N")
+    chart = alt.Chart(alt.Data(values=rows), title=title).mark_rect(cursor="pointer").encode(**encoding)
+    return chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)).to_dict()
+
+
+def head_scatter(points: list[dict], title: str) -> dict:
+    """The head-similarity map: one point per head, placed by MDS, coloured by its pattern label."""
+    chart = alt.Chart(alt.Data(values=points), title=title).mark_circle(size=90, opacity=0.85).encode(
+        x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None),
+        color=alt.Color("label:N", title="pattern"),
+        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("label:N", title="pattern")],
+        **({"href": alt.Href("url:N")} if points and "url" in points[0] else {}),
+    )
+    return chart.properties(width=420, height=360).to_dict()
+
+
+def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str) -> dict:
+    """One head's attention on one example: queries down, keys across."""
+    rows = [{"q": q, "k": k, "query": f"{q}: {tokens[q]}", "key": f"{k}: {tokens[k]}", "weight": w}
+            for q, row in enumerate(matrix) for k, w in enumerate(row)]
+    order = [f"{i}: {t}" for i, t in enumerate(tokens)]
     chart = alt.Chart(alt.Data(values=rows), title=title).mark_rect().encode(
-        x=alt.X("head:O", title="head"),
-        y=alt.Y("layer:O", title="layer"),
-        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="viridis")),
-        tooltip=tooltip,
-        **({"href": alt.Href("url:N")} if link is not None else {}),
-    ).properties(width=alt.Step(28), height=alt.Step(28))
-    return chart.to_dict()
+        x=alt.X("key:N", sort=order, title="attended token"),
+        y=alt.Y("query:N", sort=order, title="attending token"),
+        color=alt.Color("weight:Q", scale=alt.Scale(scheme="blues", domain=[0, 1]), legend=None),
+        tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")],
+    )
+    return chart.properties(width=alt.Step(14), height=alt.Step(14)).to_dict()

@@ -32,6 +32,43 @@ class ExampleSpec(Strict):
     name: str | None = Field(None, description="A short label shown in the site.")
 
 
+Format = Literal["auto", "txt", "csv", "tsv", "jsonl"]
+
+
+class CorpusFile(Strict):
+    """One corpus file of the config (`patterns.corpus` list item)."""
+
+    path: Path = Field(description="The file; relative paths are taken relative to the config file.")
+    format: Format = Field("auto", description="txt | csv | tsv | jsonl; auto = from the file suffix.")
+    column: str | None = Field(None, description="Text column (csv/tsv header name, jsonl key).")
+    pair_column: str | None = Field(None, description="Optional column holding sentence B of a pair.")
+    limit: int | None = Field(None, ge=1, description="Read at most this many sentences from the file.")
+
+
+class Thresholds(Strict):
+    """When a pattern labels a head (values compared with the head's mean over examples)."""
+
+    positional: float = Field(ge=0, le=1, description="Clark: next/previous-token mass above this.")
+    positional_argmax: float = Field(ge=0, le=1, description="Voita: argmax share at +1/-1 at least this.")
+    delimiter: float = Field(ge=0, le=1, description="Clark: mass on [CLS]+[SEP]+'.'',' above this.")
+    broad_share: float = Field(ge=0, le=1, description="exp(entropy) / n at least this (entropy within -ln(x) of ln n).")
+    same_token: float = Field(ge=0, le=1, description="Mass on the token itself and its word's other occurrences.")
+    other_segment: float = Field(ge=0, le=1, description="Mass on the same word in the other sentence.")
+    within_word: float = Field(ge=0, le=1, description="Mass on the other pieces of the same word.")
+
+
+class PatternSettings(Strict):
+    """The `patterns:` section: what the pattern atlas measures and how heads are labelled."""
+
+    thresholds: Thresholds
+    word_level: bool = Field(description="Compute the statistics between words rather than pieces.")
+    segmentation: Literal["none", "spaces", "jieba"] = Field(
+        description="Word boundaries: the tokenizer's (none), the input's spaces, or jieba (Chinese).")
+    corpus: list[CorpusFile] = Field(description="Extra sentences: files of text, csv, tsv or jsonl.")
+    top_k: int = Field(ge=1, description="Heads listed per pattern in `top_heads`.")
+    similarity: bool = Field(description="Compute the head-similarity map (Jensen-Shannon, MDS).")
+
+
 class Config(Strict):
     title: str = Field(description="Site title.")
     site_url: str | None = Field(description="Public URL of the site (GitHub Pages), or null.")
@@ -40,6 +77,7 @@ class Config(Strict):
     output: Path = Field(description="Directory the site is written to.")
     cache_dir: Path = Field(description="Directory for cached model outputs.")
     max_length: int = Field(ge=8, le=8192, description="Tokens per example; longer ones are truncated.")
+    patterns: PatternSettings
     examples: list[ExampleSpec] = Field(
         description='Examples to visualise: a list of {text, pair, name}; the word "builtin" (alone or as an item) stands for the built-in examples.')
 
@@ -78,9 +116,20 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def _describe(err: ValidationError, source: str) -> str:
+def load_section(model: type[BaseModel], name: str, overrides: dict[str, Any] | None = None,
+                 source: str = "(defaults)"):
+    """One section of the config (e.g. `patterns`) from the shipped defaults and `overrides`."""
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ConfigError(f"{source}: field '{name}': expected a mapping")
+    try:
+        return model.model_validate(_merge(defaults()[name], overrides or {}))
+    except ValidationError as err:
+        raise ConfigError(_describe(err, source, prefix=name)) from None
+
+
+def _describe(err: ValidationError, source: str, prefix: str | None = None) -> str:
     first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    field = ".".join(str(p) for p in ([prefix] if prefix else []) + list(first["loc"])) or "(top level)"
     if first["type"] == "extra_forbidden":
         text = f"{source}: unknown key '{field}'"
     else:
@@ -124,6 +173,8 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError(_describe(err, source)) from None
     config.output = base_dir / config.output
     config.cache_dir = base_dir / config.cache_dir
+    for corpus_file in config.patterns.corpus:
+        corpus_file.path = base_dir / corpus_file.path.expanduser()
     # A model that names an existing path, or looks like one, is a local directory relative
     # to the config file; anything else ("org/name") is a Hub id.
     local = base_dir / Path(config.model).expanduser()
@@ -137,7 +188,8 @@ def json_schema() -> str:
     schema = Config.model_json_schema()
     schema["properties"].pop("source", None)
     for key, value in defaults().items():
-        schema["properties"][key]["default"] = value
+        if not isinstance(value, dict):
+            schema["properties"][key]["default"] = value
     schema["title"] = "reportgen.yaml"
     schema["required"] = []
     return json.dumps(schema, indent=2, default=str)

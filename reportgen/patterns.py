@@ -1,16 +1,259 @@
-"""Per-head attention statistics (Clark, Khandelwal, Levy, Manning 2019, "What Does BERT Look At?").
+"""Per-head attention pattern statistics: the "attention pattern atlas" (issue 4).
 
-Each statistic is computed per example as an [layers, heads] array, vectorised over
-heads, queries and keys, then averaged over examples (with the spread across them).
+Definitions follow Clark, Khandelwal, Levy, Manning 2019 ("What Does BERT Look At?"),
+Voita, Talbot, Moiseev, Sennrich, Titov 2019 (positional heads, argmax test) and
+Kovaleva, Romanov, Rogers, Rumshisky 2019 (vertical / diagonal patterns). A is one
+head's attention on one example, A[q, k] = weight query q puts on key k.
+
+Every statistic is computed per example as an [layers, heads] array, vectorised over
+heads, queries and keys (one matrix product per example against a stack of
+query/key masks), then folded into running sums (`PatternAccumulator`), so a corpus
+of any size is summarised in bounded memory. The statistics:
+
+- next_token / previous_token: mean over the queries that have a next (previous)
+  token of A[q, q+1] (A[q, q-1]). Clark divides the sum by n, counting the last
+  (first) query as 0; we divide by n-1 so that a pure next-token head scores exactly
+  1.0 at any length. Clark's figure is ours times (n-1)/n.
+- next_token_argmax / previous_token_argmax: Voita's test, the share of those queries
+  whose largest weight is at offset +1 (-1); positional when >= 90%.
+- cls, sep, cls_sep, punctuation, delimiter: Clark's mean over all n queries of the
+  mass on [CLS] (the first special token, or <s>), on [SEP] (every other special,
+  or </s>), on both, on the punctuation keys '.' and ',' (only those, as Clark), and
+  on all three (the label's "delimiter" mass; Kovaleva's "vertical" pattern).
+- same_token: mass on the token itself and on other occurrences of the same word in
+  the same segment, over the non-special queries. "Same word" compares the lower-cased
+  word string rebuilt from its pieces ('straw' + '##berries' -> 'strawberries'); the
+  other pieces of the query's own word do not count here (that is within_word).
+- other_segment: for pairs, mass from a token on the occurrences of its word in the
+  other sentence, over the queries whose word does occur there (NaN, and not counted,
+  for examples without any such query).
+- within_word: mass from a piece on the OTHER pieces of its own word, over queries in
+  multi-piece words (NaN where the example has none). For character-level Chinese,
+  words come from a segmentation (`segmentation: spaces | jieba`, see `resegment`).
+  Always measured between pieces, also when `word_level` is set.
+- entropy: Clark's smoothed row entropy in nats (A' = 0.9999 A + 0.0001/n), against
+  the uniform baseline ln(n). effective_share: exp(entropy) / n per example, the share
+  of the tokens that uniform attention would have to cover to be as spread; 1.0 for a
+  uniform head, and unlike entropy / ln(n) it does not drift with length. "Broad" is
+  effective_share >= 0.5 by default, i.e. entropy within ln 2 nats of ln(n).
+  max_weight: mean over queries of the largest weight (Clark's broad heads put "at most
+  10% on any single word"; reported, not used for the label, because on 20-token inputs
+  even uniform attention over half the tokens puts 10% on each).
+
+With `word_level: true` all statistics but within_word are computed on the word-level
+attention (Clark: to a word = sum over its pieces, from a word = mean over its pieces).
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+import math
+import unicodedata
+from dataclasses import replace
+from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
 
 from reportgen.attention import ExampleRun
+from reportgen.config import PatternSettings, Thresholds, load_section
+from reportgen.errors import ConfigError, DataError
+
+DIGITS = 6
+
+# ---------------------------------------------------------------- settings
+
+
+def load_settings(overrides: dict[str, Any] | None = None) -> PatternSettings:
+    """The shipped defaults merged with `overrides` (a user's `patterns:` mapping), validated."""
+    return load_section(PatternSettings, "patterns", overrides)
+
+
+# ---------------------------------------------------------------- tokens and words
+
+_CONTINUATION = "##"  # WordPiece marks pieces inside a word
+_WORD_START = "\u0120\u2581"  # 'Ġ' (byte-level BPE) and '▁' (SentencePiece) mark a word's first piece
+PUNCTUATION = (".", ",")  # Clark et al.: "punctuation" is only these two
+
+
+def piece_text(token: str) -> str:
+    """The characters a piece contributes to its word, without tokenizer markers."""
+    if token.startswith(_CONTINUATION) and len(token) > len(_CONTINUATION):
+        return token[len(_CONTINUATION):]
+    return token.lstrip(_WORD_START) or token
+
+
+def word_strings(tokens: Sequence[str], word_ids: np.ndarray) -> list[str]:
+    """Per token, the lower-cased string of its word rebuilt from its pieces; '' for specials.
+
+    This is what "same word" means in same_token / other_segment: 'Store' and 'store'
+    match, and 'straw' + '##berries' is the word 'strawberries'.
+    """
+    parts: dict[int, list[str]] = {}
+    for token, word in zip(tokens, word_ids.tolist()):
+        if word >= 0:
+            parts.setdefault(word, []).append(piece_text(token))
+    words = {w: "".join(p).lower() for w, p in parts.items()}
+    return [words.get(w, "") for w in word_ids.tolist()]
+
+
+def _codes(strings: Sequence[str], valid: np.ndarray) -> np.ndarray:
+    """Integer code per string (equal strings, equal codes); -1 where not valid."""
+    _, inverse = np.unique(np.asarray(strings, dtype=object).astype(str), return_inverse=True)
+    return np.where(valid, inverse.reshape(-1), -1)
+
+
+def delimiter_keys(run: ExampleRun) -> tuple[np.ndarray, np.ndarray]:
+    """(cls, sep) key masks: the special token at position 0 is [CLS] (or <s>); the others are [SEP] (or </s>)."""
+    cls = np.zeros(run.n_tokens, dtype=bool)
+    cls[0] = bool(run.special[0])
+    return cls, run.special & ~cls
+
+
+def punctuation_keys(run: ExampleRun) -> np.ndarray:
+    """Keys that are '.' or ',' (Clark's punctuation), markers like 'Ġ' stripped."""
+    text = np.array([piece_text(t) for t in run.tokens], dtype=object)
+    return np.isin(text, PUNCTUATION) & ~run.special
+
+
+# ---------------------------------------------------------------- character-level segmentation
+
+
+def _normalise(text: str) -> str:
+    """Lower case, accents and whitespace removed: how uncased (and Chinese) BERT tokenizers see text."""
+    decomposed = unicodedata.normalize("NFD", text.lower())
+    return "".join(c for c in decomposed if unicodedata.category(c) != "Mn" and not c.isspace())
+
+
+def _import_jieba():
+    try:
+        import jieba  # optional: only for `segmentation: jieba`
+    except ImportError:
+        raise ConfigError("patterns.segmentation is 'jieba' but the jieba package is not installed; "
+                          "run 'pip install jieba' or use 'spaces' with pre-segmented text") from None
+    return jieba
+
+
+def segment_words(text: str, mode: Literal["spaces", "jieba"]) -> list[str]:
+    """The words of `text`: split at spaces (pre-segmented input) or by jieba."""
+    if mode == "spaces":
+        return text.split()
+    if mode == "jieba":
+        return [w for w in _import_jieba().lcut(text) if w.strip()]
+    raise ValueError(f"unknown segmentation {mode!r}")
+
+
+def _is_unknown(token: str) -> bool:
+    return token in ("[UNK]", "<unk>", "<UNK>")
+
+
+def char_word_ids(tokens: Sequence[str], words: Sequence[str], start: int = 0) -> np.ndarray:
+    """Word index (start, start+1, ...) of each token of one segment, from a segmentation.
+
+    The tokens (special tokens excluded) are matched character by character against the
+    concatenated words, so each token takes the word of its first character; this gives
+    word boundaries to character-level tokenizations (Chinese BERT splits every CJK
+    character into its own "word"). An unknown token ([UNK]) takes the characters up to
+    where the next token matches. Raises DataError when a token cannot be aligned.
+    """
+    owner: list[int] = []
+    for index, word in enumerate(words):
+        owner.extend([start + index] * len(_normalise(word)))
+    chars = "".join(_normalise(w) for w in words)
+    texts = [_normalise(piece_text(t)) for t in tokens]
+    out = np.full(len(tokens), -1, dtype=np.int64)
+    cursor = 0
+    for i, (token, text) in enumerate(zip(tokens, texts)):
+        if cursor >= len(chars):
+            raise DataError(f"cannot align token {token!r} with the segmentation {' '.join(words)!r}: text used up")
+        out[i] = owner[cursor]
+        if text and chars.startswith(text, cursor):
+            cursor += len(text)
+        elif _is_unknown(token):
+            following = next((t for t in texts[i + 1:] if t), None)
+            found = chars.find(following, cursor + 1) if following else -1
+            cursor = found if found > 0 else len(chars)
+        else:
+            raise DataError(f"cannot align token {token!r} with the segmentation {' '.join(words)!r} "
+                            f"at character {cursor}")
+    return out
+
+
+def resegment(run: ExampleRun, mode: Literal["none", "spaces", "jieba"]) -> ExampleRun:
+    """The run with word ids from a segmentation of its text (and pair); 'none' keeps the tokenizer's.
+
+    Word ids stay unique across the pair and -1 for special tokens, as in ExampleRun.
+    """
+    if mode == "none":
+        return run
+    word_ids = np.full(run.n_tokens, -1, dtype=np.int64)
+    texts = [run.spec.text] + ([run.spec.pair] if run.spec.pair is not None else [])
+    start = 0
+    for segment, text in enumerate(texts):
+        at = np.flatnonzero((run.segment_ids == segment) & ~run.special)
+        words = segment_words(text, mode)
+        word_ids[at] = char_word_ids([run.tokens[i] for i in at], words, start)
+        start += len(words)
+    return replace(run, word_ids=word_ids)
+
+
+# ---------------------------------------------------------------- word-level attention
+
+
+def token_units(word_ids: np.ndarray) -> np.ndarray:
+    """Unit index per token for the word-level view: one unit per word, each special token its own unit.
+
+    Units are numbered in order of their first token.
+    """
+    n = len(word_ids)
+    key = np.where(word_ids >= 0, word_ids, -1 - np.arange(n))  # specials: unique negative keys
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return rank[inverse.reshape(-1)]
+
+
+def word_level_attention(attention: np.ndarray, word_ids: np.ndarray) -> np.ndarray:
+    """Attention between words, [..., U, U] from [..., T, T] (Clark et al. 2019, section 4.1 / app.).
+
+    Attention TO a split word is the sum over its pieces; attention FROM a split word
+    is the mean over its pieces, so rows still sum to 1. Special tokens are units alone.
+    """
+    units = token_units(word_ids)
+    assign = np.zeros((units.max() + 1, len(units)))
+    assign[units, np.arange(len(units))] = 1.0  # [U, T]
+    from_mean = assign / assign.sum(1, keepdims=True)
+    return from_mean @ attention.astype(np.float64) @ assign.T
+
+
+def word_level_run(run: ExampleRun) -> ExampleRun:
+    """The run converted to words: tokens are the words' pieces joined, attention as `word_level_attention`."""
+    units = token_units(run.word_ids)
+    first = np.unique(units, return_index=True)[1]
+    pieces: dict[int, list[str]] = {}
+    for token, unit in zip(run.tokens, units.tolist()):
+        pieces.setdefault(unit, []).append(token if not pieces.get(unit) else piece_text(token))
+    tokens = ["".join(pieces[u]) for u in range(len(first))]
+    special = run.special[first]
+    word_ids = run.word_ids[first]  # each word keeps its id; specials stay -1
+    attention = word_level_attention(run.attention, run.word_ids).astype(np.float32)
+    return replace(run, tokens=tokens, word_ids=word_ids, segment_ids=run.segment_ids[first],
+                   special=special, attention=attention, extras={**run.extras, "token_units": units})
+
+
+# ---------------------------------------------------------------- per-example statistics
+
+# Statistics in a fixed order; MASK_STATS are one weighted sum each (see _masks).
+MASK_STATS = ("next_token", "previous_token", "cls", "sep", "cls_sep", "punctuation", "delimiter",
+              "same_token", "other_segment")
+ROW_STATS = ("next_token_argmax", "previous_token_argmax", "entropy", "effective_share", "max_weight")
+STATS = MASK_STATS + ("within_word",) + ROW_STATS
+
+# The statistic behind each label, in the order used to break exact ties.
+LABEL_STATS = {
+    "previous_token": "previous_token", "next_token": "next_token", "within_word": "within_word",
+    "other_segment": "other_segment", "same_token": "same_token", "delimiter": "delimiter",
+    "broad": "effective_share",
+}
+LABELS = tuple(LABEL_STATS) + ("mixed",)
 
 
 def entropy(att: np.ndarray) -> np.ndarray:
@@ -29,34 +272,386 @@ def mass_on(att: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return att[..., keys].sum(-1).mean(-1)
 
 
-def delimiter_keys(run: ExampleRun) -> tuple[np.ndarray, np.ndarray]:
-    """(cls, sep) key masks: the special token at position 0 is [CLS] (or <s>); the others are [SEP] (or </s>)."""
-    cls = np.zeros(run.n_tokens, dtype=bool)
-    cls[0] = bool(run.special[0])
-    return cls, run.special & ~cls
+def _weights(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """[T, T] weights: keys[q, k] on the chosen query rows, each row 1/|queries|; NaN if no query."""
+    count = int(queries.sum())
+    if count == 0:
+        return np.full(keys.shape, np.nan)
+    return (keys & queries[:, None]) / count
 
 
-def example_statistics(run: ExampleRun) -> dict[str, np.ndarray]:
+def _masks(run: ExampleRun) -> np.ndarray:
+    """Weight matrices of MASK_STATS stacked as [T*T, S], so one matmul gives them all."""
+    n = run.n_tokens
+    every = np.ones(n, dtype=bool)
+    position = np.arange(n)
     cls, sep = delimiter_keys(run)
-    return {
-        "entropy": entropy(run.attention),
-        "cls": mass_on(run.attention, cls),
-        "sep": mass_on(run.attention, sep),
-        "cls_sep": mass_on(run.attention, cls | sep),
+    punct = punctuation_keys(run)
+    words = ~run.special & (run.word_ids >= 0)
+    code = _codes(word_strings(run.tokens, run.word_ids), words)
+    same_string = (code[:, None] == code[None, :]) & words[:, None] & words[None, :]
+    same_segment = run.segment_ids[:, None] == run.segment_ids[None, :]
+    own_word = run.word_ids[:, None] == run.word_ids[None, :]
+    other_segment = same_string & ~same_segment
+    same_token = np.eye(n, dtype=bool) | (same_string & same_segment & ~own_word)
+
+    def wide(keys: np.ndarray) -> np.ndarray:  # the same key set for every query
+        return np.broadcast_to(keys, (n, n))
+
+    masks = {
+        "next_token": _weights(np.eye(n, k=1, dtype=bool), position < n - 1),
+        "previous_token": _weights(np.eye(n, k=-1, dtype=bool), position > 0),
+        "cls": _weights(wide(cls), every),
+        "sep": _weights(wide(sep), every),
+        "cls_sep": _weights(wide(cls | sep), every),
+        "punctuation": _weights(wide(punct), every),
+        "delimiter": _weights(wide(cls | sep | punct), every),
+        "same_token": _weights(same_token, words),
+        "other_segment": _weights(other_segment, other_segment.any(1)),
     }
+    return np.stack([masks[name].reshape(-1) for name in MASK_STATS], axis=1)
 
 
-def head_statistics(runs: Iterable[ExampleRun]) -> dict[str, dict]:
-    """Mean and standard deviation over examples of each statistic, as nested lists [L][H]."""
-    per_example: dict[str, list[np.ndarray]] = {}
-    baselines = []
-    for run in runs:
-        for name, value in example_statistics(run).items():
-            per_example.setdefault(name, []).append(value)
-        baselines.append(np.log(run.n_tokens))
-    out = {}
-    for name, values in per_example.items():
-        stack = np.stack(values)
-        out[name] = {"mean": stack.mean(0).round(6).tolist(), "std": stack.std(0).round(6).tolist()}
-    out["entropy"]["uniform_baseline"] = round(float(np.mean(baselines)), 6)
-    return out
+def within_word_weights(word_ids: np.ndarray) -> np.ndarray:
+    """[T, T] weights of the within-word statistic: other pieces of the query's own word."""
+    keys = (word_ids[:, None] == word_ids[None, :]) & (word_ids >= 0)[:, None]
+    np.fill_diagonal(keys, False)
+    return _weights(keys, keys.any(1))
+
+
+def _masked(att: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """att [L, H, T, T] against weights [T*T, S] -> [S, L, H]; NaN columns give NaN."""
+    L, H, T, _ = att.shape
+    flat = att.reshape(L * H, T * T).astype(np.float64)
+    nan = np.isnan(weights).any(0)
+    out = flat @ np.nan_to_num(weights)
+    out[:, nan] = np.nan
+    return out.T.reshape(-1, L, H)
+
+
+def _row_stats(att: np.ndarray) -> np.ndarray:
+    """ROW_STATS as [5, L, H]: Voita's argmax shares, entropy, exp(entropy) / n, mean max weight."""
+    n = att.shape[-1]
+    if n < 2:
+        nan = np.full(att.shape[:2], np.nan)
+        return np.stack([nan, nan, nan, nan, att.max(-1).mean(-1)])
+    top = att.argmax(-1)  # [L, H, T]; ties go to the first key
+    position = np.arange(n)
+    next_share = (top[..., :-1] == position[1:]).mean(-1)
+    prev_share = (top[..., 1:] == position[:-1]).mean(-1)
+    ent = entropy(att.astype(np.float64))
+    return np.stack([next_share, prev_share, ent, np.exp(ent) / n, att.max(-1).mean(-1)])
+
+
+def _example_array(run: ExampleRun, word_level: bool) -> tuple[np.ndarray, ExampleRun, dict[str, int]]:
+    """All STATS of one example as [S, L, H] (segmentation already applied to `run`),
+    with the run the statistics were measured on (words or pieces) and query counts."""
+    within_weights = within_word_weights(run.word_ids)
+    within = _masked(run.attention, within_weights.reshape(-1, 1))
+    unit = word_level_run(run) if word_level else run
+    weights = _masks(unit)
+    other = np.nan_to_num(weights[:, MASK_STATS.index("other_segment")]).reshape(unit.n_tokens, -1)
+    queries = {"within_word": int(np.count_nonzero(np.nan_to_num(within_weights).any(1))),
+               "other_segment": int(np.count_nonzero(other.any(1)))}
+    values = np.concatenate([_masked(unit.attention, weights), within, _row_stats(unit.attention)])
+    return values, unit, queries
+
+
+def example_statistics(run: ExampleRun, word_level: bool = False) -> dict[str, np.ndarray]:
+    """Every statistic of one example, name -> [L, H] (NaN where it does not apply)."""
+    return dict(zip(STATS, _example_array(run, word_level)[0]))
+
+
+# ---------------------------------------------------------------- head similarity
+
+
+def js_divergence_sums(att: np.ndarray, max_block: int = 1 << 22) -> np.ndarray:
+    """[LH, LH] Jensen-Shannon divergence between heads' rows, summed over queries (nats).
+
+    Clark et al. 2019 smooth each row as 0.999 A + 0.001/n. JS(p, q) = (sum p ln p +
+    sum q ln q) / 2 - sum m ln m with m = (p + q) / 2, so only the m-term needs pairs;
+    it is computed for blocks of heads against all later heads (symmetry), at most
+    `max_block` numbers at a time so long inputs stay in bounded memory. The pair term
+    of a head with itself is its own sum p ln p, so taking the self terms from that
+    diagonal makes identical heads cancel exactly; float32 halves the time, and its
+    rounding (about 1e-6 nats per example) is far below the differences between heads.
+    """
+    L, H, T, _ = att.shape
+    heads = L * H
+    p = (0.999 * att.reshape(heads, T, T) + 0.001 / T).astype(np.float32)
+    cross = np.zeros((heads, heads))
+    block = max(1, max_block // (heads * T * T))
+    for a in range(0, heads, block):
+        b = min(a + block, heads)
+        m = (p[a:b, None] + p[None, a:]) * np.float32(0.5)  # [B, heads - a, T, T]
+        part = (m * np.log(m)).sum((2, 3), dtype=np.float64)
+        cross[a:b, a:] = part
+        cross[a:, a:b] = part.T
+    self_term = np.diag(cross)
+    return np.maximum(0.5 * (self_term[:, None] + self_term[None, :]) - cross, 0.0)
+
+
+def classical_mds(dist: np.ndarray, dims: int = 2) -> np.ndarray:
+    """Torgerson's classical scaling of a distance matrix, [n, dims]; signs fixed for stable output."""
+    n = len(dist)
+    centre = np.eye(n) - 1.0 / n
+    gram = -0.5 * centre @ (dist ** 2) @ centre
+    values, vectors = np.linalg.eigh(gram)
+    order = np.argsort(values)[::-1][:dims]
+    coords = np.zeros((n, dims))
+    coords[:, : len(order)] = vectors[:, order] * np.sqrt(np.maximum(values[order], 0.0))
+    flip = np.sign(coords[np.abs(coords).argmax(0), np.arange(coords.shape[1])])
+    return coords * np.where(flip == 0, 1.0, flip)
+
+
+def metric_mds(dist: np.ndarray, dims: int = 2, iterations: int = 300, tol: float = 1e-9) -> tuple[np.ndarray, float]:
+    """Metric MDS by SMACOF (stress majorisation) from the classical solution; (coords, stress-1).
+
+    Clark et al. lay the heads out with metric MDS; starting from classical scaling makes
+    the result deterministic, and the Guttman transform only lowers the stress.
+    """
+    n = len(dist)
+    x = classical_mds(dist, dims)
+    if n < 3 or not np.any(dist):
+        return x, 0.0
+    stress = np.inf
+    for _ in range(iterations):
+        d = np.sqrt(((x[:, None] - x[None, :]) ** 2).sum(-1))
+        ratio = np.divide(dist, d, out=np.zeros_like(dist), where=d > 1e-12)
+        b = -ratio
+        np.fill_diagonal(b, 0.0)
+        np.fill_diagonal(b, -b.sum(1))
+        x = b @ x / n
+        d = np.sqrt(((x[:, None] - x[None, :]) ** 2).sum(-1))
+        new = ((dist - d) ** 2).sum() / 2
+        if stress - new < tol * max(new, 1e-30):
+            stress = new
+            break
+        stress = new
+    return x, float(np.sqrt(stress / max((dist ** 2).sum() / 2, 1e-30)))
+
+
+# ---------------------------------------------------------------- streaming aggregation
+
+
+class _Running:
+    """Per cell running count, mean and M2 (Welford), min, max, and the strongest linkable example; NaN skipped."""
+
+    def __init__(self, shape: tuple[int, ...]):
+        self.count = np.zeros(shape, dtype=np.int64)
+        self.mean = np.zeros(shape)
+        self.m2 = np.zeros(shape)
+        self.min = np.full(shape, np.inf)
+        self.max = np.full(shape, -np.inf)
+        self.best = np.full(shape, -1, dtype=np.int64)
+        self.best_value = np.full(shape, -np.inf)
+
+    def add(self, value: np.ndarray, index: int, linkable: bool = True) -> None:
+        ok = ~np.isnan(value)
+        value = np.where(ok, value, 0.0)
+        self.count += ok
+        delta = np.where(ok, value - self.mean, 0.0)
+        self.mean += delta / np.maximum(self.count, 1)
+        self.m2 += np.where(ok, delta * (value - self.mean), 0.0)
+        self.max = np.where(ok & (value > self.max), value, self.max)
+        better = ok & linkable & (value > self.best_value)
+        self.best_value = np.where(better, value, self.best_value)
+        self.best = np.where(better, index, self.best)
+        self.min = np.where(ok & (value < self.min), value, self.min)
+
+    def std(self) -> np.ndarray:
+        """Population standard deviation over examples (as the first head_statistics did)."""
+        return np.sqrt(np.divide(self.m2, self.count, out=np.full(self.m2.shape, np.nan), where=self.count > 0))
+
+    def masked(self, array: np.ndarray) -> np.ndarray:
+        return np.where(self.count > 0, array, np.nan)
+
+
+def _clean(value: Any) -> Any:
+    """Numbers rounded to DIGITS, NaN/inf as None, numpy types as plain Python: JSON-able."""
+    if isinstance(value, np.ndarray):
+        return _clean(value.tolist())
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return round(float(value), DIGITS) if math.isfinite(value) else None
+    return value
+
+
+class PatternAccumulator:
+    """Consumes ExampleRuns one at a time and keeps running sums only.
+
+    Memory is O(statistics x layers x heads + (layers x heads)^2) whatever the number of
+    examples, so 10,000 sentences stream through; `result()` can be called at any time.
+    """
+
+    def __init__(self, settings: PatternSettings | None = None):
+        self.settings = settings or load_settings()
+        self.shape: tuple[int, int] | None = None
+        self.examples = 0
+        self.pairs = 0
+        self.tokens = 0
+        self.log_n = 0.0
+        self.queries = {"within_word": 0, "other_segment": 0}
+        self._stats: _Running | None = None
+        self._js: np.ndarray | None = None
+        self._js_queries = 0
+
+    def add(self, run: ExampleRun, linkable: bool = True) -> None:
+        """Fold one example in; its index (0, 1, ...) is what `example` refers to in the result.
+
+        Only `linkable` examples (those with a page in the site) can be a head's `example`;
+        corpus sentences count in every statistic but have no page to link to.
+        """
+        L, H = run.attention.shape[:2]
+        if self.shape is None:
+            self.shape = (L, H)
+            self._stats = _Running((len(STATS), L, H))
+            self._js = np.zeros((L * H, L * H)) if self.settings.similarity else None
+        elif self.shape != (L, H):
+            raise DataError(f"example {self.examples}: attention has {L}x{H} heads, earlier ones {self.shape[0]}x{self.shape[1]}")
+        run = resegment(run, self.settings.segmentation)
+        values, unit, queries = _example_array(run, self.settings.word_level)
+        self._stats.add(values, self.examples, linkable)
+        if self._js is not None:
+            self._js += js_divergence_sums(unit.attention)
+            self._js_queries += unit.n_tokens
+        self.examples += 1
+        self.pairs += int((run.segment_ids == 1).any())
+        self.tokens += run.n_tokens
+        self.log_n += math.log(unit.n_tokens)
+        for name, count in queries.items():
+            self.queries[name] += count
+
+    def add_all(self, runs: Iterable[ExampleRun]) -> "PatternAccumulator":
+        for run in runs:
+            self.add(run)
+        return self
+
+    # -- results
+
+    def labels(self) -> tuple[np.ndarray, list]:
+        """(labels [L, H], passing patterns [L][H]) from the mean statistics (see `label_heads`)."""
+        means = dict(zip(STATS, self._stats.masked(self._stats.mean)))
+        return label_heads(means, self.settings.thresholds)
+
+    def result(self) -> dict[str, Any]:
+        """Everything the site needs, JSON-able; see the module docstring for the definitions."""
+        if self._stats is None:
+            raise DataError("no examples to compute attention pattern statistics from")
+        run = self._stats
+        out: dict[str, Any] = {}
+        for i, name in enumerate(STATS):
+            has = run.count[i] > 0
+            out[name] = {
+                "mean": run.masked(run.mean)[i], "std": run.std()[i],
+                "min": run.masked(run.min)[i], "max": run.masked(run.max)[i],
+                "example": np.where(has, run.best[i], -1),
+                "example_value": np.where(run.best[i] >= 0, run.best_value[i], np.nan),
+                "count": int(run.count[i].max()),
+            }
+        out["entropy"]["uniform_baseline"] = self.log_n / self.examples
+        labels, patterns = self.labels()
+        out["labels"] = labels.tolist()
+        out["patterns"] = patterns
+        out["label_counts"] = {name: int((labels == name).sum()) for name in LABELS}
+        out["label_stats"] = dict(LABEL_STATS)
+        out["top_heads"] = {name: self._top(i) for i, name in enumerate(STATS)}
+        out["similarity"] = self._similarity(labels) if self._js is not None else None
+        out["counts"] = {
+            "examples": self.examples, "pairs": self.pairs, "tokens": self.tokens,
+            "layers": self.shape[0], "heads": self.shape[1],
+            **{f"{name}_examples": int(run.count[STATS.index(name)].max()) for name in ("within_word", "other_segment")},
+            **{f"{name}_queries": count for name, count in self.queries.items()},
+        }
+        out["settings"] = self.settings.model_dump(mode="json")
+        return _clean(out)
+
+    def _top(self, stat: int) -> list[dict[str, Any]]:
+        run = self._stats
+        mean = run.masked(run.mean)[stat]
+        H = self.shape[1]
+        flat = np.nan_to_num(mean, nan=-np.inf).reshape(-1)
+        order = np.argsort(-flat, kind="stable")[: self.settings.top_k]
+        return [{"layer": int(i // H), "head": int(i % H), "value": mean.flat[i], "std": run.std()[stat].flat[i],
+                 "example": int(run.best[stat].flat[i]),
+                 "example_value": run.best_value[stat].flat[i] if run.best[stat].flat[i] >= 0 else None}
+                for i in order if np.isfinite(flat[i])]
+
+    def distances(self) -> np.ndarray:
+        """[LH, LH] mean Jensen-Shannon divergence per query token (Clark's sum / number of queries)."""
+        return self._js / max(self._js_queries, 1)
+
+    def _similarity(self, labels: np.ndarray) -> dict[str, Any]:
+        dist = self.distances()
+        coords, stress = metric_mds(dist)
+        H = self.shape[1]
+        points = [{"layer": i // H, "head": i % H, "x": coords[i, 0], "y": coords[i, 1], "label": labels.flat[i]}
+                  for i in range(len(dist))]
+        return {"measure": "Jensen-Shannon divergence in nats, smoothed 0.999A+0.001/n, mean per query token "
+                           "(Clark et al. 2019 sum over queries and examples, divided by their number)",
+                "layout": "metric MDS (SMACOF from classical scaling)",
+                "index": "layer * heads + head", "distance": dist, "points": points, "stress": stress}
+
+
+def pattern_scores(means: dict[str, np.ndarray], thresholds: Thresholds) -> np.ndarray:
+    """[len(LABEL_STATS), L, H] score of each pattern: value / threshold where it passes, else 0.
+
+    A pattern passes when its mean over examples is above its threshold (Clark's "> 0.5"
+    / "> 0.6"); positional also passes on Voita's argmax share >= positional_argmax (the
+    better of the two scores counts), and broad when exp(entropy) / n >= broad_share.
+    NaN (pattern not measurable on this corpus) never passes.
+    """
+    t = thresholds
+    tests = {
+        "previous_token": [("previous_token", t.positional, False), ("previous_token_argmax", t.positional_argmax, True)],
+        "next_token": [("next_token", t.positional, False), ("next_token_argmax", t.positional_argmax, True)],
+        "within_word": [("within_word", t.within_word, False)],
+        "other_segment": [("other_segment", t.other_segment, False)],
+        "same_token": [("same_token", t.same_token, False)],
+        "delimiter": [("delimiter", t.delimiter, False)],
+        "broad": [("effective_share", t.broad_share, True)],
+    }
+    scores = []
+    for label in LABEL_STATS:
+        score = np.zeros(np.shape(means["delimiter"]))
+        for stat, threshold, inclusive in tests[label]:
+            value = np.nan_to_num(np.asarray(means[stat], dtype=np.float64), nan=-np.inf)
+            passes = value >= threshold if inclusive else value > threshold
+            score = np.maximum(score, np.where(passes, value / max(threshold, 1e-12), 0.0))
+        scores.append(score)
+    return np.stack(scores)
+
+
+def label_heads(means: dict[str, np.ndarray], thresholds: Thresholds) -> tuple[np.ndarray, list]:
+    """(labels [L, H], patterns [L][H]): the dominant pattern per head, and all that pass.
+
+    The label is the passing pattern with the largest value / threshold, so a head that is
+    0.95 delimiter and just over the within-word threshold is labelled delimiter (and lists
+    both); "mixed" when none passes. Exact ties go to the earlier pattern in LABEL_STATS.
+    """
+    scores = pattern_scores(means, thresholds)
+    names = np.array(list(LABEL_STATS), dtype=object)
+    labels = np.where(scores.max(0) > 0, names[scores.argmax(0)], "mixed").astype(str)
+    order = np.argsort(-scores, axis=0, kind="stable")
+    patterns = [[[str(names[p]) for p in order[:, layer, head] if scores[p, layer, head] > 0]
+                 for head in range(scores.shape[2])] for layer in range(scores.shape[1])]
+    return labels, patterns
+
+
+def head_statistics(runs: Iterable[ExampleRun], settings: PatternSettings | None = None) -> dict[str, Any]:
+    """Per-head pattern statistics over `runs`, streamed through a PatternAccumulator.
+
+    Keys: one per statistic in STATS ({"mean", "std", "min", "max": [L][H], "example",
+    "example_value": [L][H], "count": int}; "entropy" also has "uniform_baseline"), plus
+    "labels", "patterns", "label_counts", "label_stats", "top_heads", "similarity", "counts", "settings".
+    """
+    return PatternAccumulator(settings).add_all(runs).result()

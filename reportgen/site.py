@@ -6,6 +6,7 @@ a failed or interrupted build leaves the previous site as it was.
 
 from __future__ import annotations
 
+import csv
 import html
 import json
 import logging
@@ -72,17 +73,53 @@ def write_vega_bundle(target: Path) -> None:
     target.write_text(vl_convert.javascript_bundle(), encoding="utf-8")
 
 
+# The pattern atlas, one section per statistic: (report key, anchor, title, what it measures, extra tooltips).
+PATTERN_SECTIONS = [
+    ("previous_token", "previous-token", "Previous token",
+     "Mean attention on the token just before (Clark et al. 2019, over the queries that have one); "
+     "the tooltip adds Voita et al.'s test, the share of queries whose largest weight is on that token.",
+     {"previous_token_argmax": "argmax share (Voita)"}),
+    ("next_token", "next-token", "Next token",
+     "Mean attention on the token just after, with Voita et al.'s argmax share in the tooltip.",
+     {"next_token_argmax": "argmax share (Voita)"}),
+    ("same_token", "same-word", "Same word",
+     "Attention to the token itself and to other occurrences of the same word in the same sentence.", {}),
+    ("other_segment", "other-sentence", "Same word in the other sentence",
+     "For sentence pairs: attention from a word to its occurrences in the other sentence "
+     "(term-matching heads), over the tokens whose word occurs there.", {}),
+    ("within_word", "within-word", "Pieces of the same word",
+     "Attention from a word piece to the other pieces of its word (e.g. straw / ##berries): "
+     "heads that learn word boundaries.", {}),
+    ("cls", "cls", "[CLS]", "Share of attention on [CLS] (or <s>).", {}),
+    ("sep", "sep", "[SEP]", "Share of attention on [SEP] (or </s>), often a no-op for the head (Clark et al. 2019).", {}),
+    ("punctuation", "punctuation", "Punctuation", "Share of attention on '.' and ',' (Clark et al. 2019).", {}),
+    ("entropy", "broad", "Broad attention",
+     "Mean entropy of the attention rows in nats; high values mean the head spreads its attention.",
+     {"effective_share": "exp(entropy) / n"}),
+]
+TOP_HEADS = 5  # rows of each top-heads table
+MATRICES = 3  # top heads per pattern shown as an attention matrix
+
+
+def head_link(example: int, layer: int, head: int) -> str:
+    """Deep link into the head view of an example page (state in the hash, see views.js)."""
+    return f"example-{example + 1}.html#view=head&layer={layer}&head={head}"
+
+
 def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Path,
                 progress: Callback = silent) -> list:
     env = pages.environment(templates)
     stats = report["statistics"]
     pages.render(env, "home.md.j2", docs / "index.md", report=report)
     pages.render(env, "statistics.md.j2", docs / "statistics.md", report=report, stats=stats, charts={
-        "entropy": charts.head_heatmap(stats["entropy"]["mean"], stats["entropy"]["std"],
-                                       "Attention entropy (nats)", "entropy"),
-        "cls_sep": charts.head_heatmap(stats["cls_sep"]["mean"], stats["cls_sep"]["std"],
-                                       "Share of attention on [CLS]/[SEP]", "share"),
+        "entropy": charts.head_heatmap(charts.head_rows(stats["entropy"]["mean"], std=stats["entropy"]["std"]),
+                                       "Attention entropy (nats)", "entropy", {"std": "std over examples"}),
+        "cls_sep": charts.head_heatmap(charts.head_rows(stats["cls_sep"]["mean"], std=stats["cls_sep"]["std"]),
+                                       "Share of attention on [CLS]/[SEP]", "share", {"std": "std over examples"}),
     })
+    pages.render(env, "patterns.md.j2", docs / "patterns.md", report=report, stats=stats,
+                 sections=pattern_sections(stats, runs, docs / "data"),
+                 similarity=similarity_chart(stats, docs / "data"))
     pages.render(env, "examples.md.j2", docs / "examples.md", report=report)
     example_nav = [{"All examples": "examples.md"}]
     for done, (ex, run) in enumerate(zip(report["examples"], runs), 1):
@@ -93,7 +130,56 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
                          qk=Markup(views.qk_html(views.qk_payload(run))))
         example_nav.append({f"Example {ex['id']}": page})
         progress("Writing pages", done, len(runs))
-    return [{"Overview": "index.md"}, {"Attention statistics": "statistics.md"}, {"Examples": example_nav}]
+    return [{"Overview": "index.md"}, {"Attention statistics": "statistics.md"},
+            {"Attention patterns": "patterns.md"}, {"Examples": example_nav}]
+
+
+def pattern_sections(stats: dict, runs: list[ExampleRun], data_dir: Path) -> list[dict]:
+    """Per pattern: heatmap spec, top heads, attention matrices of the strongest heads; data files written."""
+    sections = []
+    for key, anchor, title, description, extra in PATTERN_SECTIONS:
+        stat = stats[key]
+        rows = charts.head_rows(stat["mean"], std=stat["std"], example=stat["example"],
+                                **{name: stats[name]["mean"] for name in extra})
+        for row in rows:
+            if row["example"] is not None and row["example"] >= 0:
+                row["url"] = head_link(row["example"], row["layer"], row["head"])
+        write_table(data_dir / f"patterns-{anchor}", rows)
+        top = [dict(h, url=head_link(h["example"], h["layer"], h["head"]) if h["example"] >= 0 else None)
+               for h in stats["top_heads"][key][:TOP_HEADS]]
+        matrices = [charts.attention_matrix(runs[h["example"]].tokens,
+                                            runs[h["example"]].attention[h["layer"], h["head"]].round(4).tolist(),
+                                            f"Layer {h['layer']}, head {h['head']}, example {h['example'] + 1}")
+                    for h in top[:MATRICES] if h["example"] >= 0 and key != "entropy"]
+        sections.append({"key": key, "id": anchor, "title": title, "description": description,
+                         "count": stat["count"], "heatmap": charts.head_heatmap(
+                             rows, title, "mean", {"std": "std over examples", **extra}),
+                         "top": top, "matrices": matrices})
+    return sections
+
+
+def similarity_chart(stats: dict, data_dir: Path) -> dict | None:
+    similarity = stats.get("similarity")
+    if not similarity:
+        return None
+    points = []
+    for point in similarity["points"]:
+        source = stats[stats["label_stats"].get(point["label"], "entropy")]
+        example = source["example"][point["layer"]][point["head"]]
+        points.append(dict(point, url=head_link(max(example, 0), point["layer"], point["head"])))
+    write_table(data_dir / "patterns-similarity", points)
+    return charts.head_scatter(points, "Heads placed by the similarity of their attention")
+
+
+def write_table(stem: Path, rows: list[dict]) -> None:
+    """A chart's data as CSV and JSON next to the pages, for readers to download."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(rows[0]) if rows else []
+    with open(stem.with_suffix(".csv"), "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    write_json(stem.with_suffix(".json"), rows)
 
 
 def example_context(run: ExampleRun) -> dict:
@@ -102,7 +188,7 @@ def example_context(run: ExampleRun) -> dict:
         "views": Markup(views.views_html(views.example_payload(run))),
         "tokens": [{"text": t, "segment": segment[int(s)]} for t, s in zip(run.tokens, run.segment_ids)],
         "ln_n": math.log(run.n_tokens),
-        "chart": charts.head_heatmap(patterns.entropy(run.attention).round(4).tolist(), None,
+        "chart": charts.head_heatmap(charts.head_rows(patterns.entropy(run.attention).round(4).tolist()),
                                      "Attention entropy on this example (nats)", "entropy"),
     }
 

@@ -142,3 +142,19 @@ def test_serve_previews_the_built_site(project):
     finally:
         server.terminate()
         server.wait(10)
+
+
+def test_corpus_sentences_count_in_the_patterns_but_links_stay_on_example_pages(project):
+    corpus = project / "corpus.txt"
+    corpus.write_text("the dog and the cat.\n\nthe red car was at the store.\nshe bought a ball.\n")
+    path = project / "reportgen.yaml"
+    path.write_text(path.read_text() + "patterns:\n  corpus:\n    - path: corpus.txt\n")
+    report = build(load_config(path))
+    stats = report["statistics"]
+    assert stats["counts"]["examples"] == 2 + 3  # blank lines are skipped
+    examples = np.array(stats["next_token"]["example"])
+    assert ((examples >= 0) & (examples < 2)).all()
+    assert json.loads((project / "site" / "report.json").read_text())["statistics"]["counts"]["examples"] == 5
+    (project / "corpus.txt").unlink()
+    with pytest.raises(DataError, match="corpus.txt"):
+        build(load_config(path))

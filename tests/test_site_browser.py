@@ -105,3 +105,28 @@ def test_hostile_text_is_shown_literally_in_the_site(tmp_path, tiny_model, open_
             i = int(name.split("-")[1].split(".")[0]) - 1
             assert " ".join(payloads[i].split()) in text, name
     assert payloads[0] in view.page.title()  # the site title, escaped in <title> and shown as text
+
+
+def test_pattern_heatmap_cell_opens_that_head_on_its_strongest_example(default_site, open_page):
+    report = json.loads((default_site / "report.json").read_text())
+    stat = report["statistics"]["previous_token"]
+    example = stat["example"][0][2]  # REFERENCE.md: layer 0 head 2 attends to the previous token
+    view = open_page((default_site / "patterns.html").as_uri())
+    cells = view.page.locator("#chart-previous-token svg g.mark-rect.role-mark path")
+    view.page.wait_for_selector("#chart-previous-token svg g.mark-rect.role-mark path", timeout=10_000)
+    assert cells.count() == 72
+    cells.nth(0 * 12 + 2).click()  # rows are layer-major
+    view.page.wait_for_url(f"**/example-{example + 1}.html#view=head&layer=0&head=2", timeout=10_000)
+    view.page.wait_for_selector(".rgv-head-toggle[data-head='2'][aria-pressed='true']", timeout=10_000)
+    assert view.page.locator("select.rgv-layer").input_value() == "0"
+    assert view.page.locator(".rgv-head-toggle[aria-pressed='true']").count() == 1
+    assert view.remote_requests == [] and view.errors == []
+
+
+def test_pattern_data_downloads_match_the_report(default_site):
+    report = json.loads((default_site / "report.json").read_text())
+    rows = json.loads((default_site / "data" / "patterns-next-token.json").read_text())
+    by_cell = {(r["layer"], r["head"]): r["value"] for r in rows}
+    assert by_cell[(1, 8)] == report["statistics"]["next_token"]["mean"][1][8]
+    header = (default_site / "data" / "patterns-next-token.csv").read_text().splitlines()[0]
+    assert header.startswith("layer,head,value,std")

@@ -35,7 +35,7 @@ class ExampleRun:
 def encode(tokenizer, spec: ExampleSpec, max_length: int):
     """Tokenize one example; returns (model inputs, tokens, word_ids, segment_ids, special, truncated)."""
     args = (spec.text,) if spec.pair is None else (spec.text, spec.pair)
-    full = tokenizer(*args, truncation=False)["input_ids"]
+    full = tokenizer(*args, truncation=False, verbose=False)["input_ids"]
     enc = tokenizer(*args, truncation=True, max_length=max_length, return_tensors="pt", return_special_tokens_mask=True)
     special = enc.pop("special_tokens_mask")[0].numpy().astype(bool)
     encoding = enc.encodings[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from reportgen.htmlsafe import markdown_text, script_json
 
@@ -39,6 +39,32 @@ def _one_line(value):
     return value
 
 
-def render(env: jinja2.Environment, template: str, target: Path, **context) -> None:
+class Charts:
+    """The `chart(id, spec)` function templates call: it places a chart and remembers it for export.
+
+    Every chart gets a stable anchor (its id), a copy-link control and download links for
+    PNG, SVG, CSV and JSON, which the site stage writes after rendering (see site.export_charts).
+    """
+
+    def __init__(self):
+        self.recorded: list[tuple[str, str, dict]] = []  # (page stem, chart id, spec)
+        self.page = ""
+
+    def __call__(self, chart_id: str, spec: dict) -> Markup:
+        self.recorded.append((self.page, chart_id, spec))
+        stem = escape(f"charts/{self.page}--{chart_id}")
+        links = " · ".join(f'<a href="{stem}.{ext}" download>{ext.upper()}</a>' for ext in ("png", "svg", "csv", "json"))
+        return Markup(
+            f'<div class="rg-chart" id="{escape(chart_id)}"></div>\n'
+            f'<script type="application/json" data-rg-chart="{escape(chart_id)}">{script_json(spec)}</script>\n'
+            f'<p class="rg-downloads">{links} · <button class="rg-copy-link" type="button" '
+            f'data-anchor="{escape(chart_id)}">Copy link</button></p>'
+        )
+
+
+def render(env: jinja2.Environment, template: str, target: Path, recorder: Charts | None = None, **context) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(env.get_template(template).render(**context), encoding="utf-8")
+    if recorder is not None:
+        recorder.page = target.stem
+    text = env.get_template(template).render(chart=recorder, **context)
+    target.write_text(text, encoding="utf-8")

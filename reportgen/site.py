@@ -109,33 +109,34 @@ def head_link(example: int, layer: int, head: int) -> str:
 def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Path,
                 progress: Callback = silent) -> list:
     env = pages.environment(templates)
+    recorder = pages.Charts()
     stats = report["statistics"]
     pages.render(env, "home.md.j2", docs / "index.md", report=report)
-    pages.render(env, "statistics.md.j2", docs / "statistics.md", report=report, stats=stats, charts={
+    pages.render(env, "statistics.md.j2", docs / "statistics.md", recorder, report=report, stats=stats, charts={
         "entropy": charts.head_heatmap(charts.head_rows(stats["entropy"]["mean"], std=stats["entropy"]["std"]),
                                        "Attention entropy (nats)", "entropy", {"std": "std over examples"}),
         "cls_sep": charts.head_heatmap(charts.head_rows(stats["cls_sep"]["mean"], std=stats["cls_sep"]["std"]),
                                        "Share of attention on [CLS]/[SEP]", "share", {"std": "std over examples"}),
     })
-    pages.render(env, "patterns.md.j2", docs / "patterns.md", report=report, stats=stats,
-                 sections=pattern_sections(stats, runs, docs / "data"),
-                 similarity=similarity_chart(stats, docs / "data"))
+    pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
+                 sections=pattern_sections(stats, runs), similarity=similarity_chart(stats))
     pages.render(env, "examples.md.j2", docs / "examples.md", report=report)
     example_nav = [{"All examples": "examples.md"}]
     for done, (ex, run) in enumerate(zip(report["examples"], runs), 1):
         page = f"example-{ex['id']}.md"
-        pages.render(env, "example.md.j2", docs / page, ex=ex, **example_context(run))
+        pages.render(env, "example.md.j2", docs / page, recorder, ex=ex, **example_context(run))
         if ex["qk_page"]:
             pages.render(env, "example_qk.md.j2", docs / f"example-{ex['id']}-qk.md", ex=ex,
                          qk=Markup(views.qk_html(views.qk_payload(run))))
         example_nav.append({f"Example {ex['id']}": page})
         progress("Writing pages", done, len(runs))
+    export_charts(recorder.recorded, docs / "charts", progress)
     return [{"Overview": "index.md"}, {"Attention statistics": "statistics.md"},
             {"Attention patterns": "patterns.md"}, {"Examples": example_nav}]
 
 
-def pattern_sections(stats: dict, runs: list[ExampleRun], data_dir: Path) -> list[dict]:
-    """Per pattern: heatmap spec, top heads, attention matrices of the strongest heads; data files written."""
+def pattern_sections(stats: dict, runs: list[ExampleRun]) -> list[dict]:
+    """Per pattern: heatmap spec, top heads, attention matrices of the strongest heads."""
     sections = []
     for key, anchor, title, description, extra in PATTERN_SECTIONS:
         stat = stats[key]
@@ -144,7 +145,6 @@ def pattern_sections(stats: dict, runs: list[ExampleRun], data_dir: Path) -> lis
         for row in rows:
             if row["example"] is not None and row["example"] >= 0:
                 row["url"] = head_link(row["example"], row["layer"], row["head"])
-        write_table(data_dir / f"patterns-{anchor}", rows)
         top = [dict(h, url=head_link(h["example"], h["layer"], h["head"]) if h["example"] >= 0 else None)
                for h in stats["top_heads"][key][:TOP_HEADS]]
         matrices = [charts.attention_matrix(runs[h["example"]].tokens,
@@ -158,7 +158,7 @@ def pattern_sections(stats: dict, runs: list[ExampleRun], data_dir: Path) -> lis
     return sections
 
 
-def similarity_chart(stats: dict, data_dir: Path) -> dict | None:
+def similarity_chart(stats: dict) -> dict | None:
     similarity = stats.get("similarity")
     if not similarity:
         return None
@@ -167,19 +167,25 @@ def similarity_chart(stats: dict, data_dir: Path) -> dict | None:
         source = stats[stats["label_stats"].get(point["label"], "entropy")]
         example = source["example"][point["layer"]][point["head"]]
         points.append(dict(point, url=head_link(max(example, 0), point["layer"], point["head"])))
-    write_table(data_dir / "patterns-similarity", points)
     return charts.head_scatter(points, "Heads placed by the similarity of their attention")
 
 
-def write_table(stem: Path, rows: list[dict]) -> None:
-    """A chart's data as CSV and JSON next to the pages, for readers to download."""
-    stem.parent.mkdir(parents=True, exist_ok=True)
-    columns = list(rows[0]) if rows else []
-    with open(stem.with_suffix(".csv"), "w", encoding="utf-8", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    write_json(stem.with_suffix(".json"), rows)
+def export_charts(recorded: list[tuple[str, str, dict]], target: Path, progress: Callback = silent) -> None:
+    """Each chart as PNG and SVG (rendered here by vl-convert, no browser) and its data as CSV and JSON."""
+    import vl_convert
+
+    target.mkdir(parents=True, exist_ok=True)
+    for done, (page, chart_id, spec) in enumerate(recorded, 1):
+        stem = target / f"{page}--{chart_id}"
+        stem.with_suffix(".svg").write_text(vl_convert.vegalite_to_svg(spec), encoding="utf-8")
+        stem.with_suffix(".png").write_bytes(vl_convert.vegalite_to_png(spec, scale=2))
+        rows = spec["data"]["values"]
+        with open(stem.with_suffix(".csv"), "w", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
+            writer.writeheader()
+            writer.writerows(rows)
+        write_json(stem.with_suffix(".json"), rows)
+        progress("Exporting charts", done, len(recorded))
 
 
 def example_context(run: ExampleRun) -> dict:
@@ -188,7 +194,7 @@ def example_context(run: ExampleRun) -> dict:
         "views": Markup(views.views_html(views.example_payload(run))),
         "tokens": [{"text": t, "segment": segment[int(s)]} for t, s in zip(run.tokens, run.segment_ids)],
         "ln_n": math.log(run.n_tokens),
-        "chart": charts.head_heatmap(charts.head_rows(patterns.entropy(run.attention).round(4).tolist()),
+        "summary_chart": charts.head_heatmap(charts.head_rows(patterns.entropy(run.attention).round(4).tolist()),
                                      "Attention entropy on this example (nats)", "entropy"),
     }
 

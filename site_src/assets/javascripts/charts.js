@@ -29,3 +29,17 @@
     drawAll();
   }
 })();
+
+// "Copy link" next to a chart or finding: the page address with that element's anchor.
+document.addEventListener("click", function (event) {
+  var button = event.target.closest && event.target.closest("button.rg-copy-link");
+  if (!button) return;
+  var link = location.href.split("#")[0] + "#" + button.getAttribute("data-anchor");
+  var done = function () { button.textContent = "Link copied"; };
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(link).then(done, function () { window.prompt("Copy this link:", link); });
+  } else {
+    window.prompt("Copy this link:", link);
+  }
+  button.setAttribute("data-link", link);
+});

@@ -79,6 +79,40 @@ def serve(config: Optional[Path] = ConfigOption,
 
 
 @app.command()
+def publish(config: Optional[Path] = ConfigOption,
+            remote: str = typer.Option("origin", help="Remote to push to."),
+            branch: str = typer.Option("gh-pages", help="Branch that receives the site."),
+            message: str = typer.Option("Publish reportgen site", "--message", "-m", help="Commit message.")) -> None:
+    """Push the built site to the gh-pages branch of the current git repository (GitHub Pages)."""
+    from reportgen.config import load_config
+    from reportgen.publish import publish as run_publish
+
+    site = load_config(config).output
+    commit = run_publish(site, Path.cwd(), remote, branch, message)
+    typer.echo(f"Published {site} as {branch} {commit[:12]} and pushed it to {remote}")
+
+
+@app.command()
+def init(github_actions: bool = typer.Option(False, "--github-actions",
+                                             help="Write .github/workflows/reportgen.yml (build + deploy to Pages)."),
+         force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
+    """Start a project: write a reportgen.yaml, and with --github-actions a Pages workflow."""
+    from reportgen.config import PACKAGE_DIR
+    from reportgen.errors import OutputError
+
+    files = {Path("reportgen.yaml"): "# reportgen config; `reportgen schema` lists every key.\n"
+                                     "title: Attention report\nmodel: default\nexamples: builtin\n"}
+    if github_actions:
+        files[Path(".github/workflows/reportgen.yml")] = (PACKAGE_DIR / "github_workflow.yml").read_text()
+    for path, text in files.items():
+        if path.exists() and not force:
+            raise OutputError(f"{path} exists already; use --force to overwrite it")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        typer.echo(f"wrote {path}")
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of reportgen.yaml (for editor completion)."""
     from reportgen.config import json_schema

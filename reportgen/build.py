@@ -49,6 +49,7 @@ class ModelStage:
     computed: int  # examples the model actually ran on (0 on a warm rebuild)
     seconds: float
     fingerprint: str
+    file_hashes: dict[str, str]
     load: LazyModel
     warnings: list[str] = field(default_factory=list)
 
@@ -60,7 +61,8 @@ def run_model(config: Config, progress: Callback = silent) -> ModelStage:
     if not specs:
         raise DataError(f"{config.source}: field 'examples': the list is empty; give at least one example")
     name, path = model.resolve(config.model)
-    fingerprint = model.fingerprint(path)
+    file_hashes = model.file_hashes(path)
+    fingerprint = model.fingerprint(file_hashes)
     cache = Cache(config.cache_dir)
     keys = [key_of("run", fingerprint, s.text, s.pair, config.max_length) for s in specs]
     runs = [cache.get_run(k, s) for k, s in zip(keys, specs)]
@@ -69,7 +71,7 @@ def run_model(config: Config, progress: Callback = silent) -> ModelStage:
     load = LazyModel(path, config.device, progress)
     if missing or info is None:
         net, tokenizer = load()
-        info = model.describe(name, path, net).to_dict()
+        info = model.describe(name, path, net, fingerprint).to_dict()
         cache.put_json("info", key_of("info", fingerprint), info)
         for done, i in enumerate(missing, 1):
             runs[i] = run_example(net, tokenizer, specs[i], config.max_length, keep_qk=True)
@@ -81,7 +83,8 @@ def run_model(config: Config, progress: Callback = silent) -> ModelStage:
              for i, r in enumerate(runs) if r.truncated]
     for note in notes:
         warnings.warn(note)
-    return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, fingerprint, load, notes)
+    return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, fingerprint,
+                      file_hashes, load, notes)
 
 
 def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent) -> dict:
@@ -151,17 +154,47 @@ def make_report(config: Config, stage: ModelStage, statistics: dict, reproducibl
     }
 
 
+def make_manifest(config: Config, stage: ModelStage, data_files: dict[str, str],
+                  timings: dict[str, float], reproducible: bool) -> dict:
+    """What a reader needs to reproduce the run: config as used, file hashes, versions, device, seeds, times."""
+    import torch
+
+    device = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    return {
+        "config": config.model_dump(mode="json"),
+        "model_files": stage.file_hashes,
+        "data_files": data_files,
+        "versions": versions(),
+        "device": device,
+        "seeds": {"ablation": getattr(getattr(config, "ablation", None), "seeds", None)},
+        "seconds": None if reproducible else {k: round(v, 2) for k, v in timings.items()},
+    }
+
+
 def build(config: Config, out: Path | None = None, reproducible: bool = False,
           progress: Callback = silent) -> dict:
-    """Run the whole pipeline and write the site; returns the report (with stage timings)."""
+    """Run the whole pipeline and write the site; returns the report (with the model stage's counts)."""
     from reportgen import site  # rendering is imported only by the stage that renders
 
     out = Path(out) if out is not None else config.output
     site.check_output(out)
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[name] = now - clock
+        clock = now
+
     stage = run_model(config, progress)
+    lap("model")
     statistics = run_patterns(config, stage, progress)
+    lap("patterns")
+    data_files = {str(f.path): _file_hash(f.path) for f in config.patterns.corpus}
     report = make_report(config, stage, statistics, reproducible)
-    site.write_site(report, stage.runs, config, out, progress)
+    report["manifest"] = make_manifest(config, stage, data_files, timings, reproducible)
+    site.write_site(report, stage.runs, config, out, progress, reproducible)
     report["model_stage"] = {"computed": stage.computed, "cached": len(stage.runs) - stage.computed,
                              "seconds": round(stage.seconds, 3)}
     return report

@@ -60,7 +60,7 @@ class Cache:
         return None if payload is None else json.loads(payload)
 
     def put_json(self, kind: str, key: str, value) -> None:
-        self._write(self._path(kind, key, ".json"), json.dumps(value, sort_keys=True).encode())
+        self._write(self._path(kind, key, ".json"), json.dumps(value).encode())  # key order is content
 
     def get_run(self, key: str, spec: ExampleSpec) -> ExampleRun | None:
         payload = self._read(self._path("runs", key, ".npz"))

@@ -70,16 +70,22 @@ def _download(repo_id: str) -> Path:
         raise ModelError(f"model '{repo_id}' could not be downloaded (offline?): {exc}") from None
 
 
-def fingerprint(path: Path) -> str:
-    """Content hash of the config, tokenizer and weight files: the model's identity for the cache."""
-    digest = hashlib.sha256()
+def file_hashes(path: Path) -> dict[str, str]:
+    """sha256 of each config, tokenizer and weight file, by path relative to the model directory."""
+    hashes = {}
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         if file.suffix in WEIGHT_SUFFIXES or file.suffix in {".json", ".txt", ".model"}:
-            digest.update(str(file.relative_to(path)).encode())
+            digest = hashlib.sha256()
             with open(file, "rb") as f:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     digest.update(block)
-    return digest.hexdigest()[:16]
+            hashes[file.relative_to(path).as_posix()] = digest.hexdigest()
+    return hashes
+
+
+def fingerprint(hashes: dict[str, str]) -> str:
+    """The model's identity for the cache: one hash over its files' hashes."""
+    return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def read_shape(path: Path) -> tuple[str, int, int, int]:
@@ -122,7 +128,7 @@ def load(path: Path, device: str):
     return model.to(device).eval(), tokenizer
 
 
-def describe(name: str, path: Path, model) -> ModelInfo:
+def describe(name: str, path: Path, model, fingerprint: str) -> ModelInfo:
     model_type, layers, heads, hidden = read_shape(path)
     return ModelInfo(
         name=name,
@@ -132,5 +138,5 @@ def describe(name: str, path: Path, model) -> ModelInfo:
         heads=heads,
         hidden=hidden,
         parameters=sum(p.numel() for p in model.parameters()),
-        fingerprint=fingerprint(path),
+        fingerprint=fingerprint,
     )

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -49,7 +50,7 @@ def check_output(out: Path) -> None:
 
 
 def write_site(report: dict, runs: list[ExampleRun], config: Config, out: Path,
-               progress: Callback = silent) -> None:
+               progress: Callback = silent, reproducible: bool = False) -> None:
     out = out.resolve()
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
     try:
@@ -59,7 +60,8 @@ def write_site(report: dict, runs: list[ExampleRun], config: Config, out: Path,
         write_vega_bundle(docs / "assets" / "javascripts" / "vega-bundle.js")
         nav = write_pages(report, runs, src / "templates", docs, progress)
         write_json(docs / "report.json", report)
-        mkdocs_build(base_config, report, docs, staging / "site", nav)
+        write_json(docs / "manifest.json", report["manifest"])
+        mkdocs_build(base_config, report, docs, staging / "site", nav, reproducible)
         (staging / "site" / ".nojekyll").write_text("", encoding="utf-8")  # GitHub Pages: serve as is
         swap(staging / "site", out, staging)
     finally:
@@ -101,9 +103,13 @@ TOP_HEADS = 5  # rows of each top-heads table
 MATRICES = 3  # top heads per pattern shown as an attention matrix
 
 
-def head_link(example: int, layer: int, head: int) -> str:
-    """Deep link into the head view of an example page (state in the hash, see views.js)."""
-    return f"example-{example + 1}.html#view=head&layer={layer}&head={head}"
+def head_link(example: int, layer: int, head: int, suffix: str = ".html") -> str:
+    """Deep link into the head view of an example page (state in the hash, see views.js).
+
+    Charts link to the built page (.html); Markdown links name the source page (.md),
+    which MkDocs checks and rewrites.
+    """
+    return f"example-{example + 1}{suffix}#view=head&layer={layer}&head={head}"
 
 
 def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Path,
@@ -121,6 +127,9 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
     pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
                  sections=pattern_sections(stats, runs), similarity=similarity_chart(stats))
     pages.render(env, "examples.md.j2", docs / "examples.md", report=report)
+    pages.render(env, "manifest.md.j2", docs / "manifest.md", manifest=report["manifest"],
+                 config_yaml=Markup(html.escape(yaml.safe_dump(report["manifest"]["config"], sort_keys=True,
+                                                               allow_unicode=True))))
     example_nav = [{"All examples": "examples.md"}]
     for done, (ex, run) in enumerate(zip(report["examples"], runs), 1):
         page = f"example-{ex['id']}.md"
@@ -132,7 +141,7 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
         progress("Writing pages", done, len(runs))
     export_charts(recorder.recorded, docs / "charts", progress)
     return [{"Overview": "index.md"}, {"Attention statistics": "statistics.md"},
-            {"Attention patterns": "patterns.md"}, {"Examples": example_nav}]
+            {"Attention patterns": "patterns.md"}, {"Examples": example_nav}, {"Run manifest": "manifest.md"}]
 
 
 def pattern_sections(stats: dict, runs: list[ExampleRun]) -> list[dict]:
@@ -145,7 +154,7 @@ def pattern_sections(stats: dict, runs: list[ExampleRun]) -> list[dict]:
         for row in rows:
             if row["example"] is not None and row["example"] >= 0:
                 row["url"] = head_link(row["example"], row["layer"], row["head"])
-        top = [dict(h, url=head_link(h["example"], h["layer"], h["head"]) if h["example"] >= 0 else None)
+        top = [dict(h, url=head_link(h["example"], h["layer"], h["head"], ".md") if h["example"] >= 0 else None)
                for h in stats["top_heads"][key][:TOP_HEADS]]
         matrices = [charts.attention_matrix(runs[h["example"]].tokens,
                                             runs[h["example"]].attention[h["layer"], h["head"]].round(4).tolist(),
@@ -177,7 +186,7 @@ def export_charts(recorded: list[tuple[str, str, dict]], target: Path, progress:
     target.mkdir(parents=True, exist_ok=True)
     for done, (page, chart_id, spec) in enumerate(recorded, 1):
         stem = target / f"{page}--{chart_id}"
-        stem.with_suffix(".svg").write_text(vl_convert.vegalite_to_svg(spec), encoding="utf-8")
+        stem.with_suffix(".svg").write_text(_number_ids(vl_convert.vegalite_to_svg(spec)), encoding="utf-8")
         stem.with_suffix(".png").write_bytes(vl_convert.vegalite_to_png(spec, scale=2))
         rows = spec["data"]["values"]
         with open(stem.with_suffix(".csv"), "w", encoding="utf-8", newline="") as f:
@@ -199,7 +208,8 @@ def example_context(run: ExampleRun) -> dict:
     }
 
 
-def mkdocs_build(base_config: Path, report: dict, docs: Path, site_dir: Path, nav: list) -> None:
+def mkdocs_build(base_config: Path, report: dict, docs: Path, site_dir: Path, nav: list,
+                 reproducible: bool = False) -> None:
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
@@ -212,7 +222,25 @@ def mkdocs_build(base_config: Path, report: dict, docs: Path, site_dir: Path, na
     config_file.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
     logging.getLogger("mkdocs").setLevel(logging.WARNING)
-    build(load_config(str(config_file)))
+    # MkDocs dates the sitemap with SOURCE_DATE_EPOCH when set: fixed for reproducible builds.
+    previous = os.environ.get("SOURCE_DATE_EPOCH")
+    if reproducible:
+        os.environ["SOURCE_DATE_EPOCH"] = "0"
+    try:
+        build(load_config(str(config_file)))
+    finally:
+        if reproducible and previous is None:
+            os.environ.pop("SOURCE_DATE_EPOCH")
+        elif reproducible:
+            os.environ["SOURCE_DATE_EPOCH"] = previous
+
+
+def _number_ids(svg: str) -> str:
+    """Vega numbers gradient/clip ids with a process-wide counter; renumber them per file so
+    that identical charts give identical files (reproducible builds)."""
+    ids: dict[str, str] = {}
+    return re.sub(r"\b(gradient|clip)(_?\d+)\b",
+                  lambda m: ids.setdefault(m.group(0), f"{m.group(1)}_rg{len(ids) + 1}"), svg)
 
 
 def write_json(target: Path, data) -> None:

@@ -158,3 +158,20 @@ def test_corpus_sentences_count_in_the_patterns_but_links_stay_on_example_pages(
     (project / "corpus.txt").unlink()
     with pytest.raises(DataError, match="corpus.txt"):
         build(load_config(path))
+
+
+def test_reproducible_builds_are_byte_identical_and_carry_a_manifest(project, tiny_model):
+    config = load_config(project / "reportgen.yaml")
+    build(config, out=project / "one", reproducible=True)
+    build(config, out=project / "two", reproducible=True)
+    one, two = tree(project / "one"), tree(project / "two")
+    assert one.keys() == two.keys() and len(one) > 50
+    assert [name for name in one if one[name] != two[name]] == []
+    manifest = json.loads((project / "one" / "manifest.json").read_text())
+    assert manifest["config"]["device"] == "cpu" and manifest["seconds"] is None
+    weights = manifest["model_files"]["model.safetensors"]
+    import hashlib
+
+    assert weights == hashlib.sha256((tiny_model / "model.safetensors").read_bytes()).hexdigest()
+    normal = build(config, out=project / "three")
+    assert set(normal["manifest"]["seconds"]) == {"model", "patterns"}

@@ -54,3 +54,57 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str) -
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")],
     )
     return chart.properties(width=alt.Step(14), height=alt.Step(14)).to_dict()
+
+
+def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
+    """Layers x heads of a change in the metric (diverging colours around 0); significant cells ringed.
+
+    Rows: {"layer", "head", "value", "significant", ...tooltip fields, optional "url"}.
+    """
+    extent = max([abs(r["value"]) for r in rows if r["value"] is not None] + [1e-9])
+    base = alt.Chart(alt.Data(values=rows), title=title).encode(
+        x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
+    tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value:Q", title=label, format="+.4f"),
+               alt.Tooltip("metric:Q", title="metric with the head masked", format=".4f"),
+               alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
+               alt.Tooltip("significant:N", title="significant")]
+    encoding = dict(color=alt.Color("value:Q", title=label,
+                                    scale=alt.Scale(scheme="redblue", domain=[-extent, extent])),
+                    tooltip=tooltip)
+    if any("url" in r for r in rows):
+        encoding["href"] = alt.Href("url:N")
+    cells = base.mark_rect(cursor="pointer").encode(**encoding)
+    marks = base.mark_text(text="*", fontSize=16, baseline="middle").transform_filter("datum.significant")
+    return (cells + marks).properties(width=alt.Step(CELL), height=alt.Step(CELL)).to_dict()
+
+
+def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str) -> dict:
+    """Lines of the mean over seeds with a band for the spread, one colour per `group`.
+
+    Rows: {"x", "mean", "low", "high", "group"}.
+    """
+    base = alt.Chart(alt.Data(values=rows), title=title).encode(
+        x=alt.X("x:Q", title=x_title, axis=alt.Axis(format="%")),
+        color=alt.Color("group:N", title=None))
+    band = base.mark_area(opacity=0.2).encode(y=alt.Y("low:Q", title=y_title), y2="high:Q")
+    line = base.mark_line(point=True).encode(
+        y=alt.Y("mean:Q", title=y_title),
+        tooltip=[alt.Tooltip("group:N"), alt.Tooltip("x:Q", title="fraction masked", format=".0%"),
+                 alt.Tooltip("mean:Q", format="+.4f"), alt.Tooltip("low:Q", format="+.4f"),
+                 alt.Tooltip("high:Q", format="+.4f")])
+    rule = alt.Chart(alt.Data(values=[{"zero": 0}])).mark_rule(strokeDash=[4, 4], color="gray").encode(y="zero:Q")
+    return (band + line + rule).properties(width=460, height=280).to_dict()
+
+
+def layer_bars(rows: list[dict], title: str, label: str) -> dict:
+    """One bar per layer: the change in the metric with that whole layer masked; significant bars starred."""
+    base = alt.Chart(alt.Data(values=rows), title=title).encode(x=alt.X("layer:O", title="layer masked"))
+    bars = base.mark_bar(cursor="pointer").encode(
+        y=alt.Y("value:Q", title=label),
+        color=alt.condition("datum.value < 0", alt.value("#c62828"), alt.value("#1565c0")),
+        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("value:Q", title=label, format="+.4f"),
+                 alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
+                 alt.Tooltip("significant:N")],
+        **({"href": alt.Href("url:N")} if rows and "url" in rows[0] else {}))
+    stars = base.mark_text(text="*", dy=-8, fontSize=16).encode(y="value:Q").transform_filter("datum.significant")
+    return (bars + stars).properties(width=alt.Step(40), height=240).to_dict()

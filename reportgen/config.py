@@ -69,6 +69,55 @@ class PatternSettings(Strict):
     similarity: bool = Field(description="Compute the head-similarity map (Jensen-Shannon, MDS).")
 
 
+class ExperimentSwitches(Strict):
+    """Which head-ablation experiments run."""
+
+    baseline: bool
+    single_heads: bool
+    random_fraction: bool
+    layer_halves: bool
+    whole_layers: bool
+    importance: bool
+
+
+class ImportanceSettings(Strict):
+    normalize: Literal["layer_l2", "none"] = Field(description="Per-layer L2 normalisation of importance (Michel et al.'s code) or none.")
+    recompute: bool = Field(description="Recompute importance after each pruning step.")
+
+
+class AblationSettings(Strict):
+    """The `ablation:` section: the task, its data and the head-ablation experiments."""
+
+    enabled: bool
+    task: Literal["similarity", "classification", "mlm"]
+    data: str = Field(min_length=1, description='"builtin" (the demo relevance set) or a CSV/TSV/JSONL file.')
+    format: Literal["auto", "csv", "tsv", "jsonl"]
+    header: bool
+    columns: dict[str, str | int] | None = Field(description="Role -> column name or 0-based index; null = the task's default names.")
+    limit: int | None = Field(ge=1, description="Use only the first N examples.")
+    max_length: int = Field(ge=8, le=8192)
+    method: Literal["zero", "uniform"]
+    experiments: ExperimentSwitches
+    seeds: list[int] = Field(min_length=1)
+    fractions: list[float] = Field(min_length=1, description="Fractions of all heads to mask (random, halves, pruning steps).")
+    bootstrap_samples: int = Field(ge=100)
+    permutations: int = Field(ge=100, description="At least; raised so the smallest p-value can pass the correction.")
+    correction: Literal["holm", "bonferroni"]
+    alpha: float = Field(gt=0, lt=1)
+    importance: ImportanceSettings
+    mlm_probability: float = Field(gt=0, lt=1)
+    mlm_seed: int
+    batch_tokens: int = Field(ge=64, description="Padded tokens per forward pass.")
+
+    @field_validator("fractions")
+    @classmethod
+    def _in_unit_interval(cls, value: list[float]) -> list[float]:
+        bad = [f for f in value if not 0 <= f < 1]
+        if bad:
+            raise ValueError(f"fractions must be in [0, 1), got {bad[0]}")
+        return value
+
+
 class Config(Strict):
     title: str = Field(description="Site title.")
     site_url: str | None = Field(description="Public URL of the site (GitHub Pages), or null.")
@@ -78,6 +127,7 @@ class Config(Strict):
     cache_dir: Path = Field(description="Directory for cached model outputs.")
     max_length: int = Field(ge=8, le=8192, description="Tokens per example; longer ones are truncated.")
     patterns: PatternSettings
+    ablation: AblationSettings
     examples: list[ExampleSpec] = Field(
         description='Examples to visualise: a list of {text, pair, name}; the word "builtin" (alone or as an item) stands for the built-in examples.')
 

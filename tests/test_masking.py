@@ -1,0 +1,327 @@
+"""Head masking through hooks == independent references, for every supported architecture.
+
+References that do not use the hooks:
+- zeroing head h of layer l == zeroing columns h*d:(h+1)*d of that layer's output
+  projection weight (the projection is linear in the per-head context);
+- uniform attention for head h == zeroing the head's query and key weights, so every
+  score is 0 and softmax gives 1/n over the non-padding keys;
+- for BERT, the layer recomputed by hand with plain tensor algebra.
+ALBERT shares one layer across depth, so its reference is an unshared copy (one group
+per layer, same weights) edited at the one depth.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import (
+    AlbertConfig,
+    AlbertModel,
+    BertConfig,
+    BertModel,
+    DebertaV2Config,
+    DebertaV2Model,
+    DistilBertConfig,
+    DistilBertModel,
+    ElectraConfig,
+    ElectraModel,
+    RobertaConfig,
+    RobertaModel,
+    XLMRobertaConfig,
+    XLMRobertaModel,
+)
+
+from reportgen.masking import HeadMasker, locate, masked
+
+TOL = 1e-5
+COMMON = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48, max_position_embeddings=64, initializer_range=0.3)
+
+
+def _bert():
+    return BertModel(BertConfig(**COMMON))
+
+
+def _roberta():
+    return RobertaModel(RobertaConfig(**COMMON, pad_token_id=1))
+
+
+def _xlmr():
+    return XLMRobertaModel(XLMRobertaConfig(**COMMON, pad_token_id=1))
+
+
+def _electra():
+    return ElectraModel(ElectraConfig(**COMMON, embedding_size=16))
+
+
+def _deberta():
+    cfg = DebertaV2Config(
+        **COMMON, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=16, max_relative_positions=-1,
+        share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False,
+    )
+    return DebertaV2Model(cfg)
+
+
+def _distilbert():
+    return DistilBertModel(DistilBertConfig(vocab_size=99, dim=32, n_layers=3, n_heads=4, hidden_dim=48, max_position_embeddings=64, initializer_range=0.3))
+
+
+def _albert(groups: int = 1):
+    return AlbertModel(AlbertConfig(**COMMON, embedding_size=16, num_hidden_groups=groups))
+
+
+BUILDERS = {
+    "bert": _bert, "roberta": _roberta, "xlm-roberta": _xlmr, "electra": _electra,
+    "deberta-v2": _deberta, "distilbert": _distilbert, "albert": _albert,
+}
+
+
+def _inputs():
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 99, (3, 9), generator=gen)
+    att = torch.ones(3, 9, dtype=torch.long)
+    att[1, 6:] = 0  # one padded row
+    att[2, 4:] = 0
+    return ids, att
+
+
+def _run(model, ids, att):
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=att).last_hidden_state
+
+
+def _close_on_tokens(a, b, att):
+    keep = att.bool()
+    return (a[keep] - b[keep]).abs().max().item()
+
+
+def _make(name):
+    torch.manual_seed(1)
+    return BUILDERS[name]().eval()
+
+
+def _unshared_albert(model):
+    """An ALBERT with one layer group per depth holding copies of the shared weights."""
+    cfg = copy.deepcopy(model.config)
+    cfg.num_hidden_groups = cfg.num_hidden_layers
+    other = AlbertModel(cfg).eval()
+    state = model.state_dict()
+    new = {}
+    for key, value in other.state_dict().items():
+        parts = key.split(".")
+        if key.startswith("encoder.albert_layer_groups."):
+            parts[2] = "0"
+        new[key] = state[".".join(parts)]
+    other.load_state_dict(new)
+    return other
+
+
+def _reference_zero(model, layer, head):
+    ref = _unshared_albert(model) if model.config.model_type == "albert" else copy.deepcopy(model)
+    sites = locate(ref)
+    d = sites.head_dim
+    with torch.no_grad():
+        sites.out_proj[layer].weight[:, head * d:(head + 1) * d] = 0
+    return ref
+
+
+def _qk_modules(layer_module):
+    att = layer_module.attention
+    if hasattr(att, "q_lin"):
+        return att.q_lin, att.k_lin
+    if hasattr(att, "self"):
+        s = att.self
+        return (s.query, s.key) if hasattr(s, "query") else (s.query_proj, s.key_proj)
+    return att.query, att.key  # ALBERT
+
+
+def _reference_uniform(model, layer, head):
+    ref = _unshared_albert(model) if model.config.model_type == "albert" else copy.deepcopy(model)
+    sites = locate(ref)
+    d = sites.head_dim
+    with torch.no_grad():
+        for lin in _qk_modules(sites.layers[layer]):
+            lin.weight[head * d:(head + 1) * d] = 0
+            lin.bias[head * d:(head + 1) * d] = 0
+    return ref
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_zero_mask_matches_weight_edit(name):
+    model = _make(name)
+    ids, att = _inputs()
+    sites = locate(model)
+    assert sites.n_layers == 3 and sites.heads == 4
+    mask = torch.ones(3, 4)
+    mask[1, 2] = 0
+    with masked(model, mask):
+        got = _run(model, ids, att)
+    want = _run(_reference_zero(model, 1, 2), ids, att)
+    plain = _run(model, ids, att)
+    assert _close_on_tokens(got, want, att) < TOL
+    assert _close_on_tokens(got, plain, att) > 1e-3  # the head mattered, so the check has teeth
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+def test_uniform_mask_matches_zeroed_scores(name):
+    model = _make(name)
+    ids, att = _inputs()
+    mask = torch.ones(3, 4)
+    mask[2, 1] = 0
+    with masked(model, mask, method="uniform"):
+        got = _run(model, ids, att)
+    want = _run(_reference_uniform(model, 2, 1), ids, att)
+    assert _close_on_tokens(got, want, att) < TOL
+    assert _close_on_tokens(got, _run(model, ids, att), att) > 1e-4
+
+
+@pytest.mark.parametrize("name", list(BUILDERS))
+@pytest.mark.parametrize("method", ["zero", "uniform"])
+def test_all_ones_mask_changes_nothing_and_hooks_go_away(name, method):
+    model = _make(name)
+    ids, att = _inputs()
+    plain = _run(model, ids, att)
+    with masked(model, torch.ones(3, 4), method=method):
+        same = _run(model, ids, att)
+    assert torch.equal(plain, same)
+    zero = torch.zeros(3, 4)
+    with masked(model, zero, method=method):
+        changed = _run(model, ids, att)
+    assert _close_on_tokens(plain, changed, att) > 1e-3
+    assert torch.equal(_run(model, ids, att), plain)  # hooks and patches removed on exit
+
+
+def test_albert_mask_follows_depth_not_module():
+    """Masking layer 0 only must differ from masking every depth of the shared module."""
+    model = _make("albert")
+    ids, att = _inputs()
+    one = torch.ones(3, 4)
+    one[0, 3] = 0
+    every = torch.ones(3, 4)
+    every[:, 3] = 0
+    with masked(model, one):
+        got_one = _run(model, ids, att)
+    with masked(model, every):
+        got_every = _run(model, ids, att)
+    assert _close_on_tokens(got_one, got_every, att) > 1e-4
+    # masking head 3 at every depth == zeroing the shared weight's columns once
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        locate(ref).out_proj[0].weight[:, 3 * 8:4 * 8] = 0
+    assert _close_on_tokens(got_every, _run(ref, ids, att), att) < TOL
+
+
+def test_albert_groups_depth_mapping():
+    torch.manual_seed(2)
+    model = _albert(groups=3).eval()
+    sites = locate(model)
+    assert len({id(m) for m in sites.layers}) == 3
+    ids, att = _inputs()
+    mask = torch.ones(3, 4)
+    mask[2, 0] = 0
+    with masked(model, mask):
+        got = _run(model, ids, att)
+    ref = copy.deepcopy(model)
+    with torch.no_grad():
+        locate(ref).out_proj[2].weight[:, 0:8] = 0
+    assert _close_on_tokens(got, _run(ref, ids, att), att) < TOL
+
+
+def _bert_layer_by_hand(layer, x, att, head, method):
+    """One BERT layer in plain tensor algebra, with head `head` zeroed or made uniform."""
+    s, o = layer.attention.self, layer.attention.output
+    b, t, hid = x.shape
+    nh, d = s.num_attention_heads, s.attention_head_size
+
+    def split(v):
+        return v.view(b, t, nh, d).transpose(1, 2)  # [b, heads, t, d]
+
+    q, k, v = split(s.query(x)), split(s.key(x)), split(s.value(x))
+    scores = q @ k.transpose(-1, -2) / d**0.5
+    scores = scores.masked_fill(~att.bool()[:, None, None, :], float("-inf"))
+    probs = scores.softmax(-1)
+    if method == "uniform":
+        uniform = att.float() / att.float().sum(1, keepdim=True)  # 1/n over non-padding keys
+        probs[:, head] = uniform[:, None, :].expand(b, t, t)
+    context = probs @ v  # [b, heads, t, d]
+    if method == "zero":
+        context[:, head] = 0
+    context = context.transpose(1, 2).reshape(b, t, hid)
+    attn_out = o.LayerNorm(o.dense(context) + x)
+    inter = layer.intermediate.intermediate_act_fn(layer.intermediate.dense(attn_out))
+    return layer.output.LayerNorm(layer.output.dense(inter) + attn_out)
+
+
+@pytest.mark.parametrize("method", ["zero", "uniform"])
+def test_bert_layer_matches_hand_computation(method):
+    torch.manual_seed(3)
+    model = BertModel(BertConfig(**{**COMMON, "num_hidden_layers": 1})).eval()
+    ids, att = _inputs()
+    mask = torch.ones(1, 4)
+    mask[0, 2] = 0
+    with masked(model, mask, method=method):
+        got = _run(model, ids, att)
+    with torch.no_grad():
+        x = model.embeddings(input_ids=ids)
+        want = _bert_layer_by_hand(model.encoder.layer[0], x, att, 2, method)
+    assert _close_on_tokens(got, want, att) < TOL
+
+
+def test_real_valued_mask_gradient_is_defined():
+    """d output / d mask exists for a real-valued mask (Michel et al.'s importance)."""
+    model = _make("bert")
+    ids, att = _inputs()
+    mask = torch.ones(3, 4, requires_grad=True)
+    with masked(model, mask):
+        out = model(input_ids=ids, attention_mask=att).last_hidden_state
+    out.pow(2).sum().backward()
+    assert mask.grad is not None and mask.grad.shape == (3, 4)
+    assert (mask.grad.abs() > 0).all()
+
+
+def test_per_row_masks_equal_separate_runs():
+    """Several masks in one forward (batch repeated, one block per mask) == one mask per forward."""
+    model = _make("distilbert")
+    ids, att = _inputs()
+    masks = torch.ones(2, 3, 4)
+    masks[0, 0, 1] = 0
+    masks[1, 2, 3] = 0
+    with HeadMasker(model, "uniform") as masker:
+        masker.set_mask(masks.repeat_interleave(3, dim=0))
+        both = _run(model, ids.repeat(2, 1), att.repeat(2, 1))
+    for i in range(2):
+        with masked(model, masks[i], "uniform"):
+            alone = _run(model, ids, att)
+        assert _close_on_tokens(both[3 * i:3 * i + 3], alone, att) < TOL
+
+
+@pytest.mark.parametrize("name", ["bert", "albert", "deberta-v2"])
+def test_replay_skips_lower_layers_with_same_result(name):
+    model = _make(name)
+    ids, att = _inputs()
+    mask = torch.ones(3, 4)
+    mask[2, 0] = 0
+    with HeadMasker(model) as masker:
+        masker.record_below(3)
+        _run(model, ids, att)
+        recorded = masker.recorded
+        assert sorted(recorded) == [0, 1, 2]
+        masker.set_mask(mask)
+        masker.replay(recorded, start=2)
+        calls = []
+        handle = locate(model).out_proj[0].register_forward_pre_hook(lambda m, a: calls.append(1))
+        fast = _run(model, ids, att)
+        handle.remove()
+    with masked(model, mask):
+        full = _run(model, ids, att)
+    assert _close_on_tokens(fast, full, att) < TOL
+    # ALBERT's out_proj is shared: it still runs at depth 2, but not at depths 0 and 1.
+    assert len(calls) == (1 if name == "albert" else 0)
+
+
+def test_bad_mask_shape_is_refused():
+    model = _make("bert")
+    with pytest.raises(ValueError, match="layers, heads"):
+        with masked(model, torch.ones(4, 3)):
+            pass

@@ -48,6 +48,7 @@ class ModelStage:
     runs: list[ExampleRun]
     computed: int  # examples the model actually ran on (0 on a warm rebuild)
     seconds: float
+    path: Path  # the model directory
     fingerprint: str
     file_hashes: dict[str, str]
     load: LazyModel
@@ -83,8 +84,8 @@ def run_model(config: Config, progress: Callback = silent) -> ModelStage:
              for i, r in enumerate(runs) if r.truncated]
     for note in notes:
         warnings.warn(note)
-    return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, fingerprint,
-                      file_hashes, load, notes)
+    return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, path,
+                      fingerprint, file_hashes, load, notes)
 
 
 def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent) -> dict:
@@ -115,11 +116,37 @@ def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent)
     return result
 
 
+def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent) -> dict | None:
+    """The head-ablation experiments on the configured task (each finished mask is cached)."""
+    if not config.ablation.enabled:
+        return None
+    from reportgen import ablation
+
+    result = ablation.run_ablations(stage.path, config.ablation, device=model.resolve_device(config.device),
+                                    cache_dir=config.cache_dir, fingerprint=stage.fingerprint,
+                                    progress=lambda name, done, total: progress(
+                                        f"Ablation: {name.replace('_', ' ')}", done, total))
+    # How this run got its numbers (cache hits, seconds) is not a finding: the manifest has the times.
+    result.pop("seconds", None)
+    result.pop("cache", None)
+    return result
+
+
+def data_files(config: Config) -> dict[str, str]:
+    """sha256 of every data file the run read, for the manifest."""
+    from reportgen.tasks import BUILTIN_DATA
+
+    files = [f.path for f in config.patterns.corpus]
+    if config.ablation.enabled:
+        files.append(BUILTIN_DATA if config.ablation.data == "builtin" else Path(config.ablation.data))
+    return {str(path): _file_hash(path) for path in files}
+
+
 def _file_hash(path: Path) -> str:
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
-        raise DataError(f"{path}: corpus file cannot be read (config field 'patterns.corpus')") from None
+        raise DataError(f"{path}: data file cannot be read") from None
 
 
 def versions() -> dict[str, str]:
@@ -130,7 +157,8 @@ def versions() -> dict[str, str]:
             "transformers": transformers.__version__, "reportgen": __version__}
 
 
-def make_report(config: Config, stage: ModelStage, statistics: dict, reproducible: bool) -> dict:
+def make_report(config: Config, stage: ModelStage, statistics: dict, ablation: dict | None,
+                reproducible: bool) -> dict:
     """Everything the site shows, as JSON-able data: templates and charts read only this."""
     info = stage.info.to_dict()
     info.pop("path")  # a local path says nothing to a reader and differs between machines
@@ -150,23 +178,22 @@ def make_report(config: Config, stage: ModelStage, statistics: dict, reproducibl
             for i, r in enumerate(stage.runs, 1)
         ],
         "statistics": statistics,
+        "ablation": ablation,
         "warnings": stage.warnings,
     }
 
 
-def make_manifest(config: Config, stage: ModelStage, data_files: dict[str, str],
+def make_manifest(config: Config, stage: ModelStage, files: dict[str, str],
                   timings: dict[str, float], reproducible: bool) -> dict:
     """What a reader needs to reproduce the run: config as used, file hashes, versions, device, seeds, times."""
-    import torch
-
-    device = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     return {
         "config": config.model_dump(mode="json"),
         "model_files": stage.file_hashes,
-        "data_files": data_files,
+        "data_files": files,
         "versions": versions(),
-        "device": device,
-        "seeds": {"ablation": getattr(getattr(config, "ablation", None), "seeds", None)},
+        "device": model.resolve_device(config.device),
+        "seeds": {"ablation": config.ablation.seeds if config.ablation.enabled else None,
+                  "mlm_masking": config.ablation.mlm_seed if config.ablation.task == "mlm" else None},
         "seconds": None if reproducible else {k: round(v, 2) for k, v in timings.items()},
     }
 
@@ -191,9 +218,10 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     lap("model")
     statistics = run_patterns(config, stage, progress)
     lap("patterns")
-    data_files = {str(f.path): _file_hash(f.path) for f in config.patterns.corpus}
-    report = make_report(config, stage, statistics, reproducible)
-    report["manifest"] = make_manifest(config, stage, data_files, timings, reproducible)
+    ablation = run_ablation(config, stage, progress)
+    lap("ablation")
+    report = make_report(config, stage, statistics, ablation, reproducible)
+    report["manifest"] = make_manifest(config, stage, data_files(config), timings, reproducible)
     site.write_site(report, stage.runs, config, out, progress, reproducible)
     report["model_stage"] = {"computed": stage.computed, "cached": len(stage.runs) - stage.computed,
                              "seconds": round(stage.seconds, 3)}

@@ -225,6 +225,8 @@ def load_config(path: str | Path | None = None) -> Config:
     config.cache_dir = base_dir / config.cache_dir
     for corpus_file in config.patterns.corpus:
         corpus_file.path = base_dir / corpus_file.path.expanduser()
+    if config.ablation.data != "builtin":
+        config.ablation.data = str(base_dir / Path(config.ablation.data).expanduser())
     # A model that names an existing path, or looks like one, is a local directory relative
     # to the config file; anything else ("org/name") is a Hub id.
     local = base_dir / Path(config.model).expanduser()

@@ -102,18 +102,24 @@ def read_shape(path: Path) -> tuple[str, int, int, int]:
     return cfg.get("model_type", "unknown"), layers, heads, hidden
 
 
+def resolve_device(device: str) -> str:
+    """'auto' -> 'cuda' when a GPU is there, else 'cpu'; 'cuda' without one is a user error."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ModelError("config field 'device' is 'cuda' but no CUDA device is available")
+    return device
+
+
 def load(path: Path, device: str):
     """Load (model, tokenizer) from a local directory with eager attention, in eval mode."""
-    import torch
     from transformers import AutoModel, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # the CLI shows its own
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device == "cuda" and not torch.cuda.is_available():
-        raise ModelError("config field 'device' is 'cuda' but no CUDA device is available")
+    device = resolve_device(device)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except Exception as exc:  # transformers raises many types for a broken tokenizer

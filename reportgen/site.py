@@ -126,6 +126,9 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
     })
     pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
                  sections=pattern_sections(stats, runs), similarity=similarity_chart(stats))
+    if report["ablation"]:
+        pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report,
+                     ab=report["ablation"], charts=ablation_charts(report["ablation"]))
     pages.render(env, "examples.md.j2", docs / "examples.md", report=report)
     pages.render(env, "manifest.md.j2", docs / "manifest.md", manifest=report["manifest"],
                  config_yaml=Markup(html.escape(yaml.safe_dump(report["manifest"]["config"], sort_keys=True,
@@ -141,7 +144,9 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
         progress("Writing pages", done, len(runs))
     export_charts(recorder.recorded, docs / "charts", progress)
     return [{"Overview": "index.md"}, {"Attention statistics": "statistics.md"},
-            {"Attention patterns": "patterns.md"}, {"Examples": example_nav}, {"Run manifest": "manifest.md"}]
+            {"Attention patterns": "patterns.md"},
+            *([{"Head ablation": "ablation.md"}] if report["ablation"] else []),
+            {"Examples": example_nav}, {"Run manifest": "manifest.md"}]
 
 
 def pattern_sections(stats: dict, runs: list[ExampleRun]) -> list[dict]:
@@ -165,6 +170,63 @@ def pattern_sections(stats: dict, runs: list[ExampleRun]) -> list[dict]:
                              rows, title, "mean", {"std": "std over examples", **extra}),
                          "top": top, "matrices": matrices})
     return sections
+
+
+def ablation_charts(ab: dict) -> dict:
+    """Chart specs for each ablation experiment that ran; heads link to their view on example 1."""
+    out = {}
+    metric = ab["task"]["metric"]
+    if "single_heads" in ab:
+        sh = ab["single_heads"]
+        rows = charts.head_rows(sh["delta"], metric=sh["value"], p_adjusted=sh["p_adjusted"],
+                                significant=sh["significant"])
+        for row in rows:
+            row["url"] = head_link(0, row["layer"], row["head"])
+        out["single_heads"] = charts.delta_heatmap(rows, f"Change in {metric} with one head masked", "change")
+    if "whole_layers" in ab:
+        wl = ab["whole_layers"]
+        rows = [{"layer": layer, "value": wl["delta"][layer], "p_adjusted": wl["p_adjusted"][layer],
+                 "significant": wl["significant"][layer], "url": f"example-1.html#view=model&layer={layer}"}
+                for layer in wl["layers"]]
+        out["whole_layers"] = charts.layer_bars(rows, f"Change in {metric} with a whole layer masked", "change")
+    if "random_fraction" in ab:
+        rf = ab["random_fraction"]
+        out["random_fraction"] = charts.metric_curves(
+            _curve_rows(rf, "random heads"), f"Relative change in {metric}, heads masked at random",
+            "heads masked", "relative change")
+    if "layer_halves" in ab:
+        lh = ab["layer_halves"]
+        rows = _curve_rows({"fractions": lh["fractions"], **lh["lower"]}, "lower layers")
+        rows += _curve_rows({"fractions": lh["fractions"], **lh["upper"]}, "upper layers")
+        out["layer_halves"] = charts.metric_curves(rows, f"Relative change in {metric}: lower vs upper layers",
+                                                   "share of all heads masked", "relative change")
+    if "importance" in ab:
+        imp = ab["importance"]
+        rows = charts.head_rows(imp["importance"])
+        for row in rows:
+            row["url"] = head_link(0, row["layer"], row["head"])
+        out["importance"] = charts.head_heatmap(rows, "Head importance (Michel et al. 2019)", "importance")
+        pr, ro = imp["pruning"], imp["random_order"]
+        base = pr["baseline"]
+        curve = [{"x": f, "mean": rel, "low": rel, "high": rel, "group": "least important first"}
+                 for f, rel in zip(pr["fractions"], pr["relative"])]
+        spread = [_relative(v, base) for v in zip(*ro["values"])]  # per fraction, over seeds
+        curve += [{"x": f, "mean": ro["relative_mean"][i], "low": min(spread[i]), "high": max(spread[i]),
+                   "group": "random order"} for i, f in enumerate(pr["fractions"])]
+        out["pruning"] = charts.metric_curves(curve, f"Pruning: relative change in {metric}",
+                                              "heads pruned", "relative change")
+    return out
+
+
+def _relative(values, base: float) -> list[float]:
+    return [(v - base) / abs(base) if base else 0.0 for v in values]
+
+
+def _curve_rows(sweep: dict, group: str) -> list[dict]:
+    """Mean relative change per fraction with the min-max over seeds as the band."""
+    return [{"x": f, "mean": sweep["relative_mean"][i], "low": min(sweep["relative"][i]),
+             "high": max(sweep["relative"][i]), "group": group}
+            for i, f in enumerate(sweep["fractions"])]
 
 
 def similarity_chart(stats: dict) -> dict | None:

@@ -24,6 +24,12 @@ examples:
   - text: i went to the store.
     pair: at the store, i bought fresh strawberries.
     name: store
+ablation:
+  limit: 40
+  seeds: [0]
+  fractions: [0.0, 0.5]
+  bootstrap_samples: 100
+  permutations: 100
 """
 
 
@@ -49,6 +55,9 @@ def test_tiny_build_writes_a_complete_site(project):
     assert np.array(data["statistics"]["entropy"]["mean"]).shape == (2, 4)
     assert data["examples"][1]["pair"].startswith("at the store")
     assert report["model_stage"]["computed"] == 2
+    ablation = data["ablation"]
+    assert ablation["task"]["examples"] == 40 and np.array(ablation["single_heads"]["delta"]).shape == (2, 4)
+    assert (site / "ablation.html").is_file() and (site / "manifest.html").is_file()
     # No staging directories are left next to the output.
     assert [p.name for p in project.iterdir() if p.name.startswith(".site")] == []
     # The title is user text: shown escaped, never as markup.
@@ -174,4 +183,4 @@ def test_reproducible_builds_are_byte_identical_and_carry_a_manifest(project, ti
 
     assert weights == hashlib.sha256((tiny_model / "model.safetensors").read_bytes()).hexdigest()
     normal = build(config, out=project / "three")
-    assert set(normal["manifest"]["seconds"]) == {"model", "patterns"}
+    assert set(normal["manifest"]["seconds"]) == {"model", "patterns", "ablation"}

@@ -21,7 +21,7 @@ import yaml
 
 from markupsafe import Markup
 
-from reportgen import charts, pages, patterns, views
+from reportgen import charts, findings, pages, patterns, views
 from reportgen.attention import ExampleRun
 from reportgen.config import Config
 from reportgen.errors import OutputError
@@ -117,7 +117,10 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
     env = pages.environment(templates)
     recorder = pages.Charts()
     stats = report["statistics"]
-    pages.render(env, "home.md.j2", docs / "index.md", report=report)
+    found = findings.pattern_findings(stats) + (findings.ablation_findings(report["ablation"])
+                                                if report["ablation"] else [])
+    pages.render(env, "home.md.j2", docs / "index.md", report=report, findings=found,
+                 headline=findings.headline(report, found))
     pages.render(env, "statistics.md.j2", docs / "statistics.md", recorder, report=report, stats=stats, charts={
         "entropy": charts.head_heatmap(charts.head_rows(stats["entropy"]["mean"], std=stats["entropy"]["std"]),
                                        "Attention entropy (nats)", "entropy", {"std": "std over examples"}),
@@ -143,7 +146,7 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
         example_nav.append({f"Example {ex['id']}": page})
         progress("Writing pages", done, len(runs))
     export_charts(recorder.recorded, docs / "charts", progress)
-    return [{"Overview": "index.md"}, {"Attention statistics": "statistics.md"},
+    return [{"Findings": "index.md"}, {"Attention statistics": "statistics.md"},
             {"Attention patterns": "patterns.md"},
             *([{"Head ablation": "ablation.md"}] if report["ablation"] else []),
             {"Examples": example_nav}, {"Run manifest": "manifest.md"}]

@@ -147,7 +147,7 @@ def test_serve_previews_the_built_site(project):
                 break
             except OSError:
                 time.sleep(0.1)
-        assert b"Overview" in page
+        assert b"Findings" in page
     finally:
         server.terminate()
         server.wait(10)

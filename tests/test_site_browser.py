@@ -136,3 +136,52 @@ def test_pattern_data_downloads_match_the_report(default_site):
     assert by_cell[(1, 8)] == report["statistics"]["next_token"]["mean"][1][8]
     header = (default_site / "charts" / "patterns--chart-next-token.csv").read_text().splitlines()[0]
     assert header.startswith("layer,head,value,std")
+
+
+def test_every_finding_link_works(default_site, open_page):
+    """Findings: at least one per analysis, each with a number; every link's target exists, views restore state."""
+    view = open_page((default_site / "index.html").as_uri())
+    ids = view.page.eval_on_selector_all(".rg-finding", "els => els.map(e => e.id)")
+    for expected in ["patterns-previous-token", "patterns-delimiter", "ablation-single-heads",
+                     "ablation-random-fraction", "ablation-layer-halves", "ablation-whole-layers",
+                     "ablation-importance"]:
+        assert f"finding-{expected}" in ids
+    for text in view.page.locator(".rg-finding").all_inner_texts():
+        assert any(ch.isdigit() for ch in text), text
+    links = view.page.eval_on_selector_all(".rg-finding a[href]", "els => els.map(e => e.getAttribute('href'))")
+    assert len(links) >= 15
+    for href in sorted(set(links)):
+        page_name, _, fragment = href.partition("#")
+        assert (default_site / page_name).is_file(), href
+        target = open_page((default_site / page_name).as_uri() + ("#" + fragment if fragment else ""))
+        if fragment.startswith("view="):
+            state = dict(part.split("=") for part in fragment.split("&"))
+            target.page.wait_for_selector(".rgv[data-rgv-state]", timeout=10_000)
+            assert target.page.locator("select.rgv-layer").input_value() == state["layer"], href
+            if "head" in state:
+                pressed = target.page.eval_on_selector_all(".rgv-head-toggle[aria-pressed='true']",
+                                                           "els => els.map(e => e.dataset.head)")
+                assert pressed == [state["head"]], href
+        elif fragment:
+            assert target.page.locator(f"[id='{fragment}']").count() == 1, href
+        assert target.errors == [] and target.remote_requests == [], href
+    # Copy-link controls carry the finding's permanent anchor.
+    view.page.locator("#finding-ablation-whole-layers button.rg-copy-link").click()
+    link = view.page.get_attribute("#finding-ablation-whole-layers button.rg-copy-link", "data-link")
+    assert link.endswith("index.html#finding-ablation-whole-layers")
+
+
+def test_chart_exports_open(default_site):
+    import xml.etree.ElementTree as ET
+
+    pngs = sorted((default_site / "charts").glob("*.png"))
+    svgs = sorted((default_site / "charts").glob("*.svg"))
+    assert len(pngs) == len(svgs) >= 20
+    from PIL import Image
+
+    for png in pngs:
+        with Image.open(png) as image:
+            image.load()  # decodes every pixel
+            assert image.width > 50 and image.height > 50
+    for svg in svgs:
+        assert ET.parse(svg).getroot().tag.endswith("svg")

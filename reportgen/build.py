@@ -55,13 +55,16 @@ class ModelStage:
     warnings: list[str] = field(default_factory=list)
 
 
-def run_model(config: Config, progress: Callback = silent) -> ModelStage:
-    """Attention for every example, from the cache when it has it; the model is loaded only if needed."""
+def run_model(config: Config, progress: Callback = silent, model_spec: str | None = None) -> ModelStage:
+    """Attention for every example, from the cache when it has it; the model is loaded only if needed.
+
+    `model_spec` defaults to the config's model; the comparison model passes its own.
+    """
     start = time.perf_counter()
     specs = config.examples
     if not specs:
         raise DataError(f"{config.source}: field 'examples': the list is empty; give at least one example")
-    name, path = model.resolve(config.model)
+    name, path = model.resolve(model_spec or config.model)
     file_hashes = model.file_hashes(path)
     fingerprint = model.fingerprint(file_hashes)
     cache = Cache(config.cache_dir)
@@ -130,6 +133,21 @@ def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent)
     result.pop("seconds", None)
     result.pop("cache", None)
     return result
+
+
+def run_comparison(config: Config, first: ModelStage, progress: Callback = silent) -> dict:
+    """The second model through the same stages, for side-by-side pages and differences."""
+    prefixed = lambda stage, done, total: progress(f"Compare: {stage}", done, total)  # noqa: E731
+    stage = run_model(config, prefixed, config.compare.model)
+    same_shape = (stage.info.layers, stage.info.heads) == (first.info.layers, first.info.heads)
+    info = stage.info.to_dict()
+    info.pop("path")
+    if config.compare.name:
+        info["name"] = config.compare.name
+    return {"model": info, "same_shape": same_shape,
+            "statistics": run_patterns(config, stage, prefixed),
+            "ablation": run_ablation(config, stage, prefixed),
+            "model_files": stage.file_hashes}
 
 
 def data_files(config: Config) -> dict[str, str]:
@@ -221,6 +239,9 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     ablation = run_ablation(config, stage, progress)
     lap("ablation")
     report = make_report(config, stage, statistics, ablation, reproducible)
+    if config.compare is not None:
+        report["comparison"] = run_comparison(config, stage, progress)
+        lap("comparison")
     report["manifest"] = make_manifest(config, stage, data_files(config), timings, reproducible)
     site.write_site(report, stage.runs, config, out, progress, reproducible)
     report["model_stage"] = {"computed": stage.computed, "cached": len(stage.runs) - stage.computed,

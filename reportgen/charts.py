@@ -108,3 +108,28 @@ def layer_bars(rows: list[dict], title: str, label: str) -> dict:
         **({"href": alt.Href("url:N")} if rows and "url" in rows[0] else {}))
     stars = base.mark_text(text="*", dy=-8, fontSize=16).encode(y="value:Q").transform_filter("datum.significant")
     return (bars + stars).properties(width=alt.Step(40), height=240).to_dict()
+
+
+def difference_heatmap(rows: list[dict], title: str, names: tuple[str, str]) -> dict:
+    """Layers x heads of `b - a` between two models (diverging colours around 0).
+
+    Rows: {"layer", "head", "value" (= b - a), "a", "b"}.
+    """
+    extent = max([abs(r["value"]) for r in rows if r["value"] is not None] + [1e-9])
+    chart = alt.Chart(alt.Data(values=rows), title=title).mark_rect().encode(
+        x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
+        color=alt.Color("value:Q", title=f"{names[1]} - {names[0]}",
+                        scale=alt.Scale(scheme="redblue", domain=[-extent, extent])),
+        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"),
+                 alt.Tooltip("a:Q", title=names[0], format=".4f"), alt.Tooltip("b:Q", title=names[1], format=".4f"),
+                 alt.Tooltip("value:Q", title="difference", format="+.4f")])
+    return chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)).to_dict()
+
+
+def grouped_bars(rows: list[dict], title: str, x_title: str, y_title: str) -> dict:
+    """Bars per x value, one colour per `group` side by side. Rows: {"x", "group", "value"}."""
+    chart = alt.Chart(alt.Data(values=rows), title=title).mark_bar().encode(
+        x=alt.X("x:O", title=x_title), xOffset="group:N", y=alt.Y("value:Q", title=y_title),
+        color=alt.Color("group:N", title=None),
+        tooltip=[alt.Tooltip("group:N"), alt.Tooltip("x:O", title=x_title), alt.Tooltip("value:Q", format="+.4f")])
+    return chart.properties(width=alt.Step(22), height=240).to_dict()

@@ -31,6 +31,13 @@ class ExampleSpec(Strict):
     pair: str | None = Field(None, min_length=1, description="Sentence B of a pair.")
     name: str | None = Field(None, description="A short label shown in the site.")
 
+    @field_validator("text", "pair")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("the text is blank (only whitespace); give some words or remove the example")
+        return value
+
 
 Format = Literal["auto", "txt", "csv", "tsv", "jsonl"]
 
@@ -118,16 +125,26 @@ class AblationSettings(Strict):
         return value
 
 
+class CompareSettings(Strict):
+    """A second model to compare with the first, e.g. the pretrained model next to its fine-tuned copy."""
+
+    model: str = Field(min_length=1, description='"default", a Hub id or a local directory.')
+    name: str | None = Field(None, description="How the site names it (default: the model's name).")
+
+
 class Config(Strict):
     title: str = Field(description="Site title.")
     site_url: str | None = Field(description="Public URL of the site (GitHub Pages), or null.")
     model: str = Field(min_length=1, description='"default", a Hugging Face Hub id or a local directory.')
     device: Literal["auto", "cpu", "cuda"]
+    trust_remote_code: bool = Field(description="Allow a model directory's own Python code (auto_map); off: refused.")
+    allow_pickle: bool = Field(description="Allow pickle weights (pytorch_model.bin) when there is no safetensors; off: refused.")
     output: Path = Field(description="Directory the site is written to.")
     cache_dir: Path = Field(description="Directory for cached model outputs.")
     max_length: int = Field(ge=8, le=8192, description="Tokens per example; longer ones are truncated.")
     patterns: PatternSettings
     ablation: AblationSettings
+    compare: CompareSettings | None = Field(description="A second model: patterns and ablations side by side.")
     examples: list[ExampleSpec] = Field(
         description='Examples to visualise: a list of {text, pair, name}; the word "builtin" (alone or as an item) stands for the built-in examples.')
 
@@ -221,18 +238,28 @@ def load_config(path: str | Path | None = None) -> Config:
         config = Config.model_validate({**_merge(defaults(), user), "source": source})
     except ValidationError as err:
         raise ConfigError(_describe(err, source)) from None
+    if config.ablation.enabled and config.ablation.data == "builtin" and config.ablation.task != "similarity":
+        raise ConfigError(f"{source}: field 'ablation.data': the builtin demo set is a similarity task; "
+                          f"task '{config.ablation.task}' needs a data file (or set ablation.enabled: false)")
     config.output = base_dir / config.output
     config.cache_dir = base_dir / config.cache_dir
     for corpus_file in config.patterns.corpus:
         corpus_file.path = base_dir / corpus_file.path.expanduser()
     if config.ablation.data != "builtin":
         config.ablation.data = str(base_dir / Path(config.ablation.data).expanduser())
-    # A model that names an existing path, or looks like one, is a local directory relative
-    # to the config file; anything else ("org/name") is a Hub id.
-    local = base_dir / Path(config.model).expanduser()
-    if config.model != "default" and (config.model.startswith((".", "/", "~")) or local.exists()):
-        config.model = str(local.resolve())
+    config.model = _model_path(config.model, base_dir)
+    if config.compare is not None:
+        config.compare.model = _model_path(config.compare.model, base_dir)
     return config
+
+
+def _model_path(model: str, base_dir: Path) -> str:
+    """A model that names an existing path, or looks like one, is a local directory relative
+    to the config file; anything else ("org/name") is a Hub id."""
+    local = base_dir / Path(model).expanduser()
+    if model != "default" and (model.startswith((".", "/", "~")) or local.exists()):
+        return str(local.resolve())
+    return model
 
 
 def json_schema() -> str:

@@ -132,6 +132,9 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
     if report["ablation"]:
         pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report,
                      ab=report["ablation"], charts=ablation_charts(report["ablation"]))
+    if report.get("comparison"):
+        pages.render(env, "compare.md.j2", docs / "compare.md", recorder, report=report,
+                     comparison=report["comparison"], sections=comparison_sections(report))
     pages.render(env, "examples.md.j2", docs / "examples.md", report=report)
     pages.render(env, "manifest.md.j2", docs / "manifest.md", manifest=report["manifest"],
                  config_yaml=Markup(html.escape(yaml.safe_dump(report["manifest"]["config"], sort_keys=True,
@@ -149,6 +152,7 @@ def write_pages(report: dict, runs: list[ExampleRun], templates: Path, docs: Pat
     return [{"Findings": "index.md"}, {"Attention statistics": "statistics.md"},
             {"Attention patterns": "patterns.md"},
             *([{"Head ablation": "ablation.md"}] if report["ablation"] else []),
+            *([{"Model comparison": "compare.md"}] if report.get("comparison") else []),
             {"Examples": example_nav}, {"Run manifest": "manifest.md"}]
 
 
@@ -219,6 +223,42 @@ def ablation_charts(ab: dict) -> dict:
         out["pruning"] = charts.metric_curves(curve, f"Pruning: relative change in {metric}",
                                               "heads pruned", "relative change")
     return out
+
+
+def comparison_sections(report: dict) -> list[dict]:
+    """Per pattern (and ablation result): both models' heatmaps and, when shapes agree, their difference."""
+    other = report["comparison"]
+    names = (report["model"]["name"], other["model"]["name"])
+    sections = []
+    grids = [(key, anchor, title) for key, anchor, title, _, _ in PATTERN_SECTIONS]
+    grids += [("delimiter", "delimiter", "[CLS], [SEP] and punctuation")]
+    for key, anchor, title in grids:
+        a, b = report["statistics"][key]["mean"], other["statistics"][key]["mean"]
+        sections.append(_comparison(f"compare-{anchor}", title, a, b, names, other["same_shape"]))
+    if report["ablation"] and other["ablation"] and "single_heads" in report["ablation"]:
+        a, b = report["ablation"]["single_heads"]["delta"], other["ablation"]["single_heads"]["delta"]
+        metric = report["ablation"]["task"]["metric"]
+        sections.append(_comparison("compare-ablation-single-heads", f"Change in {metric}, one head masked",
+                                    a, b, names, other["same_shape"]))
+    if report["ablation"] and other["ablation"] and "whole_layers" in report["ablation"]:
+        rows = [{"x": layer, "group": name, "value": value}
+                for name, ab in zip(names, (report["ablation"], other["ablation"]))
+                for layer, value in enumerate(ab["whole_layers"]["delta"])]
+        sections.append({"id": "compare-ablation-whole-layers", "title": "Change with a whole layer masked",
+                         "charts": [charts.grouped_bars(rows, "Change in the metric per masked layer",
+                                                        "layer masked", "change")]})
+    return sections
+
+
+def _comparison(anchor: str, title: str, a: list, b: list, names: tuple[str, str], same_shape: bool) -> dict:
+    specs = [charts.head_heatmap(charts.head_rows(grid), name, "mean") for grid, name in zip((a, b), names)]
+    if same_shape:
+        rows = [dict(row, a=row["value"], b=b[row["layer"]][row["head"]],
+                     value=None if row["value"] is None or b[row["layer"]][row["head"]] is None
+                     else b[row["layer"]][row["head"]] - row["value"])
+                for row in charts.head_rows(a)]
+        specs.append(charts.difference_heatmap(rows, "Difference", names))
+    return {"id": anchor, "title": title, "charts": specs}
 
 
 def _relative(values, base: float) -> list[float]:

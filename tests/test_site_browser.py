@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -185,3 +186,30 @@ def test_chart_exports_open(default_site):
             assert image.width > 50 and image.height > 50
     for svg in svgs:
         assert ET.parse(svg).getroot().tag.endswith("svg")
+
+
+def test_two_model_comparison_renders(tmp_path, tiny_model, open_page):
+    from reportgen.build import build
+    from reportgen.config import load_config
+    from tests.conftest import make_tiny_bert, write_config
+
+    other = make_tiny_bert(tmp_path / "other", seed=1)
+    write_config(tmp_path, f"model: {tiny_model}\ndevice: cpu\ncompare:\n  model: {other}\n  name: fine-tuned\n"
+                           "examples:\n  - text: the cat sat on the mat.\n  - text: i went to the store.\n"
+                           "    pair: at the store, i bought fresh strawberries.\n"
+                           "ablation:\n  limit: 30\n  seeds: [0]\n  fractions: [0.0, 0.5]\n"
+                           "  bootstrap_samples: 100\n  permutations: 100\n")
+    report = build(load_config(tmp_path / "reportgen.yaml"))
+    comparison = report["comparison"]
+    assert comparison["model"]["name"] == "fine-tuned" and comparison["same_shape"]
+    assert comparison["model"]["fingerprint"] != report["model"]["fingerprint"]
+    a = np.array(report["statistics"]["entropy"]["mean"])
+    b = np.array(comparison["statistics"]["entropy"]["mean"])
+    assert not np.allclose(a, b)  # two different random models
+    view = open_page((tmp_path / "site" / "compare.html").as_uri())
+    view.page.wait_for_selector("#compare-broad-3 svg", timeout=10_000)
+    rows = view.page.evaluate("() => document.getElementById('compare-broad-3').rgView.data('source_0')")
+    cell = next(r for r in rows if r["layer"] == 1 and r["head"] == 2)
+    assert cell["value"] == pytest.approx(b[1, 2] - a[1, 2], abs=1e-5)
+    assert view.page.locator("#compare-ablation-single-heads-3 svg").count() == 1
+    assert view.errors == [] and view.remote_requests == []

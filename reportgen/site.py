@@ -61,7 +61,7 @@ def write_site(report: dict, runs: list[ExampleRun], config: Config, out: Path,
         nav = write_pages(report, runs, src / "templates", docs, progress)
         write_json(docs / "report.json", report)
         write_json(docs / "manifest.json", report["manifest"])
-        mkdocs_build(base_config, report, docs, staging / "site", nav, reproducible)
+        mkdocs_build(base_config, src / "overrides", report, docs, staging / "site", nav, reproducible)
         (staging / "site" / ".nojekyll").write_text("", encoding="utf-8")  # GitHub Pages: serve as is
         swap(staging / "site", out, staging)
     finally:
@@ -313,7 +313,7 @@ def example_context(run: ExampleRun) -> dict:
     }
 
 
-def mkdocs_build(base_config: Path, report: dict, docs: Path, site_dir: Path, nav: list,
+def mkdocs_build(base_config: Path, overrides: Path, report: dict, docs: Path, site_dir: Path, nav: list,
                  reproducible: bool = False) -> None:
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
@@ -323,6 +323,7 @@ def mkdocs_build(base_config: Path, report: dict, docs: Path, site_dir: Path, na
     cfg["site_name"] = html.escape(" ".join(report["title"].split()), quote=True)
     cfg["site_url"] = report["site_url"]
     cfg.update(docs_dir=str(docs), site_dir=str(site_dir), nav=nav, strict=False)
+    cfg["theme"]["custom_dir"] = str(overrides)  # main.html: the Content-Security-Policy
     config_file = docs.parent / "mkdocs.yml"
     config_file.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")

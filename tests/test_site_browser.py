@@ -213,3 +213,20 @@ def test_two_model_comparison_renders(tmp_path, tiny_model, open_page):
     assert cell["value"] == pytest.approx(b[1, 2] - a[1, 2], abs=1e-5)
     assert view.page.locator("#compare-ablation-single-heads-3 svg").count() == 1
     assert view.errors == [] and view.remote_requests == []
+
+
+def test_pages_carry_a_csp_that_blocks_remote_scripts_and_connections(default_site, open_page):
+    view = open_page((default_site / "example-1.html").as_uri())
+    policy = view.page.get_attribute("meta[http-equiv='Content-Security-Policy']", "content")
+    assert "object-src 'none'" in policy and "https:" not in policy and "*" not in policy
+    blocked = view.page.evaluate("""() => new Promise(resolve => {
+        const seen = [];
+        document.addEventListener('securitypolicyviolation', e => seen.push(e.violatedDirective));
+        const s = document.createElement('script');
+        s.src = 'https://example.org/x.js';
+        document.head.appendChild(s);
+        fetch('https://example.org/data').catch(() => {});
+        setTimeout(() => resolve(seen), 500);
+    })""")
+    assert any(d.startswith("script-src") for d in blocked) and any(d.startswith("connect-src") for d in blocked)
+    assert view.remote_requests == []  # refused by the page itself, before the test's network block

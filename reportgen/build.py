@@ -205,7 +205,7 @@ def make_manifest(config: Config, stage: ModelStage, files: dict[str, str],
                   timings: dict[str, float], reproducible: bool) -> dict:
     """What a reader needs to reproduce the run: config as used, file hashes, versions, device, seeds, times."""
     return {
-        "config": config.model_dump(mode="json"),
+        "config": config.as_written(),
         "model_files": stage.file_hashes,
         "data_files": files,
         "versions": versions(),
@@ -223,6 +223,11 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
 
     out = Path(out) if out is not None else config.output
     site.check_output(out)
+    with site.exclusive(out):
+        return _build(config, out, reproducible, progress, site)
+
+
+def _build(config: Config, out: Path, reproducible: bool, progress: Callback, site) -> dict:
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 

@@ -8,6 +8,7 @@ refused with a message that names the file and the field.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -159,6 +160,21 @@ class Config(Strict):
 
     # Where the config came from, for messages and for resolving relative paths.
     source: str = Field(default="(defaults)", exclude=True)
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    def as_written(self) -> dict:
+        """The config as used, with paths relative to the config file again (for the manifest),
+        so that the same project built in another directory records the same config."""
+        def rel(path) -> str:
+            return os.path.relpath(path, self.base_dir) if os.path.isabs(str(path)) else str(path)
+
+        data = self.model_dump(mode="json")
+        data["output"], data["cache_dir"] = rel(self.output), rel(self.cache_dir)
+        for item in data["patterns"]["corpus"]:
+            item["path"] = rel(item["path"])
+        if self.ablation.data != "builtin":
+            data["ablation"]["data"] = rel(self.ablation.data)
+        return data
 
 
 def defaults() -> dict[str, Any]:
@@ -235,7 +251,7 @@ def load_config(path: str | Path | None = None) -> Config:
             raise ConfigError(f"{source}: expected a mapping of keys to values at the top level")
         base_dir = path.resolve().parent
     try:
-        config = Config.model_validate({**_merge(defaults(), user), "source": source})
+        config = Config.model_validate({**_merge(defaults(), user), "source": source, "base_dir": base_dir})
     except ValidationError as err:
         raise ConfigError(_describe(err, source)) from None
     if config.ablation.enabled and config.ablation.data == "builtin" and config.ablation.task != "similarity":

@@ -38,3 +38,7 @@ class DataError(ReportgenError):
 
 class OutputError(ReportgenError):
     exit_code = EXIT_OUTPUT
+
+
+class BusyError(ReportgenError):
+    exit_code = EXIT_BUSY

@@ -7,6 +7,7 @@ a failed or interrupted build leaves the previous site as it was.
 from __future__ import annotations
 
 import csv
+import fcntl
 import html
 import json
 import logging
@@ -15,6 +16,7 @@ import os
 import re
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -24,7 +26,7 @@ from markupsafe import Markup
 from reportgen import charts, findings, pages, patterns, views
 from reportgen.attention import ExampleRun
 from reportgen.config import Config
-from reportgen.errors import OutputError
+from reportgen.errors import BusyError, OutputError
 from reportgen.progress import Callback, silent
 
 PACKAGE_DIR = Path(__file__).parent
@@ -47,6 +49,26 @@ def check_output(out: Path) -> None:
         raise OutputError(f"output {out}: parent directory {parent} does not exist")
     if not os.access(parent, os.W_OK):
         raise OutputError(f"output {out}: directory {parent} is not writable")
+
+
+@contextmanager
+def exclusive(out: Path):
+    """One build per output directory at a time: a second one is refused with a clear message.
+
+    The lock is an flock on a file beside the output, released by the OS when the build
+    ends or is killed. Holding it, any staging directory left by a killed build is stale.
+    """
+    out = out.resolve()
+    lock_path = out.parent / f".{out.name}.lock"
+    with open(lock_path, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BusyError(f"another reportgen build is writing {out} (lock {lock_path}); "
+                            "wait for it to finish or use another --out") from None
+        for stale in out.parent.glob(f".{out.name}.building-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        yield
 
 
 def write_site(report: dict, runs: list[ExampleRun], config: Config, out: Path,

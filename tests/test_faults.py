@@ -1,0 +1,101 @@
+"""Faults: a build killed (SIGKILL) in each stage leaves the previous site intact and the next
+build resumes to the same site as an uninterrupted one; two builds at once do not collide."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_config
+
+pytestmark = pytest.mark.slow
+
+# The embedded model, a small ablation: slow enough to be caught in each stage, fast enough for CI.
+CONFIG = """\
+examples:
+  - text: I went to the store.
+    pair: At the store, I bought fresh strawberries.
+  - text: The cat sat on the mat because it was warm.
+ablation:
+  limit: 40
+  seeds: [0]
+  fractions: [0.0, 0.5]
+  bootstrap_samples: 200
+  permutations: 200
+"""
+
+
+def tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def start_build(cwd: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "reportgen", "build", "--reproducible", *args], cwd=cwd,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def kill_when(process: subprocess.Popen, ready, timeout: float = 300) -> bool:
+    """SIGKILL `process` as soon as `ready()` is true; False if it ended first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        if ready():
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+            return True
+        time.sleep(0.02)
+    raise AssertionError("the build neither reached the stage nor ended")
+
+
+def count(directory: Path, pattern: str) -> int:
+    return sum(1 for _ in directory.glob(pattern)) if directory.exists() else 0
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, bytes]:
+    """An uninterrupted reproducible build, with its own cache."""
+    work = tmp_path_factory.mktemp("reference")
+    write_config(work, CONFIG)
+    assert start_build(work).wait() == 0
+    return tree(work / "site")
+
+
+STAGES = {
+    "model": lambda work: count(work / ".reportgen-cache" / "runs", "*.npz") >= 1,
+    "ablation": lambda work: count(work / ".reportgen-cache" / "ablation", "**/*.npy") >= 20,
+    "site": lambda work: count(work, ".site.building-*/docs/charts/*.png") >= 3,
+}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_sigkill_keeps_the_old_site_and_the_rerun_matches(tmp_path, reference, stage):
+    write_config(tmp_path, CONFIG)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("the previous site")
+    before = tree(tmp_path / "site")
+    process = start_build(tmp_path)
+    assert kill_when(process, lambda: STAGES[stage](tmp_path)), f"the build ended before the {stage} stage was seen"
+    assert tree(tmp_path / "site") == before
+    rerun = start_build(tmp_path)
+    assert rerun.wait() == 0, rerun.stderr.read()
+    assert tree(tmp_path / "site") == reference
+    assert count(tmp_path, ".site.building-*") == 0  # the killed build's staging was cleaned up
+
+
+def test_a_second_build_on_the_same_output_is_refused(tmp_path, reference):
+    write_config(tmp_path, CONFIG)
+    first = start_build(tmp_path)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / ".reportgen-cache" / "runs").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = start_build(tmp_path)
+    assert second.wait() == 6
+    message = second.stderr.read().strip().splitlines()
+    assert len(message) == 1 and "another reportgen build is writing" in message[0]
+    assert first.wait() == 0
+    assert tree(tmp_path / "site") == reference

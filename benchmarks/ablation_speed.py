@@ -2,10 +2,14 @@
 
 The plain way: pairs in file order, batches of 32 padded to their longest sentence, every
 sentence of every pair encoded, a full forward per mask, no cache. reportgen's way:
-`reportgen.ablation` (distinct sentences once, length-sorted packed batches, inference
-mode, layers below the masked one replayed from one recorded pass, masks stacked, results
-written to a fresh on-disk cache). The two are timed layer by layer, interleaved, so a
-change in machine load hits both alike. Both must give the same cosines within 1e-5.
+`reportgen.ablation` (distinct sentences once, batches bucketed by exact token length,
+inference mode, each masked forward started inside the first masked layer from one
+recorded unmasked pass, masks stacked, results written to a fresh on-disk cache). The two
+are timed layer by layer, interleaved, so a change in machine load hits both alike; the
+per-layer lines show where the time goes. Both must give the same cosines within 1e-5.
+
+Also prints the tokens each way computes (padding included) and the work each way does in
+layer-passes, so the speed-up can be checked against what the arithmetic allows.
 
 Also prints the time of one plain evaluation pass next to the matmul floor: the set's
 FLOPs divided by the GFLOP/s torch reaches on a large matmul, measured in this run.
@@ -15,6 +19,7 @@ Usage: python benchmarks/ablation_speed.py [path/to/sts-dev.csv [pairs]]
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -65,7 +70,8 @@ def main() -> int:
     cfg = task.model.config
     L, H = cfg.num_hidden_layers, cfg.num_attention_heads
     print(f"{task.n_examples} pairs, {len(task.units)} distinct sentences, model {L} layers x {H} heads, "
-          f"torch threads {torch.get_num_threads()}")
+          f"torch threads {torch.get_num_threads()}, {os.cpu_count()} CPUs, load average at start "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     masks = []
     for layer in range(L):
@@ -96,20 +102,42 @@ def main() -> int:
     plain_out: list[np.ndarray] = []
     fast_out: list[np.ndarray] = []
     with tempfile.TemporaryDirectory() as tmp, Engine(task, "zero", batch_tokens=4096) as engine:
+        real = int(lengths.sum())
+        distinct = sum(len(u["input_ids"]) for u in task.units)
+        ours = sum(b.tokens for b in engine.batches)
+        print(f"tokens per pass: plain {padded.sum()} padded ({real} real, {padded.sum() / real - 1:.1%} padding); "
+              f"reportgen {ours} in {len(engine.batches)} length buckets ({distinct} real in distinct sentences, "
+              f"{ours / distinct - 1:.1%} padding); plain / reportgen {padded.sum() / ours:.2f}x")
+        # work in layer-passes over a pass's tokens: a mask first touching layer l costs
+        # (L - 1 - l) full layers plus layer l from its attention LayerNorm on (FFN share of a layer)
+        inner, hid = cfg.intermediate_size, cfg.hidden_size
+        ffn_share = (2 * hid * inner) / (4 * hid * hid + 2 * hid * inner)
+        start_at = "inside layer l (attention recorded)" if engine.resumes else "at layer l (outputs replayed)"
+        per_mask = [(L - 1 - layer) + (ffn_share if engine.resumes else 1) for layer in range(L)]
+        work_plain = (len(masks) + 1) * L * padded.sum()
+        work_fast = (L + H * sum(per_mask)) * ours
+        print(f"reportgen starts a layer-l mask {start_at}; by dense FLOPs (FFN = {ffn_share:.0%} of a layer): plain "
+              f"{len(masks) + 1} x {L} layers x {padded.sum()} tokens, reportgen ({L} + {H} x {sum(per_mask):.2f}) layers x "
+              f"{ours} tokens: arithmetic allows {work_plain / work_fast:.2f}x")
         runner = Runner(engine, ResultCache(Path(tmp), "bench", task.data_hash(), "zero"), None)
         start = time.perf_counter()
         fast_base = runner.outputs("baseline", [base])[0]  # includes the one recording pass
         fast_time += time.perf_counter() - start
         plain_time += plain_pass
+        print(f"  baseline: plain {plain_pass:6.1f} s, reportgen {fast_time:6.1f} s (the recording pass)", flush=True)
         for layer in range(L):
             group = masks[layer * H:(layer + 1) * H]
             start = time.perf_counter()
             plain_out += [evaluate_plain(task, m, "zero") for m in group]
-            plain_time += time.perf_counter() - start
+            plain_layer = time.perf_counter() - start
             start = time.perf_counter()
             fast_out += runner.outputs("single_heads", group)
-            fast_time += time.perf_counter() - start
-            print(f"  layer {layer}: plain {plain_time:7.1f} s, reportgen {fast_time:6.1f} s so far", flush=True)
+            fast_layer = time.perf_counter() - start
+            plain_time += plain_layer
+            fast_time += fast_layer
+            print(f"  heads of layer {layer}: plain {plain_layer:6.1f} s, reportgen {fast_layer:6.1f} s ({plain_layer / fast_layer:5.2f}x; "
+                  f"allowed {L / per_mask[layer] * padded.sum() / ours:5.2f}x); so far plain {plain_time:7.1f} s, "
+                  f"reportgen {fast_time:6.1f} s, load {os.getloadavg()[0]:.2f}", flush=True)
 
     diff = max(np.abs(a - b).max() for a, b in zip(plain_out + [plain_base], fast_out + [fast_base]))
     metric = lambda out: task.metrics(out[None], task.gold[None])["spearman"][0]  # noqa: E731
@@ -122,6 +150,7 @@ def main() -> int:
     print(f"same numbers (1e-5): {'yes' if same else 'NO'}")
     print(f"single-head experiment ({len(masks)} masks + baseline): plain {plain_time:.1f} s, reportgen {fast_time:.1f} s, "
           f"speed-up {plain_time / fast_time:.2f}x")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0 if same else 1
 
 

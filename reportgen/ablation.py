@@ -17,10 +17,16 @@ Masking follows `reportgen.masking`: "zero" removes a head (Michel et al.), "uni
 replaces its attention by 1/n over the keys (Kovaleva et al. 2019).
 
 Speed: the cost is forward passes, so `Engine` (1) runs each distinct text once,
-(2) packs length-sorted texts into batches so padding is minimal, (3) runs under
-`torch.inference_mode`, (4) records every layer's output once for the unmasked model and
-starts each masked forward at the first layer its mask touches (a mask in layer l cannot
-change layers below l), and (5) stacks several masks in one forward when batches are small.
+(2) buckets texts by exact token length, so a batch needs no padding (only buckets too
+small for a forward of their own are merged with their neighbours), (3) runs under
+`torch.inference_mode`, (4) records the unmasked model once and starts each masked forward
+at the first layer its mask touches (a mask in layer l cannot change layers below l):
+for method "zero" on the BERT layout it starts inside layer l, at its attention
+LayerNorm, from the recorded per-head context and attention sum less the masked heads'
+share of the output projection (`HeadMasker.resume`), which skips layer l's Q, K, V
+projections and attention too; otherwise it replays the outputs of layers below l,
+(5) stacks several masks in one forward when batches are small, and (6) answers the
+all-ones mask from the recording pass itself.
 `evaluate_plain` is the straightforward way, kept to check that both agree.
 
 Every finished mask's per-example outputs are stored under the cache directory, keyed
@@ -44,7 +50,7 @@ from reportgen.config import AblationSettings
 from reportgen.masking import HeadMasker, Method
 from reportgen.tasks import Task, load_task
 
-CODE_VERSION = "ablation-1"  # bump when a change alters cached per-mask outputs
+CODE_VERSION = "ablation-2"  # bump when a change alters cached per-mask outputs
 EXPERIMENTS = ("baseline", "single_heads", "random_fraction", "layer_halves", "whole_layers", "importance")
 Progress = Callable[[str, int, int], None]
 
@@ -103,14 +109,21 @@ class Engine:
         self.heads = self.masker.sites.heads
         self.record_bytes = record_bytes
         self.max_stack = max_stack
+        self.resumes = self.masker.can_resume  # start inside the first masked layer (zero, BERT layout)
         self._recorded: list[dict[int, Any]] | None = None
         self._record_depth = 0
+        self._unmasked: torch.Tensor | None = None
 
     @property
     def masks_per_pass(self) -> int:
-        """How many masks share one forward: the largest batch repeated stays within the budget."""
-        largest = max(b.tokens for b in self.batches)
-        return int(max(1, min(self.max_stack, self.batch_tokens // largest)))
+        """How many masks to evaluate together: as many as the smallest batch can stack in one
+        forward within the budget (larger batches take them a few at a time)."""
+        smallest = min(b.tokens for b in self.batches)
+        return int(max(1, min(self.max_stack, self.batch_tokens // smallest)))
+
+    def stack(self, batch) -> int:
+        """Masks per forward for this batch: the batch repeated stays within the token budget."""
+        return int(max(1, min(self.max_stack, self.batch_tokens // batch.tokens)))
 
     def __enter__(self) -> "Engine":
         self.masker.__enter__()
@@ -121,35 +134,59 @@ class Engine:
         self._recorded = None
 
     def _record(self) -> None:
-        """One unmasked pass that keeps the output of layers 0..K-1 of every batch (K fits the memory budget)."""
+        """One unmasked pass over every batch that keeps, for depths 0..K-1 (K fits the memory
+        budget), each layer's attention context and sum (when resuming) or its output, and
+        the unmasked unit outputs."""
         hidden = self.task.model.config.hidden_size
-        per_layer = sum(b.tokens for b in self.batches) * hidden * 4
-        self._record_depth = int(min(self.layers - 1, self.record_bytes // max(per_layer, 1)))
+        tokens = sum(b.tokens for b in self.batches)
+        if self.resumes:
+            per_layer = tokens * (hidden + self.heads * self.masker.sites.head_dim) * 4
+            self._record_depth = int(min(self.layers, self.record_bytes // max(per_layer, 1)))
+        else:
+            per_layer = tokens * hidden * 4
+            self._record_depth = int(min(self.layers - 1, self.record_bytes // max(per_layer, 1)))
         self._recorded = []
+        results: torch.Tensor | None = None
         with torch.inference_mode():
             for batch in self.batches:
                 self.masker.set_mask(None)
                 self.masker.replay({}, 0)
-                self.masker.record_below(self._record_depth)
-                self.task.unit_outputs(batch)
-                self._recorded.append(self.masker.recorded)
+                if self.resumes:
+                    self.masker.record_attention_below(self._record_depth)
+                else:
+                    self.masker.record_below(self._record_depth)
+                out = self.task.unit_outputs(batch).float()
+                if results is None:
+                    results = torch.zeros(len(self.task.units), *out.shape[1:], device=out.device)
+                results[torch.as_tensor(batch.units, device=out.device)] = out
+                self._recorded.append(self.masker.recorded_attention if self.resumes else self.masker.recorded)
         self.masker.record_below(0)
+        self.masker.record_attention_below(0)
+        self._unmasked = results
 
     def unit_outputs(self, masks: np.ndarray) -> torch.Tensor:
         """[masks, units, ...] outputs of the model on every distinct text under each mask."""
         if self._recorded is None:
             self._record()
         masks = np.asarray(masks, dtype=np.float32).reshape(-1, self.layers, self.heads)
-        start = min(min(first_masked_layer(m) for m in masks), self._record_depth)
+        first = min(first_masked_layer(m) for m in masks)
+        if first >= self.layers:  # nothing masked: the recording pass computed exactly this
+            with torch.inference_mode():
+                return self._unmasked.unsqueeze(0).repeat(len(masks), *([1] * self._unmasked.dim()))
+        resume = self.resumes and self._record_depth > 0
+        start = min(first, self._record_depth - 1) if resume else min(first, self._record_depth)
         results: torch.Tensor | None = None
         with torch.inference_mode():
             for batch, recorded in zip(self.batches, self._recorded):
-                step = int(max(1, min(self.max_stack, self.batch_tokens // batch.tokens)))
-                for lo in range(0, len(masks), step):
-                    chunk = torch.as_tensor(masks[lo:lo + step], device=self.task.device)
+                parts = math.ceil(len(masks) / self.stack(batch))
+                for lo, hi in _even_split(len(masks), parts):
+                    chunk = torch.as_tensor(masks[lo:hi], device=self.task.device)
                     k = len(chunk)
-                    self.masker.set_mask(chunk.repeat_interleave(batch.rows, dim=0))
-                    self.masker.replay(recorded, start, copies=k)
+                    self.masker.set_mask(chunk[0] if k == 1 else chunk.repeat_interleave(batch.rows, dim=0))
+                    if resume:
+                        self.masker.resume(recorded, start, copies=k)
+                    else:
+                        self.masker.replay(recorded, start, copies=k)
                     out = self.task.unit_outputs(batch.tile(k)).float()
                     out = out.view(k, batch.rows, *out.shape[1:])
                     if results is None:
@@ -193,6 +230,12 @@ class Engine:
             tokens += int(att.sum())
         self.masker.clear()
         return (total / max(tokens, 1)).cpu().numpy()
+
+
+def _even_split(n: int, parts: int) -> list[tuple[int, int]]:
+    """[lo, hi) ranges splitting range(n) into `parts` runs of nearly equal length."""
+    bounds = [round(i * n / parts) for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
 
 
 def evaluate_plain(task: Task, mask: np.ndarray, method: Method, batch_size: int = 32) -> np.ndarray:

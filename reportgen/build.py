@@ -52,6 +52,7 @@ class ModelStage:
     fingerprint: str
     file_hashes: dict[str, str]
     load: LazyModel
+    max_length: int  # the config's, or less when the model takes fewer tokens
     warnings: list[str] = field(default_factory=list)
 
 
@@ -65,10 +66,12 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     if not specs:
         raise DataError(f"{config.source}: field 'examples': the list is empty; give at least one example")
     name, path = model.resolve(model_spec or config.model)
+    # Never ask the model for more tokens than its position embeddings hold.
+    max_length, length_note = model.clamp_max_length(path, config.max_length)
     file_hashes = model.file_hashes(path)
     fingerprint = model.fingerprint(file_hashes)
     cache = Cache(config.cache_dir)
-    keys = [key_of("run", fingerprint, s.text, s.pair, config.max_length) for s in specs]
+    keys = [key_of("run", fingerprint, s.text, s.pair, max_length) for s in specs]
     runs = [cache.get_run(k, s) for k, s in zip(keys, specs)]
     info = cache.get_json("info", key_of("info", fingerprint))
     missing = [i for i, r in enumerate(runs) if r is None]
@@ -78,17 +81,18 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
         info = model.describe(name, path, net, fingerprint).to_dict()
         cache.put_json("info", key_of("info", fingerprint), info)
         for done, i in enumerate(missing, 1):
-            runs[i] = run_example(net, tokenizer, specs[i], config.max_length, keep_qk=True)
+            runs[i] = run_example(net, tokenizer, specs[i], max_length, keep_qk=True)
             if runs[i].n_tokens > QK_MAX_TOKENS:  # the q/k page is built only for short examples
                 runs[i].extras.clear()
             cache.put_run(keys[i], runs[i])
             progress("Running examples", done, len(missing))
-    notes = [f"example {i + 1} was truncated to {config.max_length} tokens (config field 'max_length')"
-             for i, r in enumerate(runs) if r.truncated]
+    notes = [length_note] if length_note else []
+    notes += [f"example {i + 1} was truncated to {max_length} tokens (config field 'max_length')"
+              for i, r in enumerate(runs) if r.truncated]
     for note in notes:
         warnings.warn(note)
     return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, path,
-                      fingerprint, file_hashes, load, notes)
+                      fingerprint, file_hashes, load, max_length, notes)
 
 
 def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent) -> dict:
@@ -101,7 +105,7 @@ def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent)
     corpus_hashes = [_file_hash(f.path) for f in settings.corpus]
     cache = Cache(config.cache_dir)
     key = key_of("patterns", stage.fingerprint, [(r.spec.text, r.spec.pair) for r in stage.runs],
-                 corpus_hashes, settings.model_dump(mode="json"), config.max_length)
+                 corpus_hashes, settings.model_dump(mode="json"), stage.max_length)
     cached = cache.get_json("patterns", key)
     if cached is not None:
         return cached
@@ -112,7 +116,7 @@ def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent)
         net, tokenizer = stage.load()
         total = sum(1 for _ in iter_corpus(settings.corpus))
         for done, spec in enumerate(iter_corpus(settings.corpus), 1):
-            accumulator.add(run_example(net, tokenizer, spec, config.max_length), linkable=False)
+            accumulator.add(run_example(net, tokenizer, spec, stage.max_length), linkable=False)
             progress("Corpus patterns", done, total)
     result = accumulator.result()
     cache.put_json("patterns", key, result)
@@ -163,6 +167,8 @@ def data_files(config: Config) -> dict[str, str]:
 def _file_hash(path: Path) -> str:
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
     except OSError:
         raise DataError(f"{path}: data file cannot be read") from None
 
@@ -223,7 +229,8 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
 
     out = Path(out) if out is not None else config.output
     site.check_output(out)
-    with site.exclusive(out):
+    # The config's trust_remote_code / allow_pickle govern every model load of the build.
+    with site.exclusive(out), model.file_policy(config.trust_remote_code, config.allow_pickle):
         return _build(config, out, reproducible, progress, site)
 
 

@@ -47,8 +47,10 @@ def build(config: Optional[Path] = ConfigOption,
     with RichProgress() as progress, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         report = run_build(cfg, out, reproducible, progress)
+    shown = set()
     for w in caught:
-        if w.category is UserWarning and "reportgen" in (w.filename or "") :
+        if w.category is UserWarning and "reportgen" in (w.filename or "") and str(w.message) not in shown:
+            shown.add(str(w.message))
             typer.echo(f"warning: {w.message}", err=True)
     target = out or cfg.output
     stage = report["model_stage"]

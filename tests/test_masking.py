@@ -320,6 +320,69 @@ def test_replay_skips_lower_layers_with_same_result(name):
     assert len(calls) == (1 if name == "albert" else 0)
 
 
+RESUMABLE = ["bert", "roberta", "xlm-roberta", "electra"]
+
+
+@pytest.mark.parametrize("name", RESUMABLE)
+def test_resume_inside_the_first_masked_layer_equals_full_forward(name):
+    """Starting at layer l's attention LayerNorm from the recorded context and sum, less the
+    masked heads' share of W_O, == the full masked forward; Q/K/V and attention of layers
+    <= l and every layer below l are not run."""
+    model = _make(name)
+    ids, att = _inputs()
+    masks = torch.ones(4, 3, 4)
+    masks[0, 1, 2] = 0  # one head in layer 1
+    masks[1, 1, :3] = 0  # three heads in layer 1
+    masks[2, 1, 0] = 0.3  # a real-valued gate
+    masks[2, 2, 1] = 0  # and a head above
+    masks[3, 2] = 0  # nothing in layer 1 (its sum passes unchanged), all of layer 2
+    with HeadMasker(model, "zero") as masker:
+        assert masker.can_resume
+        masker.record_attention_below(3)
+        _run(model, ids, att)
+        recorded = masker.recorded_attention
+        assert sorted(recorded) == [0, 1, 2]
+        sites = locate(model)
+        calls = []
+        handles = [sites.value_proj[d].register_forward_pre_hook(lambda m, a, d=d: calls.append(d)) for d in range(3)]
+        handles += [sites.out_proj[d].register_forward_pre_hook(lambda m, a, d=d: calls.append(10 + d)) for d in range(3)]
+        masker.set_mask(masks.repeat_interleave(3, dim=0))  # four masks stacked in one forward
+        masker.resume(recorded, 1, copies=4)
+        stacked = _run(model, ids.repeat(4, 1), att.repeat(4, 1))
+        assert sorted(set(calls)) == [2, 12]  # only layer 2's attention ran
+        alone = []
+        for i in range(4):
+            masker.set_mask(masks[i])
+            masker.resume(recorded, 1)
+            alone.append(_run(model, ids, att))
+        for h in handles:
+            h.remove()
+        masker.replay({}, 0)  # back to full forwards
+        masker.set_mask(masks[0])
+        full_in_same_masker = _run(model, ids, att)
+    for i in range(4):
+        with masked(model, masks[i]):
+            full = _run(model, ids, att)
+        assert _close_on_tokens(stacked[3 * i:3 * i + 3], full, att) < TOL
+        assert _close_on_tokens(alone[i], full, att) < TOL
+        if i == 0:
+            assert _close_on_tokens(full_in_same_masker, full, att) < TOL
+            assert _close_on_tokens(full, _run(model, ids, att), att) > 1e-3  # the mask matters
+
+
+@pytest.mark.parametrize("name", ["distilbert", "albert", "deberta-v2"])
+def test_resume_is_only_offered_for_the_bert_layout_and_zero(name):
+    with HeadMasker(_make(name), "zero") as masker:
+        assert not masker.can_resume
+        with pytest.raises(ValueError, match="BERT layout"):
+            masker.resume({}, 0)
+    with HeadMasker(_make("bert"), "uniform") as masker:
+        assert not masker.can_resume
+    model = _make("bert").train()
+    with HeadMasker(model, "zero") as masker, pytest.raises(RuntimeError, match="eval mode"):
+        masker.resume({0: None}, 0)
+
+
 def test_bad_mask_shape_is_refused():
     model = _make("bert")
     with pytest.raises(ValueError, match="layers, heads"):

@@ -249,10 +249,7 @@ def fingerprint(hashes: dict[str, str]) -> str:
 
 def read_shape(path: Path) -> tuple[str, int, int, int]:
     """(model_type, layers, heads, hidden) from config.json, without loading weights."""
-    try:
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ModelError(f"{path / 'config.json'}: cannot be read: {exc}") from None
+    cfg = _read_config(path)
     layers = cfg.get("num_hidden_layers", cfg.get("n_layers"))
     heads = cfg.get("num_attention_heads", cfg.get("n_heads"))
     hidden = cfg.get("hidden_size", cfg.get("dim"))

@@ -72,6 +72,10 @@ def ablation_findings(ab: dict) -> list[dict]:
     out = []
     metric = ab["task"]["metric"]
     base = ab.get("baseline")
+    if base is not None and base["value"] is None:
+        # e.g. Spearman of constant predictions: nothing can be said about what masking changes
+        return [{"id": "ablation-undefined", "group": "ablation", "supported": False, "metric": metric,
+                 "examples": ab["task"]["examples"]}]
     ci = base["ci"][metric] if base else None
     if base:
         out.append({"id": "ablation-baseline", "group": "ablation", "supported": True, "metric": metric,

@@ -28,6 +28,7 @@ def environment(templates: Path) -> jinja2.Environment:
     env.filters["md"] = lambda text: Markup(markdown_text(str(text)))
     env.filters["script_json"] = lambda data: Markup(script_json(data))
     env.filters["thousands"] = lambda n: f"{n:,}"
+    env.filters["num"] = lambda x, digits=4: "undefined" if x is None else f"{x:.{digits}f}"
     return env
 
 

@@ -242,8 +242,9 @@ def ablation_charts(ab: dict) -> dict:
         curve = [{"x": f, "mean": rel, "low": rel, "high": rel, "group": "least important first"}
                  for f, rel in zip(pr["fractions"], pr["relative"])]
         spread = [_relative(v, base) for v in zip(*ro["values"])]  # per fraction, over seeds
-        curve += [{"x": f, "mean": ro["relative_mean"][i], "low": min(spread[i]), "high": max(spread[i]),
-                   "group": "random order"} for i, f in enumerate(pr["fractions"])]
+        curve += [{"x": f, "mean": ro["relative_mean"][i], "low": min(spread[i], default=None),
+                   "high": max(spread[i], default=None), "group": "random order"}
+                  for i, f in enumerate(pr["fractions"])]
         out["pruning"] = charts.metric_curves(curve, f"Pruning: relative change in {metric}",
                                               "heads pruned", "relative change")
     return out
@@ -285,15 +286,18 @@ def _comparison(anchor: str, title: str, a: list, b: list, names: tuple[str, str
     return {"id": anchor, "title": title, "charts": specs}
 
 
-def _relative(values, base: float) -> list[float]:
-    return [(v - base) / abs(base) if base else 0.0 for v in values]
+def _relative(values, base: float | None) -> list[float]:
+    return [(v - base) / abs(base) for v in values if v is not None and base]
 
 
 def _curve_rows(sweep: dict, group: str) -> list[dict]:
     """Mean relative change per fraction with the min-max over seeds as the band."""
-    return [{"x": f, "mean": sweep["relative_mean"][i], "low": min(sweep["relative"][i]),
-             "high": max(sweep["relative"][i]), "group": group}
-            for i, f in enumerate(sweep["fractions"])]
+    rows = []
+    for i, fraction in enumerate(sweep["fractions"]):
+        values = [v for v in sweep["relative"][i] if v is not None]
+        rows.append({"x": fraction, "mean": sweep["relative_mean"][i], "low": min(values, default=None),
+                     "high": max(values, default=None), "group": group})
+    return rows
 
 
 def similarity_chart(stats: dict) -> dict | None:

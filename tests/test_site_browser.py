@@ -1,6 +1,7 @@
 """The default site as a reader gets it: opened in Chromium from file:// and over HTTP, network blocked."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -100,9 +101,20 @@ def test_hostile_text_is_shown_literally_in_the_site(tmp_path, tiny_model, open_
                 "[click](javascript:alert(3))", "{{ 7*7 }} {% raw %}", "**bold** <b>tag</b>\n\n<script>alert(4)</script>"]
     examples = "".join(f"  - text: {json.dumps(p)}\n    pair: {json.dumps(p)}\n    name: {json.dumps(p)}\n"
                        for p in payloads)
-    write_config(tmp_path, f"title: {json.dumps(payloads[0])}\nmodel: {tiny_model}\ndevice: cpu\nexamples:\n{examples}")
+    # The model's name (its directory) and the dataset's name are user text too.
+    hostile_dir = "<img src=x onerror=alert(5)>"
+    shutil.copytree(tiny_model, tmp_path / hostile_dir)
+    data = tmp_path / "<script>alert(6)<"
+    data.mkdir()
+    (data / "d.tsv").write_text("sentence1\tsentence2\tscore\n" +
+                                "".join(f"the cat {i}\tthe dog {i}\t{i % 5}\n" for i in range(30)))
+    write_config(tmp_path, f"title: {json.dumps(payloads[0])}\nmodel: {json.dumps('./' + hostile_dir)}\n"
+                           f"device: cpu\nexamples:\n{examples}"
+                           f"ablation:\n  data: {json.dumps(str(data / 'd.tsv'))}\n  seeds: [0]\n"
+                           "  fractions: [0.0, 0.5]\n  bootstrap_samples: 100\n  permutations: 100\n")
     build(load_config(tmp_path / "reportgen.yaml"))
-    for name in ["index.html", "examples.html"] + [f"example-{i}.html" for i in range(1, len(payloads) + 1)]:
+    pages = ["index.html", "examples.html", "ablation.html", "manifest.html"]
+    for name in pages + [f"example-{i}.html" for i in range(1, len(payloads) + 1)]:
         view = open_page((tmp_path / "site" / name).as_uri())
         assert view.dialogs == [] and view.errors == [], name
         assert view.page.locator("article img").count() == 0, name
@@ -111,6 +123,10 @@ def test_hostile_text_is_shown_literally_in_the_site(tmp_path, tiny_model, open_
         if name.startswith("example-"):
             i = int(name.split("-")[1].split(".")[0]) - 1
             assert " ".join(payloads[i].split()) in text, name
+        if name in ("index.html", "manifest.html"):
+            assert hostile_dir in text, name
+        if name == "ablation.html":
+            assert "<script>alert(6)<" in text
     assert payloads[0] in view.page.title()  # the site title, escaped in <title> and shown as text
 
 

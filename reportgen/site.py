@@ -125,6 +125,7 @@ PATTERN_SECTIONS = [
 ]
 TOP_HEADS = 5  # rows of each top-heads table
 MATRICES = 3  # top heads per pattern shown as an attention matrix
+MATRIX_MAX_TOKENS = 64  # a longer example's matrix is unreadable as a chart (its views show it instead)
 
 
 def head_link(example: int, layer: int, head: int, suffix: str = ".html") -> str:
@@ -195,7 +196,8 @@ def pattern_sections(stats: dict, runs: list[ExampleRun]) -> list[dict]:
         matrices = [charts.attention_matrix(runs[h["example"]].tokens,
                                             runs[h["example"]].attention[h["layer"], h["head"]].round(4).tolist(),
                                             f"Layer {h['layer']}, head {h['head']}, example {h['example'] + 1}")
-                    for h in top[:MATRICES] if h["example"] >= 0 and key != "entropy"]
+                    for h in top[:MATRICES] if h["example"] >= 0 and key != "entropy"
+                    and runs[h["example"]].n_tokens <= MATRIX_MAX_TOKENS]
         sections.append({"key": key, "id": anchor, "title": title, "description": description,
                          "count": stat["count"], "heatmap": charts.head_heatmap(
                              rows, title, "mean", {"std": "std over examples", **extra}),

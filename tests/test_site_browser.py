@@ -246,3 +246,22 @@ def test_pages_carry_a_csp_that_blocks_remote_scripts_and_connections(default_si
     })""")
     assert any(d.startswith("script-src") for d in blocked) and any(d.startswith("connect-src") for d in blocked)
     assert view.remote_requests == []  # refused by the page itself, before the test's network block
+
+
+def test_a_512_token_example_builds_and_renders(tmp_path, open_page):
+    from reportgen.build import build
+    from reportgen.config import load_config
+    from tests.conftest import write_config
+
+    long_text = " ".join(f"word{i % 50} and the next one" for i in range(200))  # far over 512 tokens
+    write_config(tmp_path, f"examples:\n  - text: {json.dumps(long_text)}\nablation:\n  enabled: false\n")
+    report = build(load_config(tmp_path / "reportgen.yaml"))
+    example = report["examples"][0]
+    assert example["n_tokens"] == 512 and example["truncated"] and example["qk_page"] is None
+    assert any("truncated to 512 tokens" in w for w in report["warnings"])
+    view = open_page((tmp_path / "site" / "example-1.html").as_uri(), wait_ms=0)
+    view.page.wait_for_selector(".rgv[data-first-render-ms]", timeout=10_000)
+    first_render = float(view.page.get_attribute(".rgv[data-first-render-ms]", "data-first-render-ms"))
+    assert first_render < 2000
+    assert "truncated" in view.page.inner_text("article").lower()
+    assert view.errors == [] and view.remote_requests == []

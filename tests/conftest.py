@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -141,8 +140,3 @@ def http_root():
 class _QuietHandler(__import__("http.server").server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
-
-
-def copy_site(site: Path, target: Path) -> Path:
-    shutil.copytree(site, target)
-    return target

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.server
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,6 @@ def http_root():
         server.shutdown()
 
 
-class _QuietHandler(__import__("http.server").server.SimpleHTTPRequestHandler):
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass

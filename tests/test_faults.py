@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_config
+from tests.conftest import tree, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -27,10 +27,6 @@ ablation:
   bootstrap_samples: 200
   permutations: 200
 """
-
-
-def tree(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
 def start_build(cwd: Path, *args: str) -> subprocess.Popen:

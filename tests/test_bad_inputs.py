@@ -28,9 +28,10 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 import yaml
@@ -78,6 +79,11 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     page: tuple[str, str] | None = None  # exit 0: (file in the output, text it must show)
     needs: str | None = None  # "readonly-proc": skipped where /proc/sys is writable
+    argv: list[str] | None = None  # another command instead of `build --config NAME [--out OUT]`
+    # A context manager factory called with the project directory around the run, for inputs
+    # that are not files (a FIFO, a socket holding a port, a read-only directory): it makes
+    # them before and removes them after.
+    setup: Callable[[Path], AbstractContextManager] | None = None
 
     @property
     def config_name(self) -> str:
@@ -313,9 +319,10 @@ def config_bytes(config: dict | str | bytes) -> bytes:
     return config if isinstance(config, bytes) else config.encode("utf-8")
 
 
-def run_build(project: Path, config_name: str, out: str | None = None, env: dict | None = None):
-    args = [sys.executable, "-m", "reportgen", "build", "--config", config_name]
-    if out is not None:
+def run_build(project: Path, config_name: str, out: str | None = None, env: dict | None = None,
+              argv: list[str] | None = None):
+    args = [sys.executable, "-m", "reportgen", *(argv or ["build", "--config", config_name])]
+    if out is not None and argv is None:
         args += ["--out", out]
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(project / "hf-home"),
                 "PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})}
@@ -361,7 +368,8 @@ def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes]):
     if case.config is not None:
         (project / case.config_name).write_bytes(config_bytes(case.config))
     try:
-        done = run_build(project, case.config_name, case.out, case.env)
+        with (case.setup or nullcontext)(project):
+            done = run_build(project, case.config_name, case.out, case.env, case.argv)
     finally:
         for name in case.files:
             (project / name).unlink(missing_ok=True)

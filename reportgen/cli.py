@@ -66,13 +66,21 @@ def serve(config: Optional[Path] = ConfigOption,
     import http.server
 
     from reportgen.config import load_config
-    from reportgen.errors import OutputError
+    from reportgen.errors import ConfigError, OutputError
+    from reportgen.output import is_site
 
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port {port}: out of range; give a port from 1 to 65535")
     site = load_config(config).output
-    if not (site / "index.html").is_file():
-        raise OutputError(f"no site at {site}; run `reportgen build` first")
+    if not (site / "index.html").is_file() or not is_site(site):
+        raise OutputError(f"no reportgen site at {site}; run `reportgen build` first")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError as err:
+        raise OutputError(f"cannot serve on 127.0.0.1:{port}: {err.strerror}; "
+                          "is another server using it? pass --port with another") from None
+    with server:
         typer.echo(f"Serving {site} on http://127.0.0.1:{port}/ (Ctrl+C to stop)")
         try:
             server.serve_forever()
@@ -100,18 +108,29 @@ def init(github_actions: bool = typer.Option(False, "--github-actions",
          force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
     """Start a project: write a reportgen.yaml, and with --github-actions a Pages workflow."""
     from reportgen.config import PACKAGE_DIR
-    from reportgen.errors import OutputError
 
     files = {Path("reportgen.yaml"): "# reportgen config; `reportgen schema` lists every key.\n"
                                      "title: Attention report\nmodel: default\nexamples: builtin\n"}
     if github_actions:
         files[Path(".github/workflows/reportgen.yml")] = (PACKAGE_DIR / "github_workflow.yml").read_text()
+    for path in files:  # everything is checked before anything is written
+        _check_writable_file(path, force)
     for path, text in files.items():
-        if path.exists() and not force:
-            raise OutputError(f"{path} exists already; use --force to overwrite it")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         typer.echo(f"wrote {path}")
+
+
+def _check_writable_file(path: Path, force: bool) -> None:
+    from reportgen.errors import OutputError
+
+    for parent in reversed(path.parents):
+        if parent.exists() and not parent.is_dir():
+            raise OutputError(f"{path}: {parent} is a file, not a directory; nothing was written")
+    if path.is_dir() or (path.exists() and not path.is_file()):
+        raise OutputError(f"{path} exists and is not a regular file; nothing was written")
+    if path.exists() and not force:
+        raise OutputError(f"{path} exists already; use --force to overwrite it (nothing was written)")
 
 
 @app.command()
@@ -127,4 +146,6 @@ def main() -> None:
         app()
     except ReportgenError as err:
         typer.echo(f"error: {err}", err=True)
+        for line in err.detail.splitlines():
+            typer.echo(f"    {line}", err=True)
         sys.exit(err.exit_code)

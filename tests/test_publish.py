@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from reportgen.errors import OutputError
+from reportgen.output import MARKER, mark
 from reportgen.publish import PublishError, publish
 
 
@@ -30,6 +31,7 @@ def repo(tmp_path):
     (site / "assets").mkdir(parents=True)
     (site / "index.html").write_text("<h1>home</h1>")
     (site / "assets" / "app.js").write_text("console.log(1)")
+    mark(site)
     return work, bare, site
 
 
@@ -43,7 +45,7 @@ def test_publish_pushes_the_site_as_the_branch_tree(repo):
     status_before = git("status", "--porcelain", cwd=work)
     head_before = git("rev-parse", "HEAD", cwd=work)
     publish(site, work)
-    assert tree_files(bare, "gh-pages") == {".nojekyll", "index.html", "assets/app.js"}
+    assert tree_files(bare, "gh-pages") == {".nojekyll", MARKER, "index.html", "assets/app.js"}
     assert git("show", "gh-pages:index.html", cwd=bare) == "<h1>home</h1>"
     # The user's branch, index and working tree are as they were.
     assert git("rev-parse", "HEAD", cwd=work) == head_before
@@ -57,7 +59,7 @@ def test_republish_adds_a_commit_and_removes_deleted_files(repo):
     (site / "assets" / "app.js").unlink()
     (site / "new.html").write_text("new")
     second = publish(site, work, message="second")
-    assert tree_files(bare, "gh-pages") == {".nojekyll", "index.html", "new.html"}
+    assert tree_files(bare, "gh-pages") == {".nojekyll", MARKER, "index.html", "new.html"}
     assert git("rev-parse", "gh-pages^", cwd=bare) == first
     assert git("rev-parse", "gh-pages", cwd=bare) == second
 
@@ -70,8 +72,49 @@ def test_publish_errors_are_clear(repo, tmp_path):
     lonely.mkdir()
     with pytest.raises(PublishError, match="not inside a git repository"):
         publish(site, lonely)
-    with pytest.raises(PublishError, match="git push failed"):
+    unmarked = tmp_path / "unmarked"
+    unmarked.mkdir()
+    (unmarked / "index.html").write_text("<h1>someone else's</h1>")
+    with pytest.raises(OutputError, match="no reportgen site"):
+        publish(unmarked, work)
+
+
+def test_a_failed_push_leaves_the_local_branch_and_shows_all_of_git(repo):
+    work, bare, site = repo
+    first = publish(site, work)
+    (site / "index.html").write_text("<h1>second</h1>")
+    with pytest.raises(PublishError, match=r"git push failed \(exit \d+\); git said:") as caught:
         publish(site, work, remote="nowhere")
+    detail = caught.value.detail.splitlines()
+    assert len(detail) >= 2 and any("nowhere" in line for line in detail)  # git's whole message, not its last line
+    assert git("rev-parse", "gh-pages", cwd=work) == first  # the local branch did not move
+
+
+def test_publish_refuses_branches_that_are_not_reportgen_sites(repo):
+    work, bare, site = repo
+    with pytest.raises(PublishError, match="branch 'main' is checked out here"):
+        publish(site, work, branch="main")
+    git("branch", "docs", cwd=work)  # a branch of the user's own files
+    before = git("rev-parse", "docs", cwd=work)
+    with pytest.raises(PublishError, match="branch 'docs' exists and its tree is not a reportgen site"):
+        publish(site, work, branch="docs")
+    assert git("rev-parse", "docs", cwd=work) == before
+    assert "docs" not in git("ls-remote", "--heads", str(bare), cwd=work)
+    publish(site, work, branch="docs-site")  # a new branch is fine, and is a reportgen site from then on
+    publish(site, work, branch="docs-site")
+
+
+def test_publish_command_prints_one_line_then_git_indented(repo):
+    import sys
+
+    work, bare, site = repo
+    (work / "reportgen.yaml").write_text("output: site\n")
+    done = subprocess.run([sys.executable, "-m", "reportgen", "publish", "--remote", "nowhere"], cwd=work,
+                          capture_output=True, text=True)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 7 and "Traceback" not in done.stderr
+    assert lines[0].startswith("error: git push failed") and len(lines) >= 3
+    assert all(line.startswith("    ") for line in lines[1:])
 
 
 def test_init_writes_a_config_and_a_pages_workflow(tmp_path):
@@ -90,3 +133,15 @@ def test_init_writes_a_config_and_a_pages_workflow(tmp_path):
     assert load_config(tmp_path / "reportgen.yaml").model == "default"
     again = run("init")
     assert again.returncode == 5 and "exists already" in again.stderr
+
+
+def test_init_writes_nothing_unless_it_can_write_everything(tmp_path):
+    import sys
+
+    (tmp_path / ".github").write_text("a file where the workflow folder would go\n")
+    done = subprocess.run([sys.executable, "-m", "reportgen", "init", "--github-actions"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 5 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == ("error: .github/workflows/reportgen.yml: .github is a file, not a directory; "
+                                   "nothing was written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".github"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from reportgen import __version__, model, patterns
+from reportgen import __version__, model, output, patterns
 from reportgen.attention import ExampleRun, run_example
 from reportgen.cache import Cache, key_of
 from reportgen.config import Config
@@ -79,7 +79,10 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     if missing or info is None:
         net, tokenizer = load()
         info = model.describe(name, path, net, fingerprint).to_dict()
-        cache.put_json("info", key_of("info", fingerprint), info)
+        # Cached by the files' fingerprint, so only what the files determine: the name and the path
+        # come from this build's config (a renamed model directory shows its new name).
+        cache.put_json("info", key_of("info", fingerprint),
+                       {k: v for k, v in info.items() if k not in ("name", "path")})
         for done, i in enumerate(missing, 1):
             runs[i] = run_example(net, tokenizer, specs[i], max_length, keep_qk=True)
             if runs[i].n_tokens > QK_MAX_TOKENS:  # the q/k page is built only for short examples
@@ -91,16 +94,13 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
               for i, r in enumerate(runs) if r.truncated]
     for note in notes:
         warnings.warn(note)
+    info = {**info, "name": name, "path": str(path)}
     return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, path,
                       fingerprint, file_hashes, load, max_length, notes)
 
 
 def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent) -> dict:
-    """Pattern statistics over the examples and the corpus files, streamed; cached as a whole.
-
-    Examples come first so that a head's strongest `example` is one with a page; corpus
-    sentences run through the model one at a time and are not kept.
-    """
+    """Pattern statistics over the examples and the corpus files, cached as a whole."""
     settings = config.patterns
     corpus_hashes = [_file_hash(f.path) for f in settings.corpus]
     cache = Cache(config.cache_dir)
@@ -109,6 +109,17 @@ def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent)
     cached = cache.get_json("patterns", key)
     if cached is not None:
         return cached
+    result = _pattern_statistics(config, stage, progress)
+    for item in result["settings"]["corpus"]:  # the report shows where the corpus is, not where the author is
+        item["path"] = config.shown_path(item["path"])
+    cache.put_json("patterns", key, result)
+    return result
+
+
+def _pattern_statistics(config: Config, stage: ModelStage, progress: Callback) -> dict:
+    """Examples come first so that a head's strongest `example` is one with a page; corpus
+    sentences run through the model one at a time and are not kept."""
+    settings = config.patterns
     accumulator = patterns.PatternAccumulator(settings)
     for run in stage.runs:
         accumulator.add(run)
@@ -118,9 +129,7 @@ def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent)
         for done, spec in enumerate(iter_corpus(settings.corpus), 1):
             accumulator.add(run_example(net, tokenizer, spec, stage.max_length), linkable=False)
             progress("Corpus patterns", done, total)
-    result = accumulator.result()
-    cache.put_json("patterns", key, result)
-    return result
+    return accumulator.result()
 
 
 def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent) -> dict | None:
@@ -136,6 +145,8 @@ def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent)
     # How this run got its numbers (cache hits, seconds) is not a finding: the manifest has the times.
     result.pop("seconds", None)
     result.pop("cache", None)
+    if result.get("task"):
+        result["task"]["data"] = config.shown_path(result["task"]["data"])
     return result
 
 
@@ -161,7 +172,7 @@ def data_files(config: Config) -> dict[str, str]:
     files = [f.path for f in config.patterns.corpus]
     if config.ablation.enabled:
         files.append(BUILTIN_DATA if config.ablation.data == "builtin" else Path(config.ablation.data))
-    return {str(path): _file_hash(path) for path in files}
+    return {config.shown_path(path): _file_hash(path) for path in files}
 
 
 def _file_hash(path: Path) -> str:
@@ -227,14 +238,30 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     """Run the whole pipeline and write the site; returns the report (with the model stage's counts)."""
     from reportgen import site  # rendering is imported only by the stage that renders
 
-    out = Path(out) if out is not None else config.output
-    site.check_output(out)
+    target = output.check(Path(out) if out is not None else config.output, config.base_dir, protected_paths(config))
     # The config's trust_remote_code / allow_pickle govern every model load of the build.
-    with site.exclusive(out), model.file_policy(config.trust_remote_code, config.allow_pickle):
-        return _build(config, out, reproducible, progress, site)
+    with output.exclusive(target), model.file_policy(config.trust_remote_code, config.allow_pickle):
+        return _build(config, target, reproducible, progress, site)
 
 
-def _build(config: Config, out: Path, reproducible: bool, progress: Callback, site) -> dict:
+def protected_paths(config: Config) -> dict[str, Path]:
+    """The user's own files that an output may never be, nor contain (see output.check)."""
+    paths = {"the current directory": Path.cwd()}
+    if config.source != "(defaults)":
+        paths["the config file"] = Path(config.source)
+    paths["the cache directory (config field 'cache_dir')"] = config.cache_dir
+    models = [("the model directory", config.model)]
+    if config.compare is not None:
+        models.append(("the comparison model directory", config.compare.model))
+    paths.update({what: Path(spec) for what, spec in models if Path(spec).is_absolute()})
+    for item in config.patterns.corpus:
+        paths[f"the corpus file {item.path.name}"] = item.path
+    if config.ablation.enabled and config.ablation.data != "builtin":
+        paths[f"the data file {Path(config.ablation.data).name}"] = Path(config.ablation.data)
+    return paths
+
+
+def _build(config: Config, out: output.Output, reproducible: bool, progress: Callback, site) -> dict:
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -255,7 +282,7 @@ def _build(config: Config, out: Path, reproducible: bool, progress: Callback, si
         report["comparison"] = run_comparison(config, stage, progress)
         lap("comparison")
     report["manifest"] = make_manifest(config, stage, data_files(config), timings, reproducible)
-    site.write_site(report, stage.runs, config, out, progress, reproducible)
+    site.write_site(report, stage.runs, out, progress, reproducible)
     report["model_stage"] = {"computed": stage.computed, "cached": len(stage.runs) - stage.computed,
                              "seconds": round(stage.seconds, 3)}
     return report

@@ -1,8 +1,10 @@
 """End to end on a tiny random BERT: files, report, cache, and failures that leave the old site alone."""
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -179,3 +181,29 @@ def test_reproducible_builds_are_byte_identical_and_carry_a_manifest(project, ti
     assert weights == hashlib.sha256((tiny_model / "model.safetensors").read_bytes()).hexdigest()
     normal = build(config, out=project / "three")
     assert set(normal["manifest"]["seconds"]) == {"model", "patterns", "ablation"}
+
+
+@pytest.mark.slow
+def test_the_published_site_shows_no_local_paths(project, tiny_model):
+    """Privacy (issue 10, part 5): paths relative to the config file, "builtin" for shipped data."""
+    import reportgen
+
+    (project / "data").mkdir()
+    (project / "data" / "pairs.tsv").write_text("sentence1\tsentence2\tscore\nthe cat sat\tthe dog sat\t4.0\n"
+                                                "i went to the store\ta red car\t0.5\nthe mat\ta mat\t3.0\n")
+    (project / "corpus.txt").write_text("the dog and the cat.\n")
+    path = project / "reportgen.yaml"
+    path.write_text(TINY_CONFIG.format(model=tiny_model).replace("ablation:\n", "ablation:\n  data: data/pairs.tsv\n"
+                    "  experiments: {single_heads: false, random_fraction: false, layer_halves: false, "
+                    "whole_layers: false, importance: false}\n")
+                    + "patterns:\n  corpus:\n    - path: corpus.txt\n")
+    build(load_config(path), reproducible=True)
+    private = [str(project), str(tiny_model), str(Path(reportgen.__file__).parent), sys.prefix]
+    leaks = {name: [p for p in private if p.encode() in content] for name, content in tree(project / "site").items()}
+    assert {name: found for name, found in leaks.items() if found} == {}
+    manifest = json.loads((project / "site" / "manifest.json").read_text())
+    assert set(manifest["data_files"]) == {"corpus.txt", "data/pairs.tsv"}
+    assert manifest["config"]["model"] == os.path.relpath(tiny_model, project)
+    report = json.loads((project / "site" / "report.json").read_text())
+    assert report["ablation"]["task"]["data"] == "data/pairs.tsv"
+    assert report["model"]["fingerprint"] and report["model"]["name"] == tiny_model.name

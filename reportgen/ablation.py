@@ -30,15 +30,20 @@ all-ones mask from the recording pass itself.
 `evaluate_plain` is the straightforward way, kept to check that both agree.
 
 Every finished mask's per-example outputs are stored under the cache directory, keyed
-by model fingerprint, data hash, method, mask and code version, so an interrupted run resumes.
+by model fingerprint, data hash, method, mask and code version, so an interrupted run resumes;
+each entry carries a sha256 (`ResultCache`), so a damaged one is recomputed, never published.
+
+An undefined metric (Spearman of one pair, or of gold scores that are all equal; masked-LM
+accuracy with no token to mask) has no change to test: no test runs, no head or layer is
+marked significant, its p-values are None, and the report and a warning name the cause.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,47 +51,43 @@ from typing import Any
 import numpy as np
 import torch
 
+from reportgen.cache import Cache
 from reportgen.config import AblationSettings
 from reportgen.masking import HeadMasker, Method
 from reportgen.tasks import Task, load_task
 
-CODE_VERSION = "ablation-2"  # bump when a change alters cached per-mask outputs
+CODE_VERSION = "ablation-3"  # bump when a change alters cached per-mask outputs or their file format
 EXPERIMENTS = ("baseline", "single_heads", "random_fraction", "layer_halves", "whole_layers", "importance")
 Progress = Callable[[str, int, int], None]
 
 
 # -- result cache on disk -------------------------------------------------------------------------
 class ResultCache:
-    """One .npy file per finished mask; written atomically so a kill never leaves half a file."""
+    """One entry per finished mask, stored through `reportgen.cache.Cache`: a sha256 line, then the
+    array in .npy format, written atomically. A damaged entry is recomputed with a warning, so a
+    flipped bit can never reach a published number. Opening it removes the temp files that killed
+    ablation runs left behind (`Cache.sweep`)."""
 
     def __init__(self, root: Path, fingerprint: str, data_hash: str, method: str):
-        self.dir = Path(root) / "ablation" / fingerprint / f"{data_hash}-{method}"
+        self.store = Cache(root)
+        self.dir = self.store.root / "ablation" / fingerprint / f"{data_hash}-{method}"
         self.prefix = f"{CODE_VERSION}|{fingerprint}|{data_hash}|{method}"
         self.computed = 0
         self.loaded = 0
+        self.store.sweep(self.store.root / "ablation")
 
     def _path(self, kind: str, mask: np.ndarray) -> Path:
         key = hashlib.sha256(f"{self.prefix}|{kind}|".encode() + np.ascontiguousarray(mask, dtype=np.float32).tobytes()).hexdigest()[:24]
         return self.dir / f"{kind}-{key}.npy"
 
     def get(self, kind: str, mask: np.ndarray) -> np.ndarray | None:
-        path = self._path(kind, mask)
-        if not path.is_file():
-            return None
-        try:
-            value = np.load(path, allow_pickle=False)
-        except (OSError, ValueError):
-            return None  # a damaged file is recomputed
-        self.loaded += 1
+        value = self.store.get_array(self._path(kind, mask))
+        if value is not None:
+            self.loaded += 1
         return value
 
     def put(self, kind: str, mask: np.ndarray, value: np.ndarray) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        path = self._path(kind, mask)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            np.save(f, value, allow_pickle=False)
-        os.replace(tmp, path)
+        self.store.put_array(self._path(kind, mask), value)
         self.computed += 1
 
 
@@ -278,10 +279,15 @@ def paired_permutation_p(task: Task, base: np.ndarray, other: np.ndarray, permut
 
     Under the null that masking does not matter, an example's (baseline, masked) outputs are
     exchangeable; the p-value counts swaps that change the metric at least as much as observed.
+    NaN when the observed change is undefined (the metric is undefined under either condition):
+    there is nothing to test. A swap whose change is undefined counts as at least as large, so
+    an undefined resample can only make the test more conservative.
     """
     metric = task.primary
     gold = task.gold[None]
     observed = abs(task.metrics(other[None], gold)[metric][0] - task.metrics(base[None], gold)[metric][0])
+    if not np.isfinite(observed):
+        return float("nan")
     rng = np.random.default_rng([seed, 2])
     n = task.n_examples
     hits = 0
@@ -290,19 +296,24 @@ def paired_permutation_p(task: Task, base: np.ndarray, other: np.ndarray, permut
         a = np.where(swap, base[None], other[None])
         b = np.where(swap, other[None], base[None])
         delta = np.abs(task.metrics(a, gold)[metric] - task.metrics(b, gold)[metric])
-        hits += int(np.sum(delta >= observed - 1e-12))
+        hits += int(np.sum((delta >= observed - 1e-12) | ~np.isfinite(delta)))
     return (1 + hits) / (1 + permutations)
 
 
 def adjust(p: Sequence[float], method: str) -> np.ndarray:
-    """Family-wise corrected p-values: Holm's step-down or Bonferroni."""
+    """Family-wise corrected p-values: Holm's step-down or Bonferroni.
+
+    The family is the tests that ran: a NaN p-value (no test, the change was undefined)
+    stays NaN and does not count towards the number of tests."""
     p = np.asarray(p, dtype=np.float64)
-    m = len(p)
+    out = np.full(len(p), np.nan)
+    ran = np.flatnonzero(np.isfinite(p))
+    m = len(ran)
     if method == "bonferroni":
-        return np.minimum(1.0, p * m)
-    order = np.argsort(p, kind="stable")
+        out[ran] = np.minimum(1.0, p[ran] * m)
+        return out
+    order = ran[np.argsort(p[ran], kind="stable")]
     stepped = np.maximum.accumulate((m - np.arange(m)) * p[order])
-    out = np.empty(m)
     out[order] = np.minimum(1.0, stepped)
     return out
 
@@ -435,6 +446,10 @@ def _experiments(task: Task, engine: Engine, runner: Runner, s: AblationSettings
     base = runner.outputs("baseline", [base_mask])[0]
     base_metrics = point(base)
     base_value = base_metrics[task.primary]
+    undefined = task.undefined_reason(base)
+    if undefined:
+        warnings.warn(f"ablation: {task.primary} is undefined on the task data ({undefined}); no significance "
+                      "test was run and no head or layer is marked significant")
 
     def relative(value: float) -> float:
         return (value - base_value) / abs(base_value) if base_value else float("nan")
@@ -445,6 +460,7 @@ def _experiments(task: Task, engine: Engine, runner: Runner, s: AblationSettings
             "metric": task.primary, "metrics": list(task.metric_names), "higher_is_better": task.higher_is_better,
             "method": s.method, "method_note": "zero: head output removed (Michel et al. 2019)" if s.method == "zero"
             else "uniform: head attention replaced by 1/n over non-padding keys (Kovaleva et al. 2019)",
+            "undefined": undefined,  # why the metric is undefined on this data, else None
         },
         "layers": L, "heads": H,
         "experiments": [name for name in EXPERIMENTS if getattr(on, name)],
@@ -452,22 +468,28 @@ def _experiments(task: Task, engine: Engine, runner: Runner, s: AblationSettings
     if on.baseline:
         report["baseline"] = {
             "metric": task.primary, "value": base_value, "metrics": base_metrics,
-            "ci": bootstrap_ci(task, base, s.bootstrap_samples, seed), "confidence": 0.95,
+            "ci": {name: [math.nan, math.nan] for name in task.metric_names} if undefined
+            else bootstrap_ci(task, base, s.bootstrap_samples, seed), "confidence": 0.95,
             "bootstrap_samples": s.bootstrap_samples, "ci_method": "percentile bootstrap over examples",
         }
 
     def tested(name: str, masks: list[np.ndarray]) -> dict:
         outs = runner.outputs(name, masks)
         values = np.array([point(o)[task.primary] for o in outs])
-        # enough permutations that the smallest attainable p-value can pass the correction
-        perms = max(s.permutations, math.ceil(2 * len(masks) / s.alpha))
-        p = np.array([paired_permutation_p(task, base, o, perms, seed) for o in outs])
+        if undefined:  # no change can be measured, so none is tested and none is significant
+            p = np.full(len(masks), np.nan)
+            perms = 0
+            test = f"no test: {task.primary} is undefined on the task data ({undefined})"
+        else:
+            # enough permutations that the smallest attainable p-value can pass the correction
+            perms = max(s.permutations, math.ceil(2 * len(masks) / s.alpha))
+            p = np.array([paired_permutation_p(task, base, o, perms, seed) for o in outs])
+            test = f"paired permutation test over examples ({perms} permutations, two-sided)"
         p_adj = adjust(p, s.correction)
         return {
             "value": values, "delta": values - base_value, "relative": (values - base_value) / abs(base_value) if base_value else values * np.nan,
-            "p_value": p, "p_adjusted": p_adj, "significant": p_adj < s.alpha,
-            "test": f"paired permutation test over examples ({perms} permutations, two-sided)",
-            "correction": s.correction, "alpha": s.alpha, "permutations": perms,
+            "p_value": p, "p_adjusted": p_adj, "significant": np.isfinite(p_adj) & (p_adj < s.alpha),
+            "test": test, "correction": s.correction, "alpha": s.alpha, "permutations": perms,
         }
 
     if on.single_heads:

@@ -253,8 +253,11 @@ def read_shape(path: Path) -> tuple[str, int, int, int]:
     layers = cfg.get("num_hidden_layers", cfg.get("n_layers"))
     heads = cfg.get("num_attention_heads", cfg.get("n_heads"))
     hidden = cfg.get("hidden_size", cfg.get("dim"))
-    if not all(isinstance(v, int) for v in (layers, heads, hidden)):
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (layers, heads, hidden)):
         raise ModelError(f"{path / 'config.json'}: not an encoder config reportgen knows (no layer/head counts)")
+    for key, value in (("num_hidden_layers", layers), ("num_attention_heads", heads), ("hidden_size", hidden)):
+        if value < 1:
+            raise ModelError(f"{path / 'config.json'}: {key} is {value}; an encoder needs at least 1")
     return cfg.get("model_type", "unknown"), layers, heads, hidden
 
 
@@ -291,23 +294,108 @@ def pretrained_kwargs(path: Path, policy: FilePolicy | None = None) -> dict:
 
 def load(path: Path, device: str, policy: FilePolicy | None = None):
     """Load (model, tokenizer) from a local directory with eager attention, in eval mode."""
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
 
     quiet_transformers()
     device = resolve_device(device)
     kwargs = pretrained_kwargs(Path(path), policy)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=kwargs["trust_remote_code"])
-    except Exception as exc:  # transformers raises many types for a broken tokenizer
-        raise ModelError(f"model directory {path}: no usable tokenizer ({type(exc).__name__})") from None
+    tokenizer = load_tokenizer(Path(path), kwargs["trust_remote_code"])
     if not getattr(tokenizer, "is_fast", False):
         raise ModelError(f"model directory {path}: reportgen needs a fast tokenizer (tokenizer.json) for word ids")
     try:
         # Attention weights are only returned by the eager implementation (transformers 5).
-        model = AutoModel.from_pretrained(path, attn_implementation="eager", **kwargs)
+        model, info = AutoModel.from_pretrained(path, attn_implementation="eager", output_loading_info=True,
+                                                ignore_mismatched_sizes=True, **kwargs)
     except Exception as exc:
         raise ModelError(f"model directory {path}: cannot be loaded ({type(exc).__name__}: {_first_line(exc)})") from None
+    # The pooler is never used: attention and the similarity task read the token states.
+    check_weights(Path(path), model, info, unused=("pooler",))
     return model.to(device).eval(), tokenizer
+
+
+TOKENIZER_JSON = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "tokenizer.json")
+
+
+def load_tokenizer(path: Path, trust_remote_code: bool = False):
+    """The directory's tokenizer; a failure names the file at fault and the error, in one line."""
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+    except Exception as exc:  # transformers raises many types for a broken tokenizer
+        raise ModelError(_tokenizer_problem(Path(path), exc)) from None
+
+
+def _tokenizer_problem(path: Path, exc: Exception) -> str:
+    """Which tokenizer file made loading fail: the first JSON file that does not parse, else the
+    main tokenizer file (tokenizer.json, else the vocabulary), with transformers' own error."""
+    for name in TOKENIZER_JSON:
+        file = path / name
+        if not file.is_file():
+            continue
+        try:
+            json.loads(file.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError:
+            return f"{file}: not UTF-8 text, so the tokenizer cannot be loaded"
+        except ValueError as err:
+            return f"{file}: not valid JSON ({err}), so the tokenizer cannot be loaded"
+    main = next((path / n for n in TOKENIZER_FILES if (path / n).is_file()), path)
+    return f"{main}: the tokenizer cannot be loaded ({type(exc).__name__}: {_first_line(exc)})"
+
+
+def _natural(key: str) -> list:
+    """Sort key that puts encoder.layer.2 before encoder.layer.10."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in key.split(".")]
+
+
+def _in_base_model(net, key: str) -> bool:
+    """Whether a weight name falls inside a module of the encoder itself (embeddings, encoder,
+    pooler...), with or without the base model's prefix ("bert."), rather than in a task head
+    on top of it (classifier.*, cls.predictions.*, lm_head.*) or a module this class leaves out."""
+    prefix = getattr(net, "base_model_prefix", "")
+    if prefix and key.startswith(prefix + "."):
+        key = key[len(prefix) + 1:]
+    return key.split(".")[0] in dict(getattr(net, "base_model", net).named_children())
+
+
+def check_weights(path: Path, net, info: dict, unused: tuple[str, ...] = ()) -> None:
+    """Refuse a model whose weight files do not fill it exactly as config.json describes it.
+
+    transformers leaves a tensor it finds no weight for randomly initialised, skips a weight
+    with no place in the model, and (with ignore_mismatched_sizes) re-initialises one of the
+    wrong shape, each with a log line only: a config.json that says 8 layers over 6-layer
+    weights would give two random layers and wrong numbers. Legitimately different: weights
+    of a task head on top of the encoder that the model class does not have (a classifier
+    saved with the encoder), and missing weights of the base model's modules named in
+    `unused` (the pooler, which reportgen never reads). The message names the first tensor.
+    """
+    order = {name: i for i, name in enumerate(net.state_dict())}
+
+    def first(keys) -> str:  # in the model's own order; names it does not have, naturally sorted
+        return min(keys, key=lambda k: (order.get(k, len(order)), _natural(k)))
+
+    base_prefix = getattr(net, "base_model_prefix", "")
+
+    def unused_key(key: str) -> bool:
+        bare = key[len(base_prefix) + 1:] if base_prefix and key.startswith(base_prefix + ".") else key
+        return bare.split(".")[0] in unused
+
+    where = f"model directory {path}: the weights do not match config.json"
+    mismatched = {entry[0]: entry for entry in info.get("mismatched_keys") or ()}
+    if mismatched:
+        name, saved, wanted = mismatched[first(mismatched)][:3]
+        raise ModelError(f"{where}: tensor '{name}' has shape {list(saved)} in the weights but {list(wanted)} "
+                         f"in the model ({len(mismatched)} such tensors); check the sizes in config.json")
+    missing = [k for k in info.get("missing_keys") or () if not unused_key(k)]
+    if missing:
+        raise ModelError(f"{where}: tensor '{first(missing)}' is not in the weights ({len(missing)} missing "
+                         "tensors would be random); check num_hidden_layers and the sizes in config.json")
+    extra = [k for k in info.get("unexpected_keys") or () if _in_base_model(net, k)]
+    if extra:
+        raise ModelError(f"{where}: tensor '{first(extra)}' in the weights has no place in the model "
+                         f"({len(extra)} such tensors); check num_hidden_layers and the sizes in config.json")
+    if info.get("error_msgs"):
+        raise ModelError(f"{where}: {_first_line(Exception(info['error_msgs'][0]))}")
 
 
 def _first_line(exc: Exception, width: int = 200) -> str:

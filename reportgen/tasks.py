@@ -173,6 +173,17 @@ class Task:
         """Metrics of R resamples at once: out [R, n, columns], gold [R or 1, n] -> name -> [R]."""
         raise NotImplementedError
 
+    def undefined_reason(self, outputs: np.ndarray) -> str | None:
+        """Why the primary metric of these per-example outputs [n, columns] is undefined, in the
+        task's own terms; None when it is defined. An undefined metric admits no test (ablation)."""
+        value = self.metrics(outputs[None], self.gold[None])[self.primary][0]
+        if np.isfinite(value):
+            return None
+        return self._why_undefined(outputs) or f"{self.primary} is not a number on these outputs"
+
+    def _why_undefined(self, outputs: np.ndarray) -> str | None:
+        return None
+
     def data_hash(self) -> str:
         """Identity of the inputs the model sees and of the gold answers, for the result cache."""
         digest = hashlib.sha256(json.dumps({"kind": self.kind, **self.settings}, sort_keys=True).encode())
@@ -300,6 +311,16 @@ class SimilarityTask(Task):
         target = torch.as_tensor((self.gold - lo) / (hi - lo if hi > lo else 1.0), dtype=unit_out.dtype, device=unit_out.device)
         return (self.example_outputs(unit_out)[:, 0] - target).pow(2).mean()
 
+    def _why_undefined(self, outputs: np.ndarray) -> str | None:
+        # A correlation needs two examples, and variation in both the gold scores and the predictions.
+        if self.n_examples < 2:
+            return "only one example"
+        if np.all(self.gold == self.gold[0]):
+            return "all gold scores are equal"
+        if np.all(outputs[:, 0] == outputs[0, 0]):
+            return "the model gives every pair the same similarity"
+        return None
+
     def metrics(self, out, gold):
         pred = out[..., 0]
         # gold may be one row shared by all resamples: rank it once, broadcast after
@@ -347,6 +368,10 @@ class MaskedLMTask(Task):
         out = self.example_outputs(unit_out)
         return out[:, 2].sum() / out[:, 0].sum()
 
+    def _why_undefined(self, outputs: np.ndarray) -> str | None:
+        # Accuracy over masked tokens needs at least one: texts that are all special tokens have none.
+        return "no token to mask" if outputs[:, 0].sum() == 0 else None
+
     def metrics(self, out, gold):
         n = out[..., 0].sum(-1)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -368,28 +393,45 @@ def resolve_columns(kind: str, columns: Mapping[str, Column | None] | None) -> d
 
 
 def _load_model(kind: str, model_dir: Path, device: str):
-    from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
     cls = {"similarity": AutoModel, "classification": AutoModelForSequenceClassification, "mlm": AutoModelForMaskedLM}[kind]
-    from reportgen.model import pretrained_kwargs, quiet_transformers
+    from reportgen.model import (
+        check_weights,
+        load_tokenizer,
+        pretrained_kwargs,
+        quiet_transformers,
+    )
 
     quiet_transformers()
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     # The same refusals as the model stage: custom code only if trusted, pickle only if allowed.
     kwargs = pretrained_kwargs(model_dir)
+    tokenizer = load_tokenizer(model_dir, kwargs["trust_remote_code"])
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model_dir, trust_remote_code=kwargs["trust_remote_code"])
-        model, info = cls.from_pretrained(model_dir, output_loading_info=True, **kwargs)
+        model, info = cls.from_pretrained(model_dir, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
     except Exception as exc:  # transformers raises many types for a broken directory
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         raise ModelError(f"model directory {model_dir}: cannot be loaded for task {kind} ({type(exc).__name__}: {first})") from None
-    if kind != "similarity" and info.get("missing_keys"):
-        head = "classification" if kind == "classification" else "masked-LM"
-        raise ModelError(f"model directory {model_dir}: has no trained {head} head (missing {sorted(info['missing_keys'])[0]}); task '{kind}' needs a fine-tuned model")
+    _check_head(kind, model_dir, model, info)
+    # Similarity pools the token states: the pooler is never read. A task head reads it (classification).
+    check_weights(model_dir, model, info, unused=("pooler",) if kind == "similarity" else ())
     for p in model.parameters():
         p.requires_grad_(False)  # never trained here; gradients are only taken w.r.t. head gates
     return model.to(device).eval(), tokenizer
+
+
+def _check_head(kind: str, model_dir: Path, model, info: dict) -> None:
+    """A task head the weights do not hold would be random: the model was not fine-tuned for the task."""
+    if kind == "similarity":
+        return
+    prefix = getattr(model, "base_model_prefix", "")
+    head = sorted(k for k in info.get("missing_keys") or () if not (prefix and k.startswith(prefix + ".")))
+    if head:
+        name = "classification" if kind == "classification" else "masked-LM"
+        raise ModelError(f"model directory {model_dir}: has no trained {name} head (missing {head[0]}); "
+                         f"task '{kind}' needs a fine-tuned model")
 
 
 def _encode(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> list[dict[str, list[int]]]:

@@ -7,25 +7,50 @@ problem is reported as a one-line `DataError` naming the file and the line.
 
 Formats:
 - txt: one sentence per line; blank lines are skipped.
-- csv / tsv: a header row; `column` names the text column (optional when the file has
-  a single column), `pair_column` optionally sentence B; rows whose text is empty are skipped.
+- csv: a header row; `column` names the text column (optional when the file has a
+  single column), `pair_column` optionally sentence B; rows whose text is empty are
+  skipped. Quoted fields may span lines; a quote left open is reported where it opened.
+- tsv: the same, split on tabs with no quote processing, like the task data (a quote
+  that opens a sentence, common in STS-B, must not swallow the lines after it).
 - jsonl: one JSON value per line; with `column`, an object holding that key (and
   `pair_column`); without, a JSON string. Blank lines are skipped.
+
+The file checks are the task data's (loaders.py): a regular file only (a FIFO would
+hang the build), UTF-8 without NUL bytes, a sentence of at most `MAX_CELL_CHARS`
+characters; a physical line is read with a bound so a file with no line breaks cannot
+fill the memory.
 """
 
 from __future__ import annotations
 
 import csv
-import json
+import itertools
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
-
 
 from reportgen.config import CorpusFile, ExampleSpec
 from reportgen.errors import DataError
+from reportgen.loaders import (
+    MAX_CELL_CHARS,
+    NUL_PROBLEM,
+    JsonProblem,
+    cell_limit,
+    cell_too_long,
+    check_regular_file,
+    csv_problem,
+    open_data_file,
+    parse_json,
+    shown,
+    shown_names,
+)
 
 SUFFIX_FORMATS = {".txt": "txt", ".text": "txt", ".csv": "csv", ".tsv": "tsv", ".tab": "tsv",
                   ".jsonl": "jsonl", ".ndjson": "jsonl"}
+# The longest physical line read: far above a sentence or a table row (a cell is at most
+# MAX_CELL_CHARS, 4 MiB of UTF-8), low enough that a file without line breaks is refused
+# instead of read whole into memory.
+MAX_LINE_BYTES = 1 << 26
+
 
 def file_format(spec: CorpusFile, path: Path) -> str:
     """The format to read `path` with: the configured one, else guessed from the suffix."""
@@ -33,21 +58,26 @@ def file_format(spec: CorpusFile, path: Path) -> str:
         return spec.format
     fmt = SUFFIX_FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise DataError(f"{path}: cannot tell the corpus format from the suffix '{path.suffix}'; "
+        raise DataError(f"{path}: cannot tell the corpus format from the suffix '{shown(path.suffix)}'; "
                         "set format: txt, csv, tsv or jsonl")
     return fmt
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, decoded line) pairs; decoding per line so an error names its line."""
-    try:
-        handle = open(path, "rb")
-    except FileNotFoundError:
-        raise DataError(f"{path}: corpus file not found") from None
-    except OSError as exc:
-        raise DataError(f"{path}: cannot be read: {exc.strerror or exc}") from None
-    with handle:
-        for number, raw in enumerate(handle, 1):
+    with open_data_file(path, "corpus file") as handle:
+        for number in itertools.count(1):
+            try:
+                raw = handle.readline(MAX_LINE_BYTES + 1)
+            except OSError as exc:
+                raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+            if not raw:
+                return
+            if len(raw) > MAX_LINE_BYTES:
+                raise DataError(f"{path}:{number}: the line is longer than {MAX_LINE_BYTES:,} bytes; "
+                                "a corpus file holds one sentence or table row per line")
+            if b"\x00" in raw:
+                raise DataError(f"{path}:{number}: {NUL_PROBLEM}")
             try:
                 yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError:
@@ -59,6 +89,8 @@ def _example(path: Path, line: int, text: object, pair: object = None) -> Exampl
     for what, value in (("text", text), ("pair", pair)):
         if value is not None and not isinstance(value, str):
             raise DataError(f"{path}:{line}: the {what} must be a string, got {type(value).__name__}")
+        if value is not None and len(value) > MAX_CELL_CHARS:
+            raise DataError(f"{path}:{line}: {cell_too_long(len(value), f'the {what}')}")
     text = (text or "").strip()
     pair = (pair or "").strip() or None
     if not text:
@@ -73,35 +105,65 @@ def _read_txt(path: Path, spec: CorpusFile) -> Iterator[ExampleSpec | None]:
         yield _example(path, number, line.rstrip("\r\n"))
 
 
-def _column_index(path: Path, header: list[str], name: str | None, role: str) -> int:
+def _column_index(path: Path, line: int, header: list[str], name: str | None, role: str) -> int:
+    columns = shown_names(header)
     if name is None:
         if len(header) == 1:
             return 0
-        raise DataError(f"{path}:1: the table has {len(header)} columns ({', '.join(header)}); "
-                        f"set {role} to one of them")
+        raise DataError(f"{path}:{line}: the table has {len(header)} columns ({columns}); set {role} to one of them")
     if name not in header:
-        raise DataError(f"{path}:1: no column '{name}' (columns: {', '.join(header)})")
+        raise DataError(f"{path}:{line}: no column '{name}' (columns: {columns})")
     return header.index(name)
 
 
-def _read_table(path: Path, spec: CorpusFile, delimiter: str) -> Iterator[ExampleSpec | None]:
-    lines = _lines(path)
-    reader = csv.reader((line for _, line in lines), delimiter=delimiter, strict=True)
-    try:
-        header = next(reader, None)
-        if header is None:
-            raise DataError(f"{path}: the table is empty; expected a header row")
-        header = [h.strip() for h in header]
-        text_at = _column_index(path, header, spec.column, "column")
-        pair_at = None if spec.pair_column is None else _column_index(path, header, spec.pair_column, "pair_column")
-        for row in reader:
-            if not row or all(not cell.strip() for cell in row):
-                continue
-            if len(row) != len(header):
-                raise DataError(f"{path}:{reader.line_num}: {len(row)} fields, the header has {len(header)}")
-            yield _example(path, reader.line_num, row[text_at], None if pair_at is None else row[pair_at])
-    except csv.Error as exc:
-        raise DataError(f"{path}:{reader.line_num}: malformed {('csv', 'tsv')[delimiter == chr(9)]}: {exc}") from None
+def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(line the record starts on, fields); strict quoting, so a quote left open is an error
+    naming its line, not the rest of the file read as one cell."""
+    record: list[str] = []  # the physical lines of the record being read, for csv_problem
+
+    def feed() -> Iterator[str]:
+        for _, line in _lines(path):
+            record.append(line)
+            yield line
+
+    reader = csv.reader(feed(), strict=True)
+    while True:
+        first = reader.line_num + 1
+        record.clear()
+        try:
+            with cell_limit():
+                row = next(reader, None)
+        except csv.Error as exc:
+            line, problem = csv_problem(exc, record, first)
+            raise DataError(f"{path}:{line}: {problem}") from None
+        if row is None:
+            return
+        yield first, row
+
+
+def _tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+    for number, line in _lines(path):
+        yield number, line.rstrip("\r\n").split("\t")
+
+
+def _blank(row: list[str]) -> bool:
+    return all(not cell.strip() for cell in row)
+
+
+def _read_table(path: Path, spec: CorpusFile, rows: Iterator[tuple[int, list[str]]]) -> Iterator[ExampleSpec | None]:
+    """The examples of a csv/tsv table: a header row (the first non-blank one), then records."""
+    head_line, header = next(((n, row) for n, row in rows if not _blank(row)), (0, None))
+    if header is None:
+        raise DataError(f"{path}: the table is empty; expected a header row")
+    header = [h.strip() for h in header]
+    text_at = _column_index(path, head_line, header, spec.column, "column")
+    pair_at = None if spec.pair_column is None else _column_index(path, head_line, header, spec.pair_column, "pair_column")
+    for number, row in rows:
+        if _blank(row):
+            continue
+        if len(row) != len(header):
+            raise DataError(f"{path}:{number}: {len(row)} fields, the header has {len(header)}")
+        yield _example(path, number, row[text_at], None if pair_at is None else row[pair_at])
 
 
 def _read_jsonl(path: Path, spec: CorpusFile) -> Iterator[ExampleSpec | None]:
@@ -109,9 +171,9 @@ def _read_jsonl(path: Path, spec: CorpusFile) -> Iterator[ExampleSpec | None]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{number}: invalid JSON: {exc.msg}") from None
+            value = parse_json(line)
+        except JsonProblem as exc:
+            raise DataError(f"{path}:{number}: invalid JSON: {exc}") from None
         if spec.column is None:
             if spec.pair_column is not None:
                 raise DataError(f"{path}: pair_column needs column as well")
@@ -130,13 +192,14 @@ def iter_corpus_file(spec: CorpusFile, base_dir: str | Path | None = None) -> It
     path = Path(spec.path).expanduser()
     if base_dir is not None and not path.is_absolute():
         path = Path(base_dir) / path
+    check_regular_file(path, "corpus file")  # before the format: a directory is named as one
     fmt = file_format(spec, path)
     if fmt == "txt":
         records = _read_txt(path, spec)
     elif fmt == "jsonl":
         records = _read_jsonl(path, spec)
     else:
-        records = _read_table(path, spec, "," if fmt == "csv" else "\t")
+        records = _read_table(path, spec, _csv_rows(path) if fmt == "csv" else _tsv_rows(path))
     count = 0
     for example in records:
         if example is None:

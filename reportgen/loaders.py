@@ -5,22 +5,53 @@ TSV is split on tabs with no quote processing at all, because real benchmark fil
 (STS-B, GLUE) contain unbalanced quotes that a CSV reader would swallow across lines.
 Every problem the user can fix raises a one-line `DataError` that names the file and,
 where there is one, the line and the column.
+
+The file is hostile until read: only a regular file is opened (a FIFO would block the
+build forever, a device could be endless), it must be UTF-8 without NUL bytes, and one
+cell holds at most `MAX_CELL_CHARS` characters. The corpus reader (corpus.py) shares
+these checks.
 """
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
+import itertools
 import json
 import math
-from collections.abc import Mapping
+import os
+import re
+import stat
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, BinaryIO, Literal
 
 import numpy as np
 
 from reportgen.errors import DataError
+
+# The longest text one cell may hold. Python's csv refuses fields over 131,072 characters
+# by default, which a long document in a data file can pass; a text is cut to max_length
+# tokens anyway, so we accept 8 times that. Beyond it a fast tokenizer, which reads the
+# whole text before truncating, needs about 250 MB and 2 s per cell and grows linearly
+# (16 M characters took 3 GB), so a longer cell is refused with its line.
+MAX_CELL_CHARS = 1 << 20
+
+# Line breaks as Python's csv module counts them (newline=""): \r\n, \r or \n. Not
+# str.splitlines, which also breaks at U+2028, \x0c or \x1c and so splits cells that hold them.
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+# Control characters from a file are shown escaped in messages, never sent to the terminal.
+_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
+_QUOTED = re.compile(r'"[^"]*(?:""[^"]*)*"')  # one closed CSV quoted field, "" escapes included
+NUL_PROBLEM = "holds a NUL byte, so it is not a text file (binary, or UTF-16?); save it as UTF-8 text"
+
 
 Format = Literal["auto", "csv", "tsv", "jsonl"]
 Column = str | int
@@ -32,7 +63,7 @@ class Rows:
 
     path: Path
     values: dict[str, list[str | None]]  # role -> one value per row (None: JSON null)
-    lines: list[int]  # 1-based line number of each row, for messages
+    lines: list[int]  # 1-based line number of each row (where its record starts), for messages
     names: dict[str, str]  # role -> how the column was given, for messages
 
     def __len__(self) -> int:
@@ -54,9 +85,9 @@ class Rows:
             try:
                 number = float(value) if value is not None else math.nan
             except ValueError:
-                raise DataError(f"{self.path}: line {line}: column {self.names[role]}: '{_short(value)}' is not a number") from None
+                raise DataError(f"{self.path}: line {line}: column {self.names[role]}: '{shown(value)}' is not a number") from None
             if not math.isfinite(number):
-                raise DataError(f"{self.path}: line {line}: column {self.names[role]}: value '{_short(str(value))}' is not a finite number")
+                raise DataError(f"{self.path}: line {line}: column {self.names[role]}: value '{shown(str(value))}' is not a finite number")
             out[i] = number
         return out
 
@@ -64,11 +95,170 @@ class Rows:
         return self.lines[row]
 
 
-def _short(text: str | None, width: int = 40) -> str:
-    text = "" if text is None else text
+def shown(text: str | None, width: int = 40) -> str:
+    """Text from a file as a message may quote it: control characters escaped (a file must not
+    drive the user's terminal) and cut to `width` characters."""
+    text = ("" if text is None else text).translate(_CONTROL)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def shown_names(names: list[str], most: int = 30) -> str:
+    """Column names or keys from a file for a message: each `shown`, at most `most` of them."""
+    listed = ", ".join(shown(name, 80) for name in names[:most])
+    return listed if len(names) <= most else f"{listed}, ... ({len(names):,} in all)"
+
+
+# -- opening: regular files only --------------------------------------------------------------------
+def check_regular_file(path: Path, what: str = "file") -> None:
+    """Refuse, before anything opens it, a path that is not a regular file.
+
+    Opening a FIFO blocks until someone writes to it (the build hangs), a device can be
+    endless or have side effects on open, and a directory is a mistake worth naming.
+    `what` names the file in messages ("data file", "corpus file").
+    """
+    try:
+        mode = path.stat().st_mode  # follows symlinks: the target is what gets read
+    except (FileNotFoundError, NotADirectoryError):
+        raise DataError(f"{path}: {what} not found") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    except ValueError:  # a NUL character in the name
+        raise DataError(f"{shown(str(path), 200)}: the {what} name holds a NUL character") from None
+    _refuse_special(path, mode, what)
+
+
+def _refuse_special(path: Path, mode: int, what: str) -> None:
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{path}: is a directory, not a {what}")
+    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+    raise DataError(f"{path}: is not a regular file but {kind}; reportgen reads data only from regular files")
+
+
+def open_data_file(path: Path, what: str = "file") -> BinaryIO:
+    """The file opened for binary reading, once it is known to be a regular file.
+
+    Checked with stat before opening, then again on the open descriptor: the open is
+    non-blocking, so a FIFO swapped in between the two cannot hang us either.
+    """
+    path = Path(path)
+    check_regular_file(path, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise DataError(f"{path}: {what} not found") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    try:
+        _refuse_special(path, os.fstat(fd).st_mode, what)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def read_text(path: Path) -> str:
+    """The file as UTF-8 text (a BOM is dropped); the message names the first bad line."""
+    path = Path(path)
+    with open_data_file(path, "data file") as handle:
+        try:
+            data = handle.read()
+        except OSError as err:
+            raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise DataError(f"{path}: line {_line_at(data, nul)}: {NUL_PROBLEM}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: line {_line_at(data, err.start)}: not UTF-8 text (byte 0x{data[err.start]:02x}); re-save the file as UTF-8") from None
+
+
+def _line_at(data: bytes, offset: int) -> int:
+    """1-based line of a byte offset, breaks counted as csv counts them."""
+    return len(re.findall(rb"\r\n|\r|\n", data[:offset])) + 1
+
+
+# -- parsing helpers shared with corpus.py ------------------------------------------------------------
+@contextmanager
+def cell_limit() -> Iterator[None]:
+    """csv's field limit set to MAX_CELL_CHARS while a reader runs, then put back (it is
+    process-wide state of the csv module)."""
+    before = csv.field_size_limit(MAX_CELL_CHARS)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)
+
+
+def cell_too_long(length: int | None = None, subject: str = "the cell") -> str:
+    """What is wrong with an over-long cell; `length` None when the reader stopped counting."""
+    held = f"{subject} is longer than" if length is None else f"{subject} holds {length:,} characters, more than"
+    return (f"{held} the {MAX_CELL_CHARS:,} reportgen takes for one text "
+            "(a text is cut to max_length tokens anyway, so shorten it)")
+
+
+def csv_problem(err: csv.Error, lines: list[str], first: int, delimiter: str = ",") -> tuple[int, str]:
+    """(line, what is wrong) for a csv.Error, from the physical lines of the record it stopped in.
+
+    The reader reports where it stopped, which for a missing closing quote is the end of
+    the file; the user needs the line where the quote opened.
+    """
+    text = "".join(lines)
+    opening = _open_quote(text, delimiter)
+    quote_line = None if opening is None else first + bisect.bisect_right(list(itertools.accumulate(map(len, lines))), opening)
+    last = first + max(len(lines), 1) - 1
+    message = str(err)
+    if "unexpected end of data" in message and quote_line is not None:
+        return quote_line, "unterminated quote (the quoted field runs to the end of the file)"
+    if "field larger than field limit" in message:
+        if quote_line is not None:
+            return quote_line, (f"a quoted field runs on for more than {MAX_CELL_CHARS:,} characters; "
+                                "is its closing quote missing?")
+        return last, cell_too_long(None, "a cell")
+    if "new-line character seen in unquoted field" in message:  # a lone \r; csv's hint is for programmers
+        return last, "a carriage return (\\r) inside an unquoted field; quote the field, or end lines with \\n or \\r\\n"
+    return last, f"malformed CSV: {message}"
+
+
+def _open_quote(record: str, delimiter: str) -> int | None:
+    """Offset of the quote opening a field that never closes in `record` (one CSV record's
+    text, up to where the reader stopped), None when every quoted field closes."""
+    unquoted = re.compile(f"[^{re.escape(delimiter)}\r\n]*")
+    pos = 0
+    while pos < len(record):
+        if record[pos] == '"':
+            closed = _QUOTED.match(record, pos)
+            if closed is None:
+                return pos
+            pos = closed.end()
+        pos = unquoted.match(record, pos).end()  # the field's rest (after a closing quote: junk)
+        if pos >= len(record) or record[pos] != delimiter:
+            return None
+        pos += 1
+    return None
+
+
+class JsonProblem(ValueError):
+    """A JSON line that cannot be read; the text is fit for a user."""
+
+
+def parse_json(line: str) -> Any:
+    """json.loads, with every way a line can fail as a `JsonProblem` (not only JSONDecodeError:
+    deep nesting is a RecursionError, a number of 4,300+ digits a plain ValueError)."""
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as err:
+        raise JsonProblem(err.msg) from None
+    except RecursionError:
+        raise JsonProblem("nested too deeply") from None
+    except ValueError:
+        raise JsonProblem(f"a number has more than {sys.get_int_max_str_digits():,} digits") from None
+
+
+# -- formats ------------------------------------------------------------------------------------------
 def detect_format(path: Path) -> Literal["csv", "tsv", "jsonl"]:
     suffix = path.suffix.lower()
     if suffix in {".tsv", ".tab"}:
@@ -77,19 +267,7 @@ def detect_format(path: Path) -> Literal["csv", "tsv", "jsonl"]:
         return "jsonl"
     if suffix == ".csv":
         return "csv"
-    raise DataError(f"{path}: cannot tell the format from the extension '{suffix}'; set the format (csv, tsv or jsonl)")
-
-
-def read_text(path: Path) -> str:
-    """The file as UTF-8 text (a BOM is dropped); the message names the first bad line."""
-    if not path.is_file():
-        raise DataError(f"{path}: data file not found")
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise DataError(f"{path}: line {line}: not UTF-8 text (byte 0x{data[err.start]:02x}); re-save the file as UTF-8") from None
+    raise DataError(f"{path}: cannot tell the format from the extension '{shown(suffix)}'; set the format (csv, tsv or jsonl)")
 
 
 def load_rows(
@@ -112,8 +290,10 @@ def load_rows(
     wanted = {role: col for role, col in columns.items() if col is not None}
     if kind == "jsonl":
         records = _jsonl_records(path, text, comment)
+    elif kind == "csv":
+        records = _csv_records(path, text, comment)
     else:
-        records = _delimited_records(text, kind, comment)
+        records = _tsv_records(text, comment)
     if not records:
         raise DataError(f"{path}: the file has no rows")
     names = {role: (f"'{col}'" if isinstance(col, str) else f"#{col}") for role, col in wanted.items()}
@@ -126,22 +306,44 @@ def load_rows(
     return Rows(path, values, lines, names)
 
 
-def _delimited_records(text: str, kind: str, comment: str | None) -> list[tuple[int, list[str]]]:
+def _skipped(fields: list[str], comment: str | None) -> bool:
+    return not fields or not any(f.strip() for f in fields) or bool(comment and fields[0].startswith(comment))
+
+
+def _tsv_records(text: str, comment: str | None) -> list[tuple[int, list[str]]]:
+    # No quote processing: a quote is an ordinary character in TSV benchmark files.
     out = []
-    if kind == "tsv":
-        # No quote processing: a quote is an ordinary character in TSV benchmark files.
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip() or (comment and line.startswith(comment)):
-                continue
-            out.append((number, line.split("\t")))
-        return out
-    reader = csv.reader(io.StringIO(text, newline=""))
-    for fields in reader:
-        number = reader.line_num  # line where the record ended; right for one-line records
-        if not fields or not any(f.strip() for f in fields) or (comment and fields[0].startswith(comment)):
-            continue
-        out.append((number, fields))
+    for number, line in enumerate(LINE_BREAK.split(text), start=1):
+        fields = line.split("\t")
+        if not _skipped(fields, comment):
+            out.append((number, fields))
     return out
+
+
+def _csv_records(path: Path, text: str, comment: str | None) -> list[tuple[int, list[str]]]:
+    """Records with the line each starts on; strict quoting, so a quote left open is reported
+    where it opened instead of swallowing the rest of the file into one cell."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    out = []
+    with cell_limit():
+        while True:
+            first = reader.line_num + 1
+            try:
+                fields = next(reader, None)
+            except csv.Error as err:
+                lines = list(itertools.islice(io.StringIO(text, newline=""), first - 1, reader.line_num))
+                line, problem = csv_problem(err, lines, first)
+                raise DataError(f"{path}: line {line}: {problem}") from None
+            if fields is None:
+                return out
+            if not _skipped(fields, comment):
+                out.append((first, fields))
+
+
+def _check_cell(path: Path, number: int, name: str, value: str) -> str:
+    if len(value) > MAX_CELL_CHARS:
+        raise DataError(f"{path}: line {number}: column {name}: {cell_too_long(len(value))}")
+    return value
 
 
 def _pick_delimited(path, records, wanted, names, header, limit):
@@ -156,7 +358,7 @@ def _pick_delimited(path, records, wanted, names, header, limit):
         elif not header:
             raise DataError(f"{path}: column '{col}' is given by name but the file is read without a header; give a 0-based index or set header: true")
         elif col not in head:
-            raise DataError(f"{path}: line {head_line}: no column named '{col}' in the header (columns: {', '.join(head)})")
+            raise DataError(f"{path}: line {head_line}: no column named '{col}' in the header (columns: {shown_names(head)})")
         else:
             index[role] = head.index(col)
     values: dict[str, list[str | None]] = {role: [] for role in wanted}
@@ -165,20 +367,20 @@ def _pick_delimited(path, records, wanted, names, header, limit):
         for role, i in index.items():
             if i >= len(fields):
                 raise DataError(f"{path}: line {number}: has {len(fields)} fields, no column {names[role]}")
-            values[role].append(fields[i])
+            values[role].append(_check_cell(path, number, names[role], fields[i]))
         lines.append(number)
     return values, lines
 
 
 def _jsonl_records(path: Path, text: str, comment: str | None):
     out = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(LINE_BREAK.split(text), start=1):
         if not line.strip() or (comment and line.startswith(comment)):
             continue
         try:
-            out.append((number, json.loads(line)))
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}: line {number}: not valid JSON ({err.msg})") from None
+            out.append((number, parse_json(line)))
+        except JsonProblem as err:
+            raise DataError(f"{path}: line {number}: not valid JSON ({err})") from None
     return out
 
 
@@ -191,7 +393,7 @@ def _pick_json(path, records, wanted, names, limit):
                 if isinstance(col, int):
                     raise DataError(f"{path}: line {number}: rows are JSON objects; give column {col} by name")
                 if col not in record:
-                    raise DataError(f"{path}: line {number}: no key '{col}' (keys: {', '.join(map(str, record))})")
+                    raise DataError(f"{path}: line {number}: no key '{col}' (keys: {shown_names(list(record))})")
                 value = record[col]
             elif isinstance(record, list):
                 if not isinstance(col, int):
@@ -200,7 +402,12 @@ def _pick_json(path, records, wanted, names, limit):
                     raise DataError(f"{path}: line {number}: has {len(record)} fields, no column {names[role]}")
                 value = record[col]
             else:
-                raise DataError(f"{path}: line {number}: expected a JSON object or array per line")
-            values[role].append(None if value is None else value if isinstance(value, str) else json.dumps(value))
+                raise DataError(f"{path}: line {number}: expected a JSON object or array per line, got {_json_kind(record)}")
+            text = None if value is None else value if isinstance(value, str) else json.dumps(value)
+            values[role].append(None if text is None else _check_cell(path, number, names[role], text))
         lines.append(number)
     return values, lines
+
+
+def _json_kind(value: object) -> str:
+    return {str: "a string", bool: "true/false", int: "a number", float: "a number"}.get(type(value), "null")

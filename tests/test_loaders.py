@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import json
+import os
+import re
+import threading
+
 import pytest
 
 from reportgen.errors import DataError
-from reportgen.loaders import load_rows
+from reportgen.loaders import MAX_CELL_CHARS, load_rows, open_data_file
 
 
 def _write(tmp_path, name, text, encoding="utf-8"):
@@ -107,3 +113,173 @@ def test_unknown_extension_needs_a_format(tmp_path):
     with pytest.raises(DataError, match="set the format"):
         load_rows(path, {"a": 0})
     assert load_rows(path, {"a": 1}, fmt="tsv", header=False).texts("a") == ["b"]
+
+
+# -- hostile files (issue 10): every one ends in one line naming the file, never a traceback or a hang --
+def _error(call) -> str:
+    """The one-line message of the DataError `call` raises (a daemon thread, so a hang fails the test)."""
+    outcome: list[BaseException | None] = []
+
+    def target():
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as err:  # noqa: BLE001 - handed back to the test
+            outcome.append(err)
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert outcome, "the call blocked for 10 s"
+    err = outcome[0]
+    assert isinstance(err, DataError), f"expected a DataError, got {err!r}"
+    assert "\n" not in str(err) and err.exit_code == 4
+    return str(err)
+
+
+LONG = "word " * 40_000  # 200,000 characters: over csv's default field limit (131,072)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("d.csv", f'text,score\n"{LONG}",1\nshort,2\n'),
+    ("d.tsv", f"text\tscore\n{LONG}\t1\nshort\t2\n"),
+    ("d.jsonl", json.dumps({"text": LONG, "score": 1}) + "\n" + json.dumps({"text": "short", "score": 2}) + "\n"),
+])
+def test_a_long_cell_is_read_in_every_format(tmp_path, name, text):
+    limit = csv.field_size_limit()
+    rows = load_rows(_write(tmp_path, name, text), {"text": "text", "score": "score"})
+    assert rows.texts("text") == [LONG, "short"] and rows.floats("score").tolist() == [1.0, 2.0]
+    assert csv.field_size_limit() == limit  # the module-wide limit is put back
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("d.csv", "text,score\nok,1\n" + "x" * (MAX_CELL_CHARS + 1) + ",2\n",
+     r"d\.csv: line 3: a cell is longer than the 1,048,576 reportgen takes for one text"),
+    ("d.tsv", "text\tscore\nok\t1\n" + "x" * (MAX_CELL_CHARS + 1) + "\t2\n",
+     r"d\.tsv: line 3: column 'text': the cell holds 1,048,577 characters, more than the 1,048,576"),
+    ("d.jsonl", '{"text": "ok"}\n' + json.dumps({"text": "x" * (MAX_CELL_CHARS + 1)}) + "\n",
+     r"d\.jsonl: line 2: column 'text': the cell holds 1,048,577 characters"),
+])
+def test_a_cell_over_the_limit_is_refused_by_line(tmp_path, name, text, message):
+    assert re.search(message, _error(lambda: load_rows(_write(tmp_path, name, text), {"text": "text"})))
+
+
+def test_an_exactly_full_cell_is_read(tmp_path):
+    full = "x" * MAX_CELL_CHARS
+    path = _write(tmp_path, "d.csv", f"text\n{full}\n")
+    assert load_rows(path, {"text": "text"}).texts("text") == [full]
+
+
+@pytest.mark.parametrize("text, line", [
+    ('text,score\nok,1\n"never closed,2\nmore,3\n', 3),
+    ('text,score\nok,"two\nlines"\n"opens here,2\nmore,3\n', 4),  # the record before spans lines 2-3
+    ('text,score\nok,"closed\nacross lines","opens on line 3\nrest\n', 3),  # same record, second quote
+])
+def test_an_unterminated_quote_names_the_line_where_it_opened(tmp_path, text, line):
+    message = _error(lambda: load_rows(_write(tmp_path, "d.csv", text), {"text": "text"}))
+    assert message.endswith(f"d.csv: line {line}: unterminated quote (the quoted field runs to the end of the file)")
+
+
+def test_an_open_quote_in_a_big_file_is_named_before_the_memory_fills(tmp_path):
+    path = _write(tmp_path, "d.csv", 'text,score\nok,1\n"open,2\n' + "row,3\n" * 200_000)
+    assert _error(lambda: load_rows(path, {"text": "text"})).endswith(
+        "d.csv: line 3: a quoted field runs on for more than 1,048,576 characters; is its closing quote missing?")
+
+
+def test_text_after_a_closing_quote_is_malformed_csv(tmp_path):
+    path = _write(tmp_path, "d.csv", 'text,score\n"quoted"tail,1\n')
+    assert _error(lambda: load_rows(path, {"text": "text"})).endswith("""d.csv: line 2: malformed CSV: ',' expected after '"'""")
+
+
+def test_records_are_numbered_by_the_line_they_start_on(tmp_path):
+    path = _write(tmp_path, "d.csv", 'text,score\n"two\nlines",1\nnext,2\n')
+    rows = load_rows(path, {"text": "text"})
+    assert rows.texts("text") == ["two\nlines", "next"] and rows.lines == [2, 4]
+
+
+def test_only_regular_files_are_opened(tmp_path):
+    fifo = tmp_path / "pipe.tsv"
+    os.mkfifo(fifo)
+    assert _error(lambda: load_rows(fifo, {"a": 0})) == (
+        f"{fifo}: is not a regular file but a named pipe (FIFO); reportgen reads data only from regular files")
+    link = tmp_path / "link.tsv"
+    link.symlink_to(fifo)
+    assert "is not a regular file but a named pipe" in _error(lambda: load_rows(link, {"a": 0}))
+    assert "is not a regular file but a character device" in _error(lambda: load_rows("/dev/null", {"a": 0}, fmt="tsv"))
+    folder = tmp_path / "data.tsv"
+    folder.mkdir()
+    assert _error(lambda: load_rows(folder, {"a": 0})) == f"{folder}: is a directory, not a data file"
+    loop = tmp_path / "loop.tsv"
+    loop.symlink_to(loop)
+    assert _error(lambda: load_rows(loop, {"a": 0})) == f"{loop}: cannot be read (Too many levels of symbolic links)"
+    assert _error(lambda: load_rows("a\x00b.tsv", {"a": 0})) == "a\\x00b.tsv: the data file name holds a NUL character"
+
+
+def test_open_data_file_reads_a_regular_file(tmp_path):
+    path = _write(tmp_path, "d.bin", b"\x00\x01 bytes")
+    with open_data_file(path) as handle:
+        assert handle.read() == b"\x00\x01 bytes"
+    assert _error(lambda: open_data_file(tmp_path / "gone.bin")) == f"{tmp_path / 'gone.bin'}: file not found"
+
+
+@pytest.mark.parametrize("content, line", [
+    (b"a\tb\nok\tx\x00y\n", 2),  # a NUL byte in a text cell
+    ("a\tb\n".encode("utf-16"), 1),  # UTF-16 with its BOM: NULs between the ASCII letters
+    ("a\tb\nc\td\n".encode("utf-16-le"), 1),  # UTF-16 without a BOM: valid UTF-8, NULs only
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 3),  # binary junk (csv counts \r\n as one line break)
+])
+def test_nul_bytes_mean_not_a_text_file(tmp_path, content, line):
+    assert _error(lambda: load_rows(_write(tmp_path, "d.tsv", content), {"a": 0}, header=False)).endswith(
+        f"d.tsv: line {line}: holds a NUL byte, so it is not a text file (binary, or UTF-16?); save it as UTF-8 text")
+
+
+def test_invalid_utf8_junk_is_named_by_line(tmp_path):
+    path = _write(tmp_path, "d.csv", b"text\nok\n\xff\xfe\xfa junk\n")
+    assert _error(lambda: load_rows(path, {"text": "text"})).endswith(
+        "d.csv: line 3: not UTF-8 text (byte 0xff); re-save the file as UTF-8")
+
+
+@pytest.mark.parametrize("name, text", [
+    ("d.csv", "\ufefftext,score\r\nfirst,1\r\n\r\nsecond,2\r\n"),
+    ("d.tsv", "\ufefftext\tscore\r\nfirst\t1\r\n\r\nsecond\t2\r\n"),
+    ("d.jsonl", '\ufeff{"text": "first", "score": 1}\r\n\r\n{"text": "second", "score": 2}\r\n'),
+])
+def test_bom_crlf_and_blank_lines(tmp_path, name, text):
+    rows = load_rows(_write(tmp_path, name, text), {"text": "text", "score": "score"})
+    assert rows.texts("text") == ["first", "second"] and rows.floats("score").tolist() == [1.0, 2.0]
+    assert rows.lines == ([2, 4] if name != "d.jsonl" else [1, 3])
+
+
+def test_unicode_line_separators_stay_inside_their_cell(tmp_path):
+    # str.splitlines would break these rows apart; csv and JSON do not.
+    tsv = _write(tmp_path, "d.tsv", "text\tscore\none\u2028two\t1\npage\x0cbreak\t2\nlast\t3\n")
+    rows = load_rows(tsv, {"text": "text", "score": "score"})
+    assert rows.texts("text") == ["one\u2028two", "page\x0cbreak", "last"] and rows.lines == [2, 3, 4]
+    jsonl = _write(tmp_path, "d.jsonl", '{"text": "one\u2028two"}\n{"text": "x"}\n')
+    assert load_rows(jsonl, {"text": "text"}).lines == [1, 2]
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("[" * 100_000 + "\n", "line 1: not valid JSON (nested too deeply)"),
+    ('{"text": "a", "n": ' + "9" * 5000 + "}\n", "line 1: not valid JSON (a number has more than 4,300 digits)"),
+    ('{"text": "a"}\n"just a string"\n', "line 2: expected a JSON object or array per line, got a string"),
+    ('{"text": "a"}\n42\n', "line 2: expected a JSON object or array per line, got a number"),
+    ('{"text": "a"}\n{"text": \n', "line 2: not valid JSON (Expecting value)"),
+])
+def test_json_python_cannot_read_is_one_line(tmp_path, text, problem):
+    assert _error(lambda: load_rows(_write(tmp_path, "d.jsonl", text), {"text": "text"})).endswith(f"d.jsonl: {problem}")
+
+
+def test_control_characters_from_a_file_are_escaped_in_messages(tmp_path):
+    path = _write(tmp_path, "d.tsv", "te\x1b[31mxt\tscore\nx\t\x1b]0;owned\x07\n")
+    message = _error(lambda: load_rows(path, {"score": "text"}))
+    assert "\x1b" not in message and "columns: te\\x1b[31mxt, score" in message
+    rows = load_rows(path, {"score": "score"})
+    message = _error(lambda: rows.floats("score"))
+    assert "\x1b" not in message and "\x07" not in message and "'\\x1b]0;owned\\x07' is not a number" in message
+
+
+def test_a_wide_header_is_listed_in_part(tmp_path):
+    path = _write(tmp_path, "d.csv", ",".join(f"c{i}" for i in range(100)) + "\n" + ",".join("x" * 100) + "\n")
+    message = _error(lambda: load_rows(path, {"score": "score"}))
+    assert message.endswith("(columns: " + ", ".join(f"c{i}" for i in range(30)) + ", ... (100 in all))")

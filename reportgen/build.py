@@ -20,6 +20,7 @@ from reportgen.cache import Cache, key_of
 from reportgen.config import Config
 from reportgen.corpus import iter_corpus
 from reportgen.errors import DataError
+from reportgen.loaders import open_data_file
 from reportgen.model import ModelInfo
 from reportgen.progress import Callback, silent
 from reportgen.qk import QK_MAX_TOKENS
@@ -102,7 +103,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
 def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent) -> dict:
     """Pattern statistics over the examples and the corpus files, cached as a whole."""
     settings = config.patterns
-    corpus_hashes = [_file_hash(f.path) for f in settings.corpus]
+    corpus_hashes = [_file_hash(f.path, "corpus file") for f in settings.corpus]
     cache = Cache(config.cache_dir)
     key = key_of("patterns", stage.fingerprint, [(r.spec.text, r.spec.pair) for r in stage.runs],
                  corpus_hashes, settings.model_dump(mode="json"), stage.max_length)
@@ -175,13 +176,16 @@ def data_files(config: Config) -> dict[str, str]:
     return {config.shown_path(path): _file_hash(path) for path in files}
 
 
-def _file_hash(path: Path) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except OSError:
-        raise DataError(f"{path}: data file cannot be read") from None
+def _file_hash(path: Path, what: str = "data file") -> str:
+    """sha256 of a data file, read in blocks; only a regular file is opened (a FIFO would hang the build)."""
+    digest = hashlib.sha256()
+    with open_data_file(Path(path), what) as handle:
+        try:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        except OSError as err:
+            raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    return digest.hexdigest()
 
 
 def versions() -> dict[str, str]:
@@ -271,6 +275,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         timings[name] = now - clock
         clock = now
 
+    Cache(config.cache_dir).sweep()  # temp files of killed builds (never anything else)
     stage = run_model(config, progress)
     lap("model")
     statistics = run_patterns(config, stage, progress)

@@ -28,7 +28,8 @@ import re
 import shutil
 import subprocess
 import sys
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -93,6 +94,92 @@ class Case:
 SIM_HEADER = "sentence1\tsentence2\tscore\n"
 SIM_ROWS = "the cat sat\tthe dog sat\t4.0\ni went to the store\ta red car\t0.5\n"
 CLS_MODEL = {"model": "models/classifier"}
+SIM_CSV = "sentence1,sentence2,score\n"
+LONG_CELL = "the cat sat on the mat. " * 8400  # 201,600 characters: over csv's default field limit (131,072)
+
+
+def not_a_file(name: str, kind: str) -> Callable[[Path], AbstractContextManager]:
+    """A Case.setup that makes the project path `name` a FIFO or a directory for the run, removed after."""
+    @contextmanager
+    def setup(project: Path) -> Iterator[None]:
+        path = project / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.mkdir()
+        try:
+            yield
+        finally:
+            os.unlink(path) if kind == "fifo" else os.rmdir(path)
+
+    return setup
+
+
+def model_variant(name: str, config: dict | None = None, files: dict[str, str] | None = None
+                  ) -> Callable[[Path], AbstractContextManager]:
+    """A Case.setup: models/tiny copied to models/NAME with config.json keys and files replaced, removed after."""
+    @contextmanager
+    def setup(project: Path) -> Iterator[None]:
+        target = shutil.copytree(project / "models" / "tiny", project / "models" / name)
+        cfg = json.loads((target / "config.json").read_text(encoding="utf-8"))
+        (target / "config.json").write_text(json.dumps({**cfg, **(config or {})}), encoding="utf-8")
+        for file, text in (files or {}).items():
+            (target / file).write_text(text, encoding="utf-8")
+        try:
+            yield
+        finally:
+            shutil.rmtree(target)
+    return setup
+
+
+def read_only_dir(name: str) -> Callable[[Path], AbstractContextManager]:
+    """A Case.setup: an empty directory nobody may write in, root included (chattr +i makes it
+    immutable; chmod does not stop root); skipped where neither works. Removed after."""
+    @contextmanager
+    def setup(project: Path) -> Iterator[None]:
+        path = project / name
+        path.mkdir()
+        chattr = shutil.which("chattr")
+        if chattr:
+            subprocess.run([chattr, "+i", str(path)], capture_output=True, check=False)
+        if os.geteuid() != 0:
+            path.chmod(0o555)
+        try:
+            try:
+                (path / "probe").mkdir()
+            except OSError:
+                pass
+            else:
+                (path / "probe").rmdir()
+                pytest.skip("no way to make a directory read-only here (chattr +i failed)")
+            yield
+        finally:
+            if chattr:
+                subprocess.run([chattr, "-i", str(path)], capture_output=True, check=False)
+            path.chmod(0o755)
+            shutil.rmtree(path)
+    return setup
+
+
+def cache_entry_directory(cache: str) -> Callable[[Path], AbstractContextManager]:
+    """A Case.setup: in cache directory CACHE, a directory where the embedded model's run of the
+    first BASE example is stored (the path reportgen computes for it). Removed after."""
+    @contextmanager
+    def setup(project: Path) -> Iterator[None]:
+        from reportgen import model
+        from reportgen.cache import key_of
+
+        _, path = model.resolve("default")
+        max_length, _ = model.clamp_max_length(path, BASE["max_length"])
+        key = key_of("run", model.fingerprint(model.file_hashes(path)), BASE["examples"][0]["text"], None, max_length)
+        (project / cache / "runs" / f"{key}.npz").mkdir(parents=True)
+        try:
+            yield
+        finally:
+            shutil.rmtree(project / cache)
+    return setup
+
 
 CASES: list[Case] = [
     # -- the config file (exit 2) ---------------------------------------------------------------
@@ -158,6 +245,35 @@ CASES: list[Case] = [
          {"model": "./models/pickle"}, errors.EXIT_MODEL,
          "model directory <dir>/models/pickle: weights only as pickle (pytorch_model.bin), which can run code "
          "when loaded; convert them to safetensors, or set allow_pickle: true in the config"),
+    Case("model-weights-missing", "config.json that does not match the weights (`num_hidden_layers: 8` on 2 layers)",
+         {"model": "./models/eight-layers"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/eight-layers: the weights do not match config.json: tensor "
+         "'encoder.layer.2.attention.self.query.weight' is not in the weights (96 missing tensors would be random); "
+         "check num_hidden_layers and the sizes in config.json",
+         setup=model_variant("eight-layers", {"num_hidden_layers": 8})),
+    Case("model-weights-unexpected", "config.json with fewer layers than the weights (`num_hidden_layers: 1` on 2)",
+         {"model": "./models/one-layer"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/one-layer: the weights do not match config.json: tensor "
+         "'encoder.layer.1.attention.output.LayerNorm.bias' in the weights has no place in the model "
+         "(16 such tensors); check num_hidden_layers and the sizes in config.json",
+         setup=model_variant("one-layer", {"num_hidden_layers": 1})),
+    Case("model-weights-shape", "config.json with another size than the weights (`intermediate_size: 128` on 64)",
+         {"model": "./models/wide"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/wide: the weights do not match config.json: tensor "
+         "'encoder.layer.0.intermediate.dense.weight' has shape [64, 32] in the weights but [128, 32] in the model "
+         "(6 such tensors); check the sizes in config.json",
+         setup=model_variant("wide", {"intermediate_size": 128})),
+    Case("model-zero-layers", "`num_hidden_layers: 0` in config.json", {"model": "./models/zero-layers"},
+         errors.EXIT_MODEL, "<dir>/models/zero-layers/config.json: num_hidden_layers is 0; an encoder needs at least 1",
+         setup=model_variant("zero-layers", {"num_hidden_layers": 0})),
+    Case("model-tokenizer-corrupt", "a corrupt tokenizer.json (not JSON)", {"model": "./models/bad-tokenizer"},
+         errors.EXIT_MODEL, "<dir>/models/bad-tokenizer/tokenizer.json: not valid JSON (Expecting property name "
+         "enclosed in double quotes: line 1 column 2 (char 1)), so the tokenizer cannot be loaded",
+         setup=model_variant("bad-tokenizer", files={"tokenizer.json": "{not json"})),
+    Case("model-tokenizer-broken", "a tokenizer.json that is JSON but not a tokenizer", {"model": "./models/odd-tokenizer"},
+         errors.EXIT_MODEL, "<dir>/models/odd-tokenizer/tokenizer.json: the tokenizer cannot be loaded "
+         "(KeyError: 'added_tokens')",
+         setup=model_variant("odd-tokenizer", files={"tokenizer.json": '{"version": "1.0"}'})),
     # -- data files (exit 4) -------------------------------------------------------------------------
     Case("examples-none", "zero examples (`examples: []`)", {"examples": []}, errors.EXIT_DATA,
          "examples-none.yaml: field 'examples': the list is empty; give at least one example"),
@@ -194,7 +310,7 @@ CASES: list[Case] = [
          "(neg, pos) nor an index below 2",
          files={"data/nan-label.tsv": "text\tlabel\nthe cat sat\tneg\nthe dog sat\tnan\n"}),
     Case("corpus-missing", "`patterns.corpus` file missing", {"patterns": {"corpus": [{"path": "data/nope.txt"}]}},
-         errors.EXIT_DATA, "<dir>/data/nope.txt: file not found"),
+         errors.EXIT_DATA, "<dir>/data/nope.txt: corpus file not found"),
     Case("corpus-bad-column", "`patterns.corpus` naming a column the file lacks",
          {"patterns": {"corpus": [{"path": "data/corpus.csv", "column": "sentence"}]}}, errors.EXIT_DATA,
          "<dir>/data/corpus.csv:1: no column 'sentence' (columns: text, label)",
@@ -202,16 +318,44 @@ CASES: list[Case] = [
     Case("corpus-not-utf8", "`patterns.corpus` file not UTF-8", {"patterns": {"corpus": [{"path": "data/latin1.txt"}]}},
          errors.EXIT_DATA, "<dir>/data/latin1.txt:2: not UTF-8 text",
          files={"data/latin1.txt": "the cat sat.\ncaf\u00e9 au lait.\n".encode("latin-1")}),
-    # -- the output directory (exit 5) ----------------------------------------------------------------
-    Case("output-is-file", "output directory that is a file", {}, errors.EXIT_OUTPUT,
-         "output notes.txt exists and is not a directory (config field 'output' or --out)",
-         files={"notes.txt": "not a directory\n"}, out="notes.txt"),
-    Case("output-under-file", "output directory under a file (not writable, even as root)", {}, errors.EXIT_OUTPUT,
-         "output notes.txt/site: <dir>/notes.txt is a file, not a directory",
-         files={"notes.txt": "not a directory\n"}, out="notes.txt/site"),
-    Case("output-read-only", "output directory in a read-only place (/proc/sys, refused to root too)", {},
-         errors.EXIT_OUTPUT, "output /proc/sys/reportgen-site: directory /proc/sys is not writable",
-         out="/proc/sys/reportgen-site", needs="readonly-proc"),
+    Case("data-cell-too-long", "`ablation.data` CSV cell over 1,048,576 characters (longer cells, to that bound, are read)",
+         ablation(data="data/huge.csv"), errors.EXIT_DATA,
+         "<dir>/data/huge.csv: line 3: a cell is longer than the 1,048,576 reportgen takes for one text "
+         "(a text is cut to max_length tokens anyway, so shorten it)",
+         files={"data/huge.csv": SIM_CSV + "the cat,the dog,1.0\n" + "x" * (1 << 20) + "y,a mat,2.0\n"}),
+    Case("data-unterminated-quote", "`ablation.data` CSV with a quote that never closes", ablation(data="data/quote.csv"),
+         errors.EXIT_DATA, "<dir>/data/quote.csv: line 3: unterminated quote (the quoted field runs to the end of the file)",
+         files={"data/quote.csv": SIM_CSV + "the cat,the dog,1.0\n\"the mat,a mat,2.0\nthe car,a car,3.0\n"}),
+    Case("data-fifo", "`ablation.data` a FIFO (named pipe)", ablation(data="data/pipe.tsv"), errors.EXIT_DATA,
+         "<dir>/data/pipe.tsv: is not a regular file but a named pipe (FIFO); reportgen reads data only from regular files",
+         setup=not_a_file("data/pipe.tsv", "fifo")),
+    Case("data-directory", "`ablation.data` a directory", ablation(data="data/folder.tsv"), errors.EXIT_DATA,
+         "<dir>/data/folder.tsv: is a directory, not a data file", setup=not_a_file("data/folder.tsv", "dir")),
+    Case("data-json-nested", "`ablation.data` JSONL nested 100,000 levels deep", ablation(data="data/nested.jsonl"),
+         errors.EXIT_DATA, "<dir>/data/nested.jsonl: line 2: not valid JSON (nested too deeply)",
+         files={"data/nested.jsonl": '{"sentence1": "a", "sentence2": "b", "score": 1}\n' + "[" * 100_000 + "\n"}),
+    Case("corpus-fifo", "`patterns.corpus` a FIFO (named pipe)", {"patterns": {"corpus": [{"path": "data/pipe.txt"}]}},
+         errors.EXIT_DATA,
+         "<dir>/data/pipe.txt: is not a regular file but a named pipe (FIFO); reportgen reads data only from regular files",
+         setup=not_a_file("data/pipe.txt", "fifo")),
+    Case("corpus-directory", "`patterns.corpus` a directory", {"patterns": {"corpus": [{"path": "data/sentences"}]}},
+         errors.EXIT_DATA, "<dir>/data/sentences: is a directory, not a corpus file",
+         setup=not_a_file("data/sentences", "dir")),
+    Case("corpus-json-number", "`patterns.corpus` JSONL with a number of 5,000 digits",
+         {"patterns": {"corpus": [{"path": "data/numbers.jsonl", "column": "text"}]}}, errors.EXIT_DATA,
+         "<dir>/data/numbers.jsonl:2: invalid JSON: a number has more than 4,300 digits",
+         files={"data/numbers.jsonl": '{"text": "the cat sat."}\n{"text": "x", "n": ' + "7" * 5000 + "}\n"}),
+    # -- the cache directory (exit 5: reportgen writes it, like the output) --------------------------------
+    Case("cache-is-file", "`cache_dir` naming a file", {"cache_dir": "notes.txt"}, errors.EXIT_OUTPUT,
+         "cache_dir <dir>/notes.txt is a file, not a directory (config field 'cache_dir')",
+         files={"notes.txt": "not a directory\n"}),
+    Case("cache-read-only", "a read-only empty cache directory (immutable: refused to root too)",
+         {"cache_dir": "ro-cache"}, errors.EXIT_OUTPUT,
+         "cache directory <dir>/ro-cache is not writable; make it writable or set cache_dir to another directory "
+         "(config field 'cache_dir')", setup=read_only_dir("ro-cache")),
+    Case("cache-entry-directory", "a cache entry that is a directory", {"model": "default", "cache_dir": "dir-cache"},
+         errors.EXIT_OUTPUT, "cache entry <dir>/dir-cache/runs/1d61caab363d5db5cb766fb4.npz is a directory, not a "
+         "file; delete it (anything in the cache can be deleted)", setup=cache_entry_directory("dir-cache")),
     # -- not errors: built, with a warning (exit 0) ------------------------------------------------------
     Case("example-too-long", "an example longer than the model takes (58 tokens, 32 positions)",
          {"model": "models/short", "max_length": 512, "examples": [*SHORT_EXAMPLES, {"text": LONG_TEXT}]}, 0,
@@ -223,6 +367,11 @@ CASES: list[Case] = [
          "warning: model directory <dir>/models/pickle: loading pickle weights because the config sets "
          "allow_pickle: true; pickle can run code, prefer safetensors",
          out="site-pickle", page=("index.html", "Bad inputs")),
+    Case("model-with-head", "a model saved with a classification head (its `classifier.*` weights are extra)",
+         {**CLS_MODEL, "examples": SHORT_EXAMPLES}, 0, "", out="site-with-head", page=("index.html", "Bad inputs")),
+    Case("data-long-cell", "`ablation.data` CSV cell of 201,600 characters (over Python csv's default 131,072)",
+         ablation(data="data/long.csv"), 0, "", out="site-long-cell", page=("ablation.html", "4 distinct texts"),
+         files={"data/long.csv": SIM_CSV + f'"{LONG_CELL}",the dog sat,4.0\nthe cat sat,a red car,0.5\n'}),
 ]
 
 
@@ -233,6 +382,13 @@ def _exit_legend() -> list[tuple[int, str]]:
     return [(int(code), text.strip()) for code, text in re.findall(r"^EXIT_\w+ = (\d+)\s+#\s*(.*)$", source, re.M)]
 
 
+def all_cases() -> list[Case]:
+    """This module's cases and the output rules' (tests/test_output_rules.py), in exit-code order."""
+    from tests.test_output_rules import OUTPUT_CASES
+
+    return sorted(CASES + OUTPUT_CASES, key=lambda case: case.exit or 99)
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -240,7 +396,8 @@ def _cell(text: str) -> str:
 def render_table() -> str:
     """The README section between the markers, generated from CASES and reportgen/errors.py."""
     lines = [
-        f"Generated from `tests/test_bad_inputs.py` ({len(CASES)} cases; `python -m tests.test_bad_inputs --write`",
+        f"Generated from `tests/test_bad_inputs.py` and `tests/test_output_rules.py` ({len(all_cases())} cases;",
+        "`python -m tests.test_bad_inputs --write`",
         "regenerates it). Each bad input ends the build with the one line shown (after `error: ` on stderr;",
         "`<dir>` is the project directory), no traceback, the exit code shown, and the previous `site/`",
         "untouched. Exit codes:",
@@ -249,7 +406,7 @@ def render_table() -> str:
     lines += [f"- `{code}`: {meaning}" for code, meaning in _exit_legend()]
     lines += ["- `0`: built; the warnings are printed as `warning: ...` lines and shown on the site's home page", ""]
     lines += ["| Bad input | Exit | What reportgen answers |", "|---|---|---|"]
-    for case in CASES:
+    for case in all_cases():
         answer = " <br> ".join(f"`{_cell(part)}`" for part in case.answer.split("\n"))
         lines.append(f"| {_cell(case.what)} | {case.exit} | {answer} |")
     return "\n".join(lines) + "\n"
@@ -394,7 +551,7 @@ def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes]):
         assert case.page[1] in page
     # The previous site is untouched, byte for byte, and no staging directory is left behind.
     assert tree(project / "site") == good_site
-    assert not [p.name for p in project.iterdir() if ".building-" in p.name]
+    assert not [p.name for p in project.iterdir() if p.name.endswith((".building", ".previous"))]
 
 
 def test_long_example_is_marked_truncated_on_its_pages(project, good_site):

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -23,6 +25,46 @@ DEFAULT_CONFIG_NAME = "reportgen.yaml"
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        """A NUL character ends a C string: no path, name or text can hold one."""
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError("the text holds a NUL character (\\x00)")
+        return value
+
+
+# A location (model, data file, directory) written as a URL that runs or embeds content
+# in a browser is never a file or a model, and is refused before it can reach a page.
+_SCRIPT_URL = re.compile(r"\s*(?:javascript|data|vbscript)\s*:", re.IGNORECASE)
+# site_url is printed by MkDocs, unescaped, into every page's canonical link and the sitemap.
+_URL_FORBIDDEN = re.compile(r"""[\s"'<>`\\{}|^\[\]\x00-\x1f\x7f]""")
+
+
+def no_script_url(value: Any) -> Any:
+    """Refuse javascript:, data: and vbscript: URLs in a field that names a location."""
+    if isinstance(value, (str, Path)) and _SCRIPT_URL.match(str(value)):
+        raise ValueError("a javascript:, data: or vbscript: URL is not a path, file or model name")
+    return value
+
+
+def check_site_url(value: str | None) -> str | None:
+    """site_url is the public address of the site: an absolute http(s) URL, without a query or
+    fragment, and without any character that could end an HTML attribute or element."""
+    if value is None:
+        return None
+    bad = _URL_FORBIDDEN.search(value)
+    if bad:
+        raise ValueError(f"the URL contains {bad.group()!r}; quotes, angle brackets, braces, backslashes "
+                         "and whitespace are not allowed (percent-encode them)")
+    parts = urlsplit(value)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise ValueError("expected the site's public address as an absolute http:// or https:// URL, "
+                         "e.g. https://user.github.io/project/")
+    if parts.query or parts.fragment or "?" in value or "#" in value:
+        raise ValueError("the site's address cannot have a ?query or #fragment")
+    return value
 
 
 class ExampleSpec(Strict):
@@ -51,6 +93,8 @@ class CorpusFile(Strict):
     column: str | None = Field(None, description="Text column (csv/tsv header name, jsonl key).")
     pair_column: str | None = Field(None, description="Optional column holding sentence B of a pair.")
     limit: int | None = Field(None, ge=1, description="Read at most this many sentences from the file.")
+
+    _path = field_validator("path", mode="before")(no_script_url)
 
 
 class Thresholds(Strict):
@@ -117,6 +161,16 @@ class AblationSettings(Strict):
     mlm_seed: int
     batch_tokens: int = Field(ge=64, description="Padded tokens per forward pass.")
 
+    _data = field_validator("data", mode="before")(no_script_url)
+
+    @field_validator("columns")
+    @classmethod
+    def _indexes_from_zero(cls, value: dict[str, str | int] | None) -> dict[str, str | int] | None:
+        for role, column in (value or {}).items():
+            if isinstance(column, int) and column < 0:
+                raise ValueError(f"column indexes count from 0; {role}: {column} is not one")
+        return value
+
     @field_validator("fractions")
     @classmethod
     def _in_unit_interval(cls, value: list[float]) -> list[float]:
@@ -132,10 +186,12 @@ class CompareSettings(Strict):
     model: str = Field(min_length=1, description='"default", a Hub id or a local directory.')
     name: str | None = Field(None, description="How the site names it (default: the model's name).")
 
+    _model = field_validator("model", mode="before")(no_script_url)
+
 
 class Config(Strict):
     title: str = Field(description="Site title.")
-    site_url: str | None = Field(description="Public URL of the site (GitHub Pages), or null.")
+    site_url: str | None = Field(description="Public address of the site (GitHub Pages): an http(s) URL, or null.")
     model: str = Field(min_length=1, description='"default", a Hugging Face Hub id or a local directory.')
     device: Literal["auto", "cpu", "cuda"]
     trust_remote_code: bool = Field(description="Allow a model directory's own Python code (auto_map); off: refused.")
@@ -148,6 +204,9 @@ class Config(Strict):
     compare: CompareSettings | None = Field(description="A second model: patterns and ablations side by side.")
     examples: list[ExampleSpec] = Field(
         description='Examples to visualise: a list of {text, pair, name}; the word "builtin" (alone or as an item) stands for the built-in examples.')
+
+    _locations = field_validator("model", "output", "cache_dir", mode="before")(no_script_url)
+    _site_url = field_validator("site_url")(check_site_url)
 
     @field_validator("examples", mode="before")
     @classmethod
@@ -165,16 +224,27 @@ class Config(Strict):
     def as_written(self) -> dict:
         """The config as used, with paths relative to the config file again (for the manifest),
         so that the same project built in another directory records the same config."""
-        def rel(path) -> str:
-            return os.path.relpath(path, self.base_dir) if os.path.isabs(str(path)) else str(path)
-
+        rel = self.shown_path
         data = self.model_dump(mode="json")
         data["output"], data["cache_dir"] = rel(self.output), rel(self.cache_dir)
+        data["model"] = rel(self.model)
+        if self.compare is not None:
+            data["compare"]["model"] = rel(self.compare.model)
         for item in data["patterns"]["corpus"]:
             item["path"] = rel(item["path"])
-        if self.ablation.data != "builtin":
-            data["ablation"]["data"] = rel(self.ablation.data)
+        data["ablation"]["data"] = rel(self.ablation.data)
         return data
+
+    def shown_path(self, path: str | Path) -> str:
+        """A path as a published page may show it: relative to the config file, or "builtin";
+        an absolute local path would publish the author's directories (issue 10, privacy)."""
+        from reportgen.tasks import BUILTIN_DATA  # the shipped demo set, wherever it is installed
+
+        if str(path) in ("builtin", str(BUILTIN_DATA)):
+            return "builtin"
+        if not os.path.isabs(str(path)):
+            return str(path)  # "default", a Hub id, or already relative
+        return Path(os.path.relpath(path, self.base_dir)).as_posix()
 
 
 def defaults() -> dict[str, Any]:

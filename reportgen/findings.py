@@ -72,10 +72,11 @@ def ablation_findings(ab: dict) -> list[dict]:
     out = []
     metric = ab["task"]["metric"]
     base = ab.get("baseline")
-    if base is not None and base["value"] is None:
+    undefined = ab["task"].get("undefined")  # the cause, e.g. "all gold scores are equal"
+    if undefined or (base is not None and base["value"] is None):
         # e.g. Spearman of constant predictions: nothing can be said about what masking changes
         return [{"id": "ablation-undefined", "group": "ablation", "supported": False, "metric": metric,
-                 "examples": ab["task"]["examples"]}]
+                 "examples": ab["task"]["examples"], "reason": undefined}]
     ci = base["ci"][metric] if base else None
     if base:
         out.append({"id": "ablation-baseline", "group": "ablation", "supported": True, "metric": metric,
@@ -96,7 +97,9 @@ def ablation_findings(ab: dict) -> list[dict]:
                               "p": sh["p_adjusted"][worst[0]][worst[1]]},
                     "best": {"layer": int(best[0]), "head": int(best[1]), "delta": float(delta[best]),
                              "p": sh["p_adjusted"][best[0]][best[1]]}})
-    if "random_fraction" in ab and ci:
+    if "random_fraction" in ab and not ci:
+        out.append(_needs_baseline("ablation-random-fraction", "Random fractions of heads", metric))
+    elif "random_fraction" in ab:
         rf = ab["random_fraction"]
         safe = _safe_fraction(rf["fractions"], rf["mean"], ci)
         out.append({"id": "ablation-random-fraction", "group": "ablation", "supported": safe > 0, "metric": metric,
@@ -122,7 +125,9 @@ def ablation_findings(ab: dict) -> list[dict]:
                     "best": {"layer": best, "delta": float(delta[best]), "relative": wl["relative"][best],
                              "significant": wl["significant"][best], "p": wl["p_adjusted"][best]},
                     "improves": bool(delta[best] > 0)})
-    if "importance" in ab and ci:
+    if "importance" in ab and not ci:
+        out.append(_needs_baseline("ablation-importance", "Importance-ordered pruning", metric))
+    elif "importance" in ab:
         pr, ro = ab["importance"]["pruning"], ab["importance"]["random_order"]
         pruned = _safe_fraction(pr["fractions"], pr["value"], ci)
         random = _safe_fraction(pr["fractions"], ro["mean"], ci)
@@ -130,6 +135,13 @@ def ablation_findings(ab: dict) -> list[dict]:
                     "supported": pruned > random, "pruned_safe": pruned, "random_safe": random,
                     "normalization": ab["importance"]["normalization"]})
     return out
+
+
+def _needs_baseline(fid: str, title: str, metric: str) -> dict:
+    """An experiment that ran but whose statement compares with the baseline's confidence
+    interval, when the baseline experiment is off: its chart is there, its verdict is not."""
+    return {"id": fid, "group": "ablation", "supported": False, "needs_baseline": True, "title": title,
+            "metric": metric}
 
 
 def headline(report: dict, findings: list[dict]) -> dict:

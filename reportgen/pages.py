@@ -1,8 +1,10 @@
 """Markdown pages rendered from Jinja2 templates in site_src/templates.
 
 Templates get plain data (the report dict and small per-page dicts), never tensors.
-Autoescape is on; `|md` makes user text literal in Markdown, `|script_json` makes
-data safe inside a <script type="application/json"> element.
+Every plain string a template prints is made inert by the environment itself (`finalize`,
+see `_inert`), so no template can print user text as Markdown or HTML by forgetting a
+filter; markup the site builds on purpose (charts, views, anchors, internal links) is
+`Markup`, made in Python. `|script_json` makes data safe inside a <script type="application/json">.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup, escape
 
-from reportgen.htmlsafe import markdown_text, script_json
+from reportgen.htmlsafe import inert_text, script_json
 
 
 def environment(templates: Path) -> jinja2.Environment:
@@ -23,21 +25,23 @@ def environment(templates: Path) -> jinja2.Environment:
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
-        finalize=_one_line,
+        finalize=_inert,
     )
-    env.filters["md"] = lambda text: Markup(markdown_text(str(text)))
     env.filters["script_json"] = lambda data: Markup(script_json(data))
     env.filters["thousands"] = lambda n: f"{n:,}"
     env.filters["num"] = lambda x, digits=4: "undefined" if x is None else f"{x:.{digits}f}"
     return env
 
 
-def _one_line(value):
-    """Every plain string a template prints is folded to one line: a blank line in user
-    text would end a raw HTML block and let the rest be read as Markdown."""
-    if isinstance(value, str) and not isinstance(value, Markup):
-        return " ".join(value.split())
-    return value
+def _inert(value):
+    """What a template prints, unless it is Markup: numbers as they are, anything else as
+    text that neither Markdown nor HTML reads as syntax (`htmlsafe.inert_text`).
+
+    Applied by Jinja to every `{{ ... }}`, before autoescape (which leaves the Markup alone).
+    """
+    if isinstance(value, Markup) or value is None or isinstance(value, (bool, int, float)):
+        return value
+    return Markup(inert_text(str(value)))
 
 
 class Charts:

@@ -7,7 +7,6 @@ a failed or interrupted build leaves the previous site as it was.
 from __future__ import annotations
 
 import csv
-import fcntl
 import html
 import json
 import logging
@@ -15,18 +14,15 @@ import math
 import os
 import re
 import shutil
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
 from markupsafe import Markup
 
-from reportgen import charts, findings, pages, patterns, views
+from reportgen import charts, findings, output, pages, patterns, views
 from reportgen.attention import ExampleRun
-from reportgen.config import Config
-from reportgen.errors import BusyError, OutputError
+from reportgen.htmlsafe import chart_text
 from reportgen.progress import Callback, silent
 
 PACKAGE_DIR = Path(__file__).parent
@@ -40,44 +36,10 @@ def sources() -> tuple[Path, Path]:
     return PACKAGE_DIR.parent / "site_src", PACKAGE_DIR.parent / "mkdocs.yml"
 
 
-def check_output(out: Path) -> None:
-    """Refuse an unusable output directory before any work is done."""
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"output {out} exists and is not a directory (config field 'output' or --out)")
-    parent = out.resolve().parent
-    if parent.exists() and not parent.is_dir():
-        raise OutputError(f"output {out}: {parent} is a file, not a directory")
-    if not parent.is_dir():
-        raise OutputError(f"output {out}: parent directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise OutputError(f"output {out}: directory {parent} is not writable")
-
-
-@contextmanager
-def exclusive(out: Path):
-    """One build per output directory at a time: a second one is refused with a clear message.
-
-    The lock is an flock on a file beside the output, released by the OS when the build
-    ends or is killed. Holding it, any staging directory left by a killed build is stale.
-    """
-    out = out.resolve()
-    lock_path = out.parent / f".{out.name}.lock"
-    with open(lock_path, "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BusyError(f"another reportgen build is writing {out} (lock {lock_path}); "
-                            "wait for it to finish or use another --out") from None
-        for stale in out.parent.glob(f".{out.name}.building-*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        yield
-
-
-def write_site(report: dict, runs: list[ExampleRun], config: Config, out: Path,
+def write_site(report: dict, runs: list[ExampleRun], out: output.Output,
                progress: Callback = silent, reproducible: bool = False) -> None:
-    out = out.resolve()
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.building-", dir=out.parent))
-    try:
+    """Build the whole site in staging beside the output, then swap it in."""
+    with output.staging(out) as staging:
         docs = staging / "docs"
         src, base_config = sources()
         shutil.copytree(src / "assets", docs / "assets")
@@ -87,9 +49,8 @@ def write_site(report: dict, runs: list[ExampleRun], config: Config, out: Path,
         write_json(docs / "manifest.json", report["manifest"])
         mkdocs_build(base_config, src / "overrides", report, docs, staging / "site", nav, reproducible)
         (staging / "site" / ".nojekyll").write_text("", encoding="utf-8")  # GitHub Pages: serve as is
-        swap(staging / "site", out, staging)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        output.mark(staging / "site")
+        output.swap(staging / "site", out)
 
 
 def write_vega_bundle(target: Path) -> None:
@@ -191,9 +152,12 @@ def pattern_sections(stats: dict, runs: list[ExampleRun]) -> list[dict]:
         for row in rows:
             if row["example"] is not None and row["example"] >= 0:
                 row["url"] = head_link(row["example"], row["layer"], row["head"])
-        top = [dict(h, url=head_link(h["example"], h["layer"], h["head"], ".md") if h["example"] >= 0 else None)
+        # The link is built here from numbers, so it is marked as markup on purpose (templates
+        # print every plain string as inert text, which would break its '#' and '&').
+        top = [dict(h, url=Markup(head_link(h["example"], h["layer"], h["head"], ".md")) if h["example"] >= 0
+                    else None)
                for h in stats["top_heads"][key][:TOP_HEADS]]
-        matrices = [charts.attention_matrix(runs[h["example"]].tokens,
+        matrices = [charts.attention_matrix([chart_text(t) for t in runs[h["example"]].tokens],
                                             runs[h["example"]].attention[h["layer"], h["head"]].round(4).tolist(),
                                             f"Layer {h['layer']}, head {h['head']}, example {h['example'] + 1}")
                     for h in top[:MATRICES] if h["example"] >= 0 and key != "entropy"
@@ -255,7 +219,9 @@ def ablation_charts(ab: dict) -> dict:
 def comparison_sections(report: dict) -> list[dict]:
     """Per pattern (and ablation result): both models' heatmaps and, when shapes agree, their difference."""
     other = report["comparison"]
-    names = (report["model"]["name"], other["model"]["name"])
+    # User text (a directory name, compare.name) in chart and tooltip titles: one line, nothing Vega cannot show.
+    names = tuple(chart_text(" ".join(info["name"].split()), tooltip_title=True)
+                  for info in (report["model"], other["model"]))
     sections = []
     grids = [(key, anchor, title) for key, anchor, title, _, _ in PATTERN_SECTIONS]
     grids += [("delimiter", "delimiter", "[CLS], [SEP] and punctuation")]
@@ -343,14 +309,27 @@ def example_context(run: ExampleRun) -> dict:
     }
 
 
+class ThemeTitle(str):
+    """The site title (user text) as Material's templates need it.
+
+    They print site_name unescaped into <title>, the header and the nav, so the value is the
+    HTML-escaped title. The header logo's title attribute is printed through `|e`, and
+    Material's tooltips copy that attribute's text into the page as HTML: there `__html__`
+    (which `|e` calls) escapes once more, so the tooltip shows the title as text too.
+    """
+
+    def __html__(self) -> str:
+        return html.escape(self, quote=True)
+
+
 def mkdocs_build(base_config: Path, overrides: Path, report: dict, docs: Path, site_dir: Path, nav: list,
                  reproducible: bool = False) -> None:
     from mkdocs.commands.build import build
     from mkdocs.config import load_config
 
     cfg = yaml.safe_load(base_config.read_text(encoding="utf-8"))
-    # MkDocs' themes print site_name unescaped; the title is user text.
-    cfg["site_name"] = html.escape(" ".join(report["title"].split()), quote=True)
+    # site_url was checked by the config (an http(s) URL without quotes, brackets or spaces);
+    # MkDocs prints it unescaped in each page's canonical link.
     cfg["site_url"] = report["site_url"]
     cfg.update(docs_dir=str(docs), site_dir=str(site_dir), nav=nav, strict=False)
     cfg["theme"]["custom_dir"] = str(overrides)  # main.html: the Content-Security-Policy
@@ -363,7 +342,9 @@ def mkdocs_build(base_config: Path, overrides: Path, report: dict, docs: Path, s
     if reproducible:
         os.environ["SOURCE_DATE_EPOCH"] = "0"
     try:
-        build(load_config(str(config_file)))
+        mkdocs_config = load_config(str(config_file))
+        mkdocs_config["site_name"] = ThemeTitle(html.escape(" ".join(report["title"].split()), quote=True))
+        build(mkdocs_config)
     finally:
         if reproducible and previous is None:
             os.environ.pop("SOURCE_DATE_EPOCH")
@@ -381,11 +362,3 @@ def _number_ids(svg: str) -> str:
 
 def write_json(target: Path, data) -> None:
     target.write_text(json.dumps(data, indent=1, sort_keys=True, allow_nan=False), encoding="utf-8")
-
-
-def swap(new: Path, out: Path, staging: Path) -> None:
-    """Replace `out` by `new` with two renames; the old site is removed only after."""
-    old = staging / "previous"
-    if out.exists():
-        os.replace(out, old)
-    os.replace(new, out)

@@ -213,6 +213,22 @@ CASES: list[Case] = [
          ablation(task="classification"), errors.EXIT_CONFIG,
          "task-without-data.yaml: field 'ablation.data': the builtin demo set is a similarity task; "
          "task 'classification' needs a data file (or set ablation.enabled: false)"),
+    Case("config-nul", "a NUL character in a config string", {"ablation": {"data": "data/a\x00b.tsv"}},
+         errors.EXIT_CONFIG, "config-nul.yaml: field 'ablation.data': Value error, the text holds a NUL "
+         "character (\\x00)"),
+    Case("config-column-negative", "a negative column index", ablation(columns={"text": -1}), errors.EXIT_CONFIG,
+         "config-column-negative.yaml: field 'ablation.columns': Value error, column indexes count from 0; "
+         "text: -1 is not one"),
+    Case("site-url-script", "`site_url` that breaks out of an attribute",
+         {"site_url": 'https://example.com/x"><img src=x onerror=alert(1)>'}, errors.EXIT_CONFIG,
+         "site-url-script.yaml: field 'site_url': Value error, the URL contains '\"'; quotes, angle brackets, "
+         "braces, backslashes and whitespace are not allowed (percent-encode them)"),
+    Case("site-url-javascript", "`site_url` a `javascript:` URL", {"site_url": "javascript:alert(1)"},
+         errors.EXIT_CONFIG, "site-url-javascript.yaml: field 'site_url': Value error, expected the site's public "
+         "address as an absolute http:// or https:// URL, e.g. https://user.github.io/project/"),
+    Case("model-javascript-url", "`model` a `javascript:` URL", {"model": "javascript:alert(1)"},
+         errors.EXIT_CONFIG, "model-javascript-url.yaml: field 'model': Value error, a javascript:, data: or "
+         "vbscript: URL is not a path, file or model name"),
     # -- the model (exit 3) ------------------------------------------------------------------------
     Case("model-missing", "model path that does not exist", {"model": "./models/nope"}, errors.EXIT_MODEL,
          "model path <dir>/models/nope does not exist (config field 'model')"),
@@ -407,7 +423,8 @@ def render_table() -> str:
     lines += ["- `0`: built; the warnings are printed as `warning: ...` lines and shown on the site's home page", ""]
     lines += ["| Bad input | Exit | What reportgen answers |", "|---|---|---|"]
     for case in all_cases():
-        answer = " <br> ".join(f"`{_cell(part)}`" for part in case.answer.split("\n"))
+        answer = " <br> ".join(f"`{_cell(part)}`" for part in case.answer.split("\n")) if case.answer else \
+            "builds, no warning"
         lines.append(f"| {_cell(case.what)} | {case.exit} | {answer} |")
     return "\n".join(lines) + "\n"
 

@@ -5,6 +5,17 @@ from __future__ import annotations
 import altair as alt
 
 CELL = 28  # pixels per heatmap cell
+# Charts are built on this placeholder and get their rows after Altair has checked the spec:
+# Altair validates inline data row by row against the Vega-Lite schema, which took most of a
+# build's time (an attention matrix of 64 tokens has 4,096 rows). The spec is checked all the same.
+ROWS = alt.Data(values=[])
+
+
+def with_rows(chart: alt.TopLevelMixin, rows: list[dict]) -> dict:
+    """The chart's Vega-Lite dict, validated, with `rows` as its data."""
+    spec = chart.to_dict()
+    spec["data"] = {"values": rows}
+    return spec
 
 
 def head_rows(mean: list[list[float | None]], **fields: list[list]) -> list[dict]:
@@ -27,19 +38,19 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
                     color=alt.Color("value:Q", title=label, scale=scale), tooltip=tooltip)
     if any("url" in row for row in rows):
         encoding["href"] = alt.Href("url:N")
-    chart = alt.Chart(alt.Data(values=rows), title=title).mark_rect(cursor="pointer").encode(**encoding)
-    return chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)).to_dict()
+    chart = alt.Chart(ROWS, title=title).mark_rect(cursor="pointer").encode(**encoding)
+    return with_rows(chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
 
 
 def head_scatter(points: list[dict], title: str) -> dict:
     """The head-similarity map: one point per head, placed by MDS, coloured by its pattern label."""
-    chart = alt.Chart(alt.Data(values=points), title=title).mark_circle(size=90, opacity=0.85).encode(
+    chart = alt.Chart(ROWS, title=title).mark_circle(size=90, opacity=0.85).encode(
         x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None),
         color=alt.Color("label:N", title="pattern"),
         tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("label:N", title="pattern")],
         **({"href": alt.Href("url:N")} if points and "url" in points[0] else {}),
     )
-    return chart.properties(width=420, height=360).to_dict()
+    return with_rows(chart.properties(width=420, height=360), points)
 
 
 def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str) -> dict:
@@ -47,13 +58,13 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str) -
     rows = [{"q": q, "k": k, "query": f"{q}: {tokens[q]}", "key": f"{k}: {tokens[k]}", "weight": w}
             for q, row in enumerate(matrix) for k, w in enumerate(row)]
     order = [f"{i}: {t}" for i, t in enumerate(tokens)]
-    chart = alt.Chart(alt.Data(values=rows), title=title).mark_rect().encode(
+    chart = alt.Chart(ROWS, title=title).mark_rect().encode(
         x=alt.X("key:N", sort=order, title="attended token"),
         y=alt.Y("query:N", sort=order, title="attending token"),
         color=alt.Color("weight:Q", scale=alt.Scale(scheme="blues", domain=[0, 1]), legend=None),
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")],
     )
-    return chart.properties(width=alt.Step(14), height=alt.Step(14)).to_dict()
+    return with_rows(chart.properties(width=alt.Step(14), height=alt.Step(14)), rows)
 
 
 def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
@@ -62,7 +73,7 @@ def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
     Rows: {"layer", "head", "value", "significant", ...tooltip fields, optional "url"}.
     """
     extent = max([abs(r["value"]) for r in rows if r["value"] is not None] + [1e-9])
-    base = alt.Chart(alt.Data(values=rows), title=title).encode(
+    base = alt.Chart(ROWS, title=title).encode(
         x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
     tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value:Q", title=label, format="+.4f"),
                alt.Tooltip("metric:Q", title="metric with the head masked", format=".4f"),
@@ -75,7 +86,7 @@ def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
         encoding["href"] = alt.Href("url:N")
     cells = base.mark_rect(cursor="pointer").encode(**encoding)
     marks = base.mark_text(text="*", fontSize=16, baseline="middle").transform_filter("datum.significant")
-    return (cells + marks).properties(width=alt.Step(CELL), height=alt.Step(CELL)).to_dict()
+    return with_rows((cells + marks).properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
 
 
 def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str) -> dict:
@@ -83,7 +94,7 @@ def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str) -> d
 
     Rows: {"x", "mean", "low", "high", "group"}.
     """
-    base = alt.Chart(alt.Data(values=rows), title=title).encode(
+    base = alt.Chart(ROWS, title=title).encode(
         x=alt.X("x:Q", title=x_title, axis=alt.Axis(format="%")),
         color=alt.Color("group:N", title=None))
     band = base.mark_area(opacity=0.2).encode(y=alt.Y("low:Q", title=y_title), y2="high:Q")
@@ -93,12 +104,12 @@ def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str) -> d
                  alt.Tooltip("mean:Q", format="+.4f"), alt.Tooltip("low:Q", format="+.4f"),
                  alt.Tooltip("high:Q", format="+.4f")])
     rule = alt.Chart(alt.Data(values=[{"zero": 0}])).mark_rule(strokeDash=[4, 4], color="gray").encode(y="zero:Q")
-    return (band + line + rule).properties(width=460, height=280).to_dict()
+    return with_rows((band + line + rule).properties(width=460, height=280), rows)
 
 
 def layer_bars(rows: list[dict], title: str, label: str) -> dict:
     """One bar per layer: the change in the metric with that whole layer masked; significant bars starred."""
-    base = alt.Chart(alt.Data(values=rows), title=title).encode(x=alt.X("layer:O", title="layer masked"))
+    base = alt.Chart(ROWS, title=title).encode(x=alt.X("layer:O", title="layer masked"))
     bars = base.mark_bar(cursor="pointer").encode(
         y=alt.Y("value:Q", title=label),
         color=alt.condition("datum.value < 0", alt.value("#c62828"), alt.value("#1565c0")),
@@ -107,7 +118,7 @@ def layer_bars(rows: list[dict], title: str, label: str) -> dict:
                  alt.Tooltip("significant:N")],
         **({"href": alt.Href("url:N")} if rows and "url" in rows[0] else {}))
     stars = base.mark_text(text="*", dy=-8, fontSize=16).encode(y="value:Q").transform_filter("datum.significant")
-    return (bars + stars).properties(width=alt.Step(40), height=240).to_dict()
+    return with_rows((bars + stars).properties(width=alt.Step(40), height=240), rows)
 
 
 def difference_heatmap(rows: list[dict], title: str, names: tuple[str, str]) -> dict:
@@ -116,20 +127,20 @@ def difference_heatmap(rows: list[dict], title: str, names: tuple[str, str]) -> 
     Rows: {"layer", "head", "value" (= b - a), "a", "b"}.
     """
     extent = max([abs(r["value"]) for r in rows if r["value"] is not None] + [1e-9])
-    chart = alt.Chart(alt.Data(values=rows), title=title).mark_rect().encode(
+    chart = alt.Chart(ROWS, title=title).mark_rect().encode(
         x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
         color=alt.Color("value:Q", title=f"{names[1]} - {names[0]}",
                         scale=alt.Scale(scheme="redblue", domain=[-extent, extent])),
         tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"),
                  alt.Tooltip("a:Q", title=names[0], format=".4f"), alt.Tooltip("b:Q", title=names[1], format=".4f"),
                  alt.Tooltip("value:Q", title="difference", format="+.4f")])
-    return chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)).to_dict()
+    return with_rows(chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
 
 
 def grouped_bars(rows: list[dict], title: str, x_title: str, y_title: str) -> dict:
     """Bars per x value, one colour per `group` side by side. Rows: {"x", "group", "value"}."""
-    chart = alt.Chart(alt.Data(values=rows), title=title).mark_bar().encode(
+    chart = alt.Chart(ROWS, title=title).mark_bar().encode(
         x=alt.X("x:O", title=x_title), xOffset="group:N", y=alt.Y("value:Q", title=y_title),
         color=alt.Color("group:N", title=None),
         tooltip=[alt.Tooltip("group:N"), alt.Tooltip("x:O", title=x_title), alt.Tooltip("value:Q", format="+.4f")])
-    return chart.properties(width=alt.Step(22), height=240).to_dict()
+    return with_rows(chart.properties(width=alt.Step(22), height=240), rows)

@@ -4,7 +4,8 @@ Each refused case runs `python -m reportgen build` in a fresh project that holds
 inside and around the output it names (the project, its parent, the cache, a model directory,
 hand-written docs, a symlink's target). It asserts exit 5, the one line the README table shows
 (`<dir>` is the project, `<top>` its parent), and every file and symlink under the parent byte
-for byte as it was: nothing deleted, nothing written, not even a lock file.
+for byte as it was: nothing deleted, nothing written, not even a lock file. The commands around
+the site (serve, publish, init) are held to the same rule, with their own exit codes.
 
 The cases join the README's bad-input table (tests/test_bad_inputs.py renders it). They are
 refused before any model is loaded, so the projects need no model. The builds that are allowed
@@ -65,6 +66,18 @@ def port_in_use(project: Path):
         except OSError:
             pass
         yield
+
+
+@contextmanager
+def git_repo(project: Path):
+    """The project as a git repository on branch main, with a branch `docs` of the user's own files."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=project, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    git("-c", "user.name=T", "-c", "user.email=t@example.org", "commit", "-q", "--allow-empty", "-m", "first")
+    git("branch", "docs")
+    yield
 
 
 BUSY_PORT = 18765
@@ -132,6 +145,14 @@ OUTPUT_CASES: list[Case] = [
     Case("serve-not-a-site", "`reportgen serve` on an output that is not a reportgen site", {"output": "docs"}, EXIT,
          "no reportgen site at <dir>/docs; run `reportgen build` first", files={"docs/index.html": "<h1>mine</h1>"},
          argv=["serve", "--config", "serve-not-a-site.yaml"]),
+    Case("publish-checked-out", "`reportgen publish --branch main` while main is checked out", {},
+         errors.EXIT_PUBLISH, "branch 'main' is checked out here; publishing would replace your working branch "
+         "with the site: use --branch gh-pages (or another branch)", files=SITE, setup=git_repo,
+         argv=["publish", "--config", "publish-checked-out.yaml", "--branch", "main"]),
+    Case("publish-foreign-branch", "`reportgen publish --branch docs`, a branch that is not a reportgen site", {},
+         errors.EXIT_PUBLISH, "branch 'docs' exists and its tree is not a reportgen site (no .reportgen-site); "
+         "refusing to replace it: delete the branch or use --branch with another name", files=SITE,
+         setup=git_repo, argv=["publish", "--config", "publish-foreign-branch.yaml", "--branch", "docs"]),
     Case("init-github-is-file", "`reportgen init --github-actions` when `.github` is a file", None, EXIT,
          ".github/workflows/reportgen.yml: .github is a file, not a directory; nothing was written",
          files={".github": "a file\n"}, argv=["init", "--github-actions"]),

@@ -348,14 +348,19 @@ def _natural(key: str) -> list:
     return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in key.split(".")]
 
 
-def _in_base_model(net, key: str) -> bool:
-    """Whether a weight name falls inside a module of the encoder itself (embeddings, encoder,
-    pooler...), with or without the base model's prefix ("bert."), rather than in a task head
-    on top of it (classifier.*, cls.predictions.*, lm_head.*) or a module this class leaves out."""
+def _module(net, key: str) -> str:
+    """The top module a weight name falls in, without the base model's prefix ("bert.")."""
     prefix = getattr(net, "base_model_prefix", "")
     if prefix and key.startswith(prefix + "."):
         key = key[len(prefix) + 1:]
-    return key.split(".")[0] in dict(getattr(net, "base_model", net).named_children())
+    return key.split(".")[0]
+
+
+def _in_base_model(net, key: str) -> bool:
+    """Whether a weight name falls inside a module of the encoder itself (embeddings, encoder,
+    pooler...) rather than in a task head on top of it (classifier.*, cls.predictions.*,
+    lm_head.*) or a module this class leaves out."""
+    return _module(net, key) in dict(getattr(net, "base_model", net).named_children())
 
 
 def check_weights(path: Path, net, info: dict, unused: tuple[str, ...] = ()) -> None:
@@ -374,19 +379,13 @@ def check_weights(path: Path, net, info: dict, unused: tuple[str, ...] = ()) -> 
     def first(keys) -> str:  # in the model's own order; names it does not have, naturally sorted
         return min(keys, key=lambda k: (order.get(k, len(order)), _natural(k)))
 
-    base_prefix = getattr(net, "base_model_prefix", "")
-
-    def unused_key(key: str) -> bool:
-        bare = key[len(base_prefix) + 1:] if base_prefix and key.startswith(base_prefix + ".") else key
-        return bare.split(".")[0] in unused
-
     where = f"model directory {path}: the weights do not match config.json"
     mismatched = {entry[0]: entry for entry in info.get("mismatched_keys") or ()}
     if mismatched:
         name, saved, wanted = mismatched[first(mismatched)][:3]
         raise ModelError(f"{where}: tensor '{name}' has shape {list(saved)} in the weights but {list(wanted)} "
                          f"in the model ({len(mismatched)} such tensors); check the sizes in config.json")
-    missing = [k for k in info.get("missing_keys") or () if not unused_key(k)]
+    missing = [k for k in info.get("missing_keys") or () if _module(net, k) not in unused]
     if missing:
         raise ModelError(f"{where}: tensor '{first(missing)}' is not in the weights ({len(missing)} missing "
                          "tensors would be random); check num_hidden_layers and the sizes in config.json")

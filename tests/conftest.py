@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import http.server
+import threading
 from pathlib import Path
 
 import pytest
+
+from reportgen.errors import DataError
 
 TINY_WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!", "?", "i", "went", "to", "the",
               "store", "at", "bought", "fresh", "straw", "##berries", "a", "cat", "sat", "on", "mat", "dog",
@@ -146,3 +149,24 @@ def http_root():
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
+
+
+def data_error(call) -> str:
+    """The one-line message of the DataError `call` raises (a daemon thread, so a hang fails the test)."""
+    outcome: list[BaseException | None] = []
+
+    def target():
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as err:  # noqa: BLE001 - handed back to the test
+            outcome.append(err)
+
+    worker = threading.Thread(target=target, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert outcome, "the call blocked for 10 s"
+    err = outcome[0]
+    assert isinstance(err, DataError), f"expected a DataError, got {err!r}"
+    assert "\n" not in str(err) and err.exit_code == 4
+    return str(err)

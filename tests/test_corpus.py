@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import os
-import threading
 import types
 
 import pytest
@@ -13,6 +12,7 @@ from reportgen import corpus
 from reportgen.config import CorpusFile
 from reportgen.corpus import iter_corpus, iter_corpus_file, read_corpus
 from reportgen.errors import DataError
+from tests.conftest import data_error
 
 
 def write(tmp_path, name, text, encoding="utf-8"):
@@ -108,36 +108,15 @@ def test_bad_input_is_one_line_naming_file_and_line(tmp_path, name, content, spe
     assert err.value.exit_code == 4
 
 
-def _error(call) -> str:
-    """The one-line message of the DataError `call` raises (a daemon thread, so a hang fails the test)."""
-    outcome: list[BaseException | None] = []
-
-    def target():
-        try:
-            call()
-            outcome.append(None)
-        except BaseException as err:  # noqa: BLE001 - handed back to the test
-            outcome.append(err)
-
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
-    worker.join(10)
-    assert outcome, "the call blocked for 10 s"
-    err = outcome[0]
-    assert isinstance(err, DataError), f"expected a DataError, got {err!r}"
-    assert "\n" not in str(err) and err.exit_code == 4
-    return str(err)
-
-
 def test_only_regular_files_are_read(tmp_path):
     fifo = tmp_path / "pipe.txt"
     os.mkfifo(fifo)
-    assert _error(lambda: read_corpus([CorpusFile(path=fifo)])) == (
+    assert data_error(lambda: read_corpus([CorpusFile(path=fifo)])) == (
         f"{fifo}: is not a regular file but a named pipe (FIFO); reportgen reads data only from regular files")
-    assert "a character device" in _error(lambda: read_corpus([CorpusFile(path="/dev/zero", format="txt")]))
+    assert "a character device" in data_error(lambda: read_corpus([CorpusFile(path="/dev/zero", format="txt")]))
     folder = tmp_path / "sentences"  # no suffix: named as a directory, not as an unknown format
     folder.mkdir()
-    assert _error(lambda: read_corpus([CorpusFile(path=folder)])) == f"{folder}: is a directory, not a corpus file"
+    assert data_error(lambda: read_corpus([CorpusFile(path=folder)])) == f"{folder}: is a directory, not a corpus file"
 
 
 def test_long_texts_up_to_the_limit_are_read(tmp_path):
@@ -166,5 +145,5 @@ def test_blank_lines_before_the_header_and_line_separators_in_cells(tmp_path):
 def test_a_line_without_end_is_refused_before_it_fills_the_memory(tmp_path, monkeypatch):
     monkeypatch.setattr(corpus, "MAX_LINE_BYTES", 1000)  # the real bound is 64 MiB; same code path
     path = write(tmp_path, "a.txt", "short\n" + "x" * 5000)
-    assert _error(lambda: read_corpus([CorpusFile(path=path)])) == (
+    assert data_error(lambda: read_corpus([CorpusFile(path=path)])) == (
         f"{path}:2: the line is longer than 1,000 bytes; a corpus file holds one sentence or table row per line")

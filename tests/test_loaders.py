@@ -6,12 +6,12 @@ import csv
 import json
 import os
 import re
-import threading
 
 import pytest
 
 from reportgen.errors import DataError
 from reportgen.loaders import MAX_CELL_CHARS, load_rows, open_data_file
+from tests.conftest import data_error
 
 
 def _write(tmp_path, name, text, encoding="utf-8"):
@@ -116,27 +116,6 @@ def test_unknown_extension_needs_a_format(tmp_path):
 
 
 # -- hostile files (issue 10): every one ends in one line naming the file, never a traceback or a hang --
-def _error(call) -> str:
-    """The one-line message of the DataError `call` raises (a daemon thread, so a hang fails the test)."""
-    outcome: list[BaseException | None] = []
-
-    def target():
-        try:
-            call()
-            outcome.append(None)
-        except BaseException as err:  # noqa: BLE001 - handed back to the test
-            outcome.append(err)
-
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
-    worker.join(10)
-    assert outcome, "the call blocked for 10 s"
-    err = outcome[0]
-    assert isinstance(err, DataError), f"expected a DataError, got {err!r}"
-    assert "\n" not in str(err) and err.exit_code == 4
-    return str(err)
-
-
 LONG = "word " * 40_000  # 200,000 characters: over csv's default field limit (131,072)
 
 
@@ -161,7 +140,7 @@ def test_a_long_cell_is_read_in_every_format(tmp_path, name, text):
      r"d\.jsonl: line 2: column 'text': the cell holds 1,048,577 characters"),
 ])
 def test_a_cell_over_the_limit_is_refused_by_line(tmp_path, name, text, message):
-    assert re.search(message, _error(lambda: load_rows(_write(tmp_path, name, text), {"text": "text"})))
+    assert re.search(message, data_error(lambda: load_rows(_write(tmp_path, name, text), {"text": "text"})))
 
 
 def test_an_exactly_full_cell_is_read(tmp_path):
@@ -176,19 +155,19 @@ def test_an_exactly_full_cell_is_read(tmp_path):
     ('text,score\nok,"closed\nacross lines","opens on line 3\nrest\n', 3),  # same record, second quote
 ])
 def test_an_unterminated_quote_names_the_line_where_it_opened(tmp_path, text, line):
-    message = _error(lambda: load_rows(_write(tmp_path, "d.csv", text), {"text": "text"}))
+    message = data_error(lambda: load_rows(_write(tmp_path, "d.csv", text), {"text": "text"}))
     assert message.endswith(f"d.csv: line {line}: unterminated quote (the quoted field runs to the end of the file)")
 
 
 def test_an_open_quote_in_a_big_file_is_named_before_the_memory_fills(tmp_path):
     path = _write(tmp_path, "d.csv", 'text,score\nok,1\n"open,2\n' + "row,3\n" * 200_000)
-    assert _error(lambda: load_rows(path, {"text": "text"})).endswith(
+    assert data_error(lambda: load_rows(path, {"text": "text"})).endswith(
         "d.csv: line 3: a quoted field runs on for more than 1,048,576 characters; is its closing quote missing?")
 
 
 def test_text_after_a_closing_quote_is_malformed_csv(tmp_path):
     path = _write(tmp_path, "d.csv", 'text,score\n"quoted"tail,1\n')
-    assert _error(lambda: load_rows(path, {"text": "text"})).endswith("""d.csv: line 2: malformed CSV: ',' expected after '"'""")
+    assert data_error(lambda: load_rows(path, {"text": "text"})).endswith("""d.csv: line 2: malformed CSV: ',' expected after '"'""")
 
 
 def test_records_are_numbered_by_the_line_they_start_on(tmp_path):
@@ -200,26 +179,26 @@ def test_records_are_numbered_by_the_line_they_start_on(tmp_path):
 def test_only_regular_files_are_opened(tmp_path):
     fifo = tmp_path / "pipe.tsv"
     os.mkfifo(fifo)
-    assert _error(lambda: load_rows(fifo, {"a": 0})) == (
+    assert data_error(lambda: load_rows(fifo, {"a": 0})) == (
         f"{fifo}: is not a regular file but a named pipe (FIFO); reportgen reads data only from regular files")
     link = tmp_path / "link.tsv"
     link.symlink_to(fifo)
-    assert "is not a regular file but a named pipe" in _error(lambda: load_rows(link, {"a": 0}))
-    assert "is not a regular file but a character device" in _error(lambda: load_rows("/dev/null", {"a": 0}, fmt="tsv"))
+    assert "is not a regular file but a named pipe" in data_error(lambda: load_rows(link, {"a": 0}))
+    assert "is not a regular file but a character device" in data_error(lambda: load_rows("/dev/null", {"a": 0}, fmt="tsv"))
     folder = tmp_path / "data.tsv"
     folder.mkdir()
-    assert _error(lambda: load_rows(folder, {"a": 0})) == f"{folder}: is a directory, not a data file"
+    assert data_error(lambda: load_rows(folder, {"a": 0})) == f"{folder}: is a directory, not a data file"
     loop = tmp_path / "loop.tsv"
     loop.symlink_to(loop)
-    assert _error(lambda: load_rows(loop, {"a": 0})) == f"{loop}: cannot be read (Too many levels of symbolic links)"
-    assert _error(lambda: load_rows("a\x00b.tsv", {"a": 0})) == "a\\x00b.tsv: the data file name holds a NUL character"
+    assert data_error(lambda: load_rows(loop, {"a": 0})) == f"{loop}: cannot be read (Too many levels of symbolic links)"
+    assert data_error(lambda: load_rows("a\x00b.tsv", {"a": 0})) == "a\\x00b.tsv: the data file name holds a NUL character"
 
 
 def test_open_data_file_reads_a_regular_file(tmp_path):
     path = _write(tmp_path, "d.bin", b"\x00\x01 bytes")
     with open_data_file(path) as handle:
         assert handle.read() == b"\x00\x01 bytes"
-    assert _error(lambda: open_data_file(tmp_path / "gone.bin")) == f"{tmp_path / 'gone.bin'}: file not found"
+    assert data_error(lambda: open_data_file(tmp_path / "gone.bin")) == f"{tmp_path / 'gone.bin'}: file not found"
 
 
 @pytest.mark.parametrize("content, line", [
@@ -229,13 +208,13 @@ def test_open_data_file_reads_a_regular_file(tmp_path):
     (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", 3),  # binary junk (csv counts \r\n as one line break)
 ])
 def test_nul_bytes_mean_not_a_text_file(tmp_path, content, line):
-    assert _error(lambda: load_rows(_write(tmp_path, "d.tsv", content), {"a": 0}, header=False)).endswith(
+    assert data_error(lambda: load_rows(_write(tmp_path, "d.tsv", content), {"a": 0}, header=False)).endswith(
         f"d.tsv: line {line}: holds a NUL byte, so it is not a text file (binary, or UTF-16?); save it as UTF-8 text")
 
 
 def test_invalid_utf8_junk_is_named_by_line(tmp_path):
     path = _write(tmp_path, "d.csv", b"text\nok\n\xff\xfe\xfa junk\n")
-    assert _error(lambda: load_rows(path, {"text": "text"})).endswith(
+    assert data_error(lambda: load_rows(path, {"text": "text"})).endswith(
         "d.csv: line 3: not UTF-8 text (byte 0xff); re-save the file as UTF-8")
 
 
@@ -267,19 +246,19 @@ def test_unicode_line_separators_stay_inside_their_cell(tmp_path):
     ('{"text": "a"}\n{"text": \n', "line 2: not valid JSON (Expecting value)"),
 ])
 def test_json_python_cannot_read_is_one_line(tmp_path, text, problem):
-    assert _error(lambda: load_rows(_write(tmp_path, "d.jsonl", text), {"text": "text"})).endswith(f"d.jsonl: {problem}")
+    assert data_error(lambda: load_rows(_write(tmp_path, "d.jsonl", text), {"text": "text"})).endswith(f"d.jsonl: {problem}")
 
 
 def test_control_characters_from_a_file_are_escaped_in_messages(tmp_path):
     path = _write(tmp_path, "d.tsv", "te\x1b[31mxt\tscore\nx\t\x1b]0;owned\x07\n")
-    message = _error(lambda: load_rows(path, {"score": "text"}))
+    message = data_error(lambda: load_rows(path, {"score": "text"}))
     assert "\x1b" not in message and "columns: te\\x1b[31mxt, score" in message
     rows = load_rows(path, {"score": "score"})
-    message = _error(lambda: rows.floats("score"))
+    message = data_error(lambda: rows.floats("score"))
     assert "\x1b" not in message and "\x07" not in message and "'\\x1b]0;owned\\x07' is not a number" in message
 
 
 def test_a_wide_header_is_listed_in_part(tmp_path):
     path = _write(tmp_path, "d.csv", ",".join(f"c{i}" for i in range(100)) + "\n" + ",".join("x" * 100) + "\n")
-    message = _error(lambda: load_rows(path, {"score": "score"}))
+    message = data_error(lambda: load_rows(path, {"score": "score"}))
     assert message.endswith("(columns: " + ", ".join(f"c{i}" for i in range(30)) + ", ... (100 in all))")

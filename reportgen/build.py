@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from reportgen import __version__, model, output, patterns
+from reportgen import __version__, findings, model, output, patterns, views
 from reportgen.attention import ExampleRun, run_example
 from reportgen.cache import Cache, key_of
 from reportgen.config import Config
@@ -24,8 +24,18 @@ from reportgen.loaders import open_data_file
 from reportgen.model import ModelInfo
 from reportgen.progress import Callback, silent
 from reportgen.qk import QK_MAX_TOKENS
+from reportgen.report import (
+    Ablation,
+    Comparison,
+    Example,
+    ExampleViews,
+    Manifest,
+    ModelSummary,
+    PatternStatistics,
+    Report,
+)
 
-REPORT_SCHEMA_VERSION = 1
+MATRIX_MAX_TOKENS = 64  # the patterns page draws a head's attention as a matrix only for examples this short
 
 
 class LazyModel:
@@ -100,7 +110,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
                       fingerprint, file_hashes, load, max_length, notes)
 
 
-def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent) -> dict:
+def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent) -> PatternStatistics:
     """Pattern statistics over the examples and the corpus files, cached as a whole."""
     settings = config.patterns
     corpus_hashes = [_file_hash(f.path, "corpus file") for f in settings.corpus]
@@ -108,13 +118,12 @@ def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent)
     key = key_of("patterns", stage.fingerprint, [(r.spec.text, r.spec.pair) for r in stage.runs],
                  corpus_hashes, settings.model_dump(mode="json"), stage.max_length)
     cached = cache.get_json("patterns", key)
-    if cached is not None:
-        return cached
-    result = _pattern_statistics(config, stage, progress)
-    for item in result["settings"]["corpus"]:  # the report shows where the corpus is, not where the author is
-        item["path"] = config.shown_path(item["path"])
-    cache.put_json("patterns", key, result)
-    return result
+    if cached is None:
+        cached = _pattern_statistics(config, stage, progress)
+        for item in cached["settings"]["corpus"]:  # the report shows where the corpus is, not where the author is
+            item["path"] = config.shown_path(item["path"])
+        cache.put_json("patterns", key, cached)
+    return PatternStatistics.model_validate(cached)
 
 
 def _pattern_statistics(config: Config, stage: ModelStage, progress: Callback) -> dict:
@@ -133,7 +142,7 @@ def _pattern_statistics(config: Config, stage: ModelStage, progress: Callback) -
     return accumulator.result()
 
 
-def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent) -> dict | None:
+def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent) -> Ablation | None:
     """The head-ablation experiments on the configured task (each finished mask is cached)."""
     if not config.ablation.enabled:
         return None
@@ -143,27 +152,33 @@ def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent)
                                     cache_dir=config.cache_dir, fingerprint=stage.fingerprint,
                                     progress=lambda name, done, total: progress(
                                         f"Ablation: {name.replace('_', ' ')}", done, total))
-    # How this run got its numbers (cache hits, seconds) is not a finding: the manifest has the times.
-    result.pop("seconds", None)
-    result.pop("cache", None)
-    if result.get("task"):
-        result["task"]["data"] = config.shown_path(result["task"]["data"])
+    if isinstance(result, dict):  # TRANSITION: until ablation returns its record
+        result.pop("seconds", None)
+        result.pop("cache", None)
+        result = Ablation.model_validate(result)
+    result.task.data = config.shown_path(result.task.data)
     return result
 
 
-def run_comparison(config: Config, first: ModelStage, progress: Callback = silent) -> dict:
+def run_comparison(config: Config, first: ModelStage, progress: Callback = silent) -> Comparison:
     """The second model through the same stages, for side-by-side pages and differences."""
-    prefixed = lambda stage, done, total: progress(f"Compare: {stage}", done, total)  # noqa: E731
+    def prefixed(stage: str, done: int, total: int) -> None:
+        progress(f"Compare: {stage}", done, total)
+
     stage = run_model(config, prefixed, config.compare.model)
     same_shape = (stage.info.layers, stage.info.heads) == (first.info.layers, first.info.heads)
-    info = stage.info.to_dict()
-    info.pop("path")
+    summary = model_summary(stage.info)
     if config.compare.name:
-        info["name"] = config.compare.name
-    return {"model": info, "same_shape": same_shape,
-            "statistics": run_patterns(config, stage, prefixed),
-            "ablation": run_ablation(config, stage, prefixed),
-            "model_files": stage.file_hashes}
+        summary.name = config.compare.name
+    return Comparison(model=summary, same_shape=same_shape, statistics=run_patterns(config, stage, prefixed),
+                      ablation=run_ablation(config, stage, prefixed), model_files=stage.file_hashes)
+
+
+def model_summary(info: ModelInfo) -> ModelSummary:
+    """The model as the report names it: a local path says nothing to a reader and differs between machines."""
+    fields = info.to_dict()
+    fields.pop("path")
+    return ModelSummary(**fields)
 
 
 def data_files(config: Config) -> dict[str, str]:
@@ -196,50 +211,80 @@ def versions() -> dict[str, str]:
             "transformers": transformers.__version__, "reportgen": __version__}
 
 
-def make_report(config: Config, stage: ModelStage, statistics: dict, ablation: dict | None,
-                reproducible: bool) -> dict:
-    """Everything the site shows, as JSON-able data: templates and charts read only this."""
-    info = stage.info.to_dict()
-    info.pop("path")  # a local path says nothing to a reader and differs between machines
-    return {
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "title": config.title,
-        "site_url": config.site_url,
-        "built": None if reproducible else datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "versions": versions(),
-        "model": info,
-        "layers": info["layers"],
-        "heads": info["heads"],
-        "examples": [
-            {"id": i, "name": r.spec.name, "text": r.spec.text, "pair": r.spec.pair,
-             "n_tokens": r.n_tokens, "truncated": r.truncated, "page": f"example-{i}.html",
-             "qk_page": f"example-{i}-qk.html" if "queries" in r.extras else None}
-            for i, r in enumerate(stage.runs, 1)
-        ],
-        "statistics": statistics,
-        "ablation": ablation,
-        "warnings": stage.warnings,
-    }
+def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics, ablation: Ablation | None,
+                comparison: Comparison | None, manifest: Manifest, reproducible: bool) -> Report:
+    """Everything the site shows, findings included: templates and charts read only this."""
+    found = findings.all_findings(statistics, ablation)
+    return Report(
+        title=config.title,
+        site_url=config.site_url,
+        built=None if reproducible else datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        versions=versions(),
+        model=model_summary(stage.info),
+        layers=stage.info.layers,
+        heads=stage.info.heads,
+        examples=[describe_example(i, run) for i, run in enumerate(stage.runs, 1)],
+        statistics=statistics,
+        ablation=ablation,
+        comparison=comparison,
+        findings=found,
+        headline=findings.headline(statistics, found),
+        warnings=stage.warnings,
+        manifest=manifest,
+    )
+
+
+def describe_example(number: int, run: ExampleRun) -> Example:
+    return Example(id=number, name=run.spec.name, text=run.spec.text, pair=run.spec.pair, n_tokens=run.n_tokens,
+                   truncated=run.truncated, page=f"example-{number}.html",
+                   qk_page=f"example-{number}-qk.html" if "queries" in run.extras else None,
+                   entropy=patterns.entropy(run.attention).round(4).tolist())
+
+
+def example_views(runs: list[ExampleRun], statistics: PatternStatistics) -> list[ExampleViews]:
+    """What the pages draw of each example: encoded attention for the views, and the attention
+    matrices of the heads the patterns page names (its strongest heads on short examples)."""
+    wanted: dict[int, set[tuple[int, int]]] = {}
+    for heads in statistics.top_heads.values():
+        for head in heads:
+            if head.example >= 0 and runs[head.example].n_tokens <= MATRIX_MAX_TOKENS:
+                wanted.setdefault(head.example, set()).add((head.layer, head.head))
+    return [ExampleViews(tokens=list(run.tokens), segments=[int(s) for s in run.segment_ids],
+                         payload=views.example_payload(run),
+                         qk_payload=views.qk_payload(run) if "queries" in run.extras else None,
+                         matrices={(layer, head): run.attention[layer, head].round(4).tolist()
+                                   for layer, head in sorted(wanted.get(i, ()))})
+            for i, run in enumerate(runs)]
 
 
 def make_manifest(config: Config, stage: ModelStage, files: dict[str, str],
-                  timings: dict[str, float], reproducible: bool) -> dict:
+                  timings: dict[str, float], reproducible: bool) -> Manifest:
     """What a reader needs to reproduce the run: config as used, file hashes, versions, device, seeds, times."""
-    return {
-        "config": config.as_written(),
-        "model_files": stage.file_hashes,
-        "data_files": files,
-        "versions": versions(),
-        "device": model.resolve_device(config.device),
-        "seeds": {"ablation": config.ablation.seeds if config.ablation.enabled else None,
-                  "mlm_masking": config.ablation.mlm_seed if config.ablation.task == "mlm" else None},
-        "seconds": None if reproducible else {k: round(v, 2) for k, v in timings.items()},
-    }
+    return Manifest(
+        config=config.as_written(),
+        model_files=stage.file_hashes,
+        data_files=files,
+        versions=versions(),
+        device=model.resolve_device(config.device),
+        seeds={"ablation": config.ablation.seeds if config.ablation.enabled else None,
+               "mlm_masking": config.ablation.mlm_seed if config.ablation.task == "mlm" else None},
+        seconds=None if reproducible else {k: round(v, 2) for k, v in timings.items()},
+    )
+
+
+@dataclass
+class Built:
+    """What `build` returns: the report, and how the model stage got its attention."""
+
+    report: Report
+    computed: int  # examples the model ran on
+    cached: int  # examples whose attention came from the cache
+    seconds: float
 
 
 def build(config: Config, out: Path | None = None, reproducible: bool = False,
-          progress: Callback = silent) -> dict:
-    """Run the whole pipeline and write the site; returns the report (with the model stage's counts)."""
+          progress: Callback = silent) -> Built:
+    """Run the whole pipeline and write the site."""
     from reportgen import site  # rendering is imported only by the stage that renders
 
     target = output.check(Path(out) if out is not None else config.output, config.base_dir, protected_paths(config))
@@ -265,7 +310,7 @@ def protected_paths(config: Config) -> dict[str, Path]:
     return paths
 
 
-def _build(config: Config, out: output.Output, reproducible: bool, progress: Callback, site) -> dict:
+def _build(config: Config, out: output.Output, reproducible: bool, progress: Callback, site) -> Built:
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -282,12 +327,11 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
     lap("patterns")
     ablation = run_ablation(config, stage, progress)
     lap("ablation")
-    report = make_report(config, stage, statistics, ablation, reproducible)
+    comparison = None
     if config.compare is not None:
-        report["comparison"] = run_comparison(config, stage, progress)
+        comparison = run_comparison(config, stage, progress)
         lap("comparison")
-    report["manifest"] = make_manifest(config, stage, data_files(config), timings, reproducible)
-    site.write_site(report, stage.runs, out, progress, reproducible)
-    report["model_stage"] = {"computed": stage.computed, "cached": len(stage.runs) - stage.computed,
-                             "seconds": round(stage.seconds, 3)}
-    return report
+    manifest = make_manifest(config, stage, data_files(config), timings, reproducible)
+    report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible)
+    site.write_site(report, example_views(stage.runs, statistics), out, progress, reproducible)
+    return Built(report, stage.computed, len(stage.runs) - stage.computed, round(stage.seconds, 3))

@@ -46,16 +46,15 @@ def build(config: Optional[Path] = ConfigOption,
     cfg = load_config(config)
     with RichProgress() as progress, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        report = run_build(cfg, out, reproducible, progress)
+        built = run_build(cfg, out, reproducible, progress)
     shown = set()
     for w in caught:
         if w.category is UserWarning and "reportgen" in (w.filename or "") and str(w.message) not in shown:
             shown.add(str(w.message))
             typer.echo(f"warning: {w.message}", err=True)
     target = out or cfg.output
-    stage = report["model_stage"]
-    typer.echo(f"Built {target / 'index.html'} ({len(report['examples'])} examples; "
-               f"model ran on {stage['computed']}, {stage['cached']} from cache)")
+    typer.echo(f"Built {target / 'index.html'} ({len(built.report.examples)} examples; "
+               f"model ran on {built.computed}, {built.cached} from cache)")
 
 
 @app.command()
@@ -134,8 +133,15 @@ def _check_writable_file(path: Path, force: bool) -> None:
 
 
 @app.command()
-def schema() -> None:
-    """Print the JSON Schema of reportgen.yaml (for editor completion)."""
+def schema(report: bool = typer.Option(False, "--report", help="The schema of report.json instead.")) -> None:
+    """Print the JSON Schema of reportgen.yaml (for editor completion), or with --report of report.json."""
+    if report:
+        import json
+
+        from reportgen.report import report_schema
+
+        typer.echo(json.dumps(report_schema(), indent=2))
+        return
     from reportgen.config import json_schema
 
     typer.echo(json_schema())

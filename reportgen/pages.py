@@ -15,6 +15,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from reportgen.htmlsafe import inert_text, script_json
+from reportgen.report import Link, Span
 
 
 def environment(templates: Path) -> jinja2.Environment:
@@ -30,7 +31,44 @@ def environment(templates: Path) -> jinja2.Environment:
     env.filters["script_json"] = lambda data: Markup(script_json(data))
     env.filters["thousands"] = lambda n: f"{n:,}"
     env.filters["num"] = lambda x, digits=4: "undefined" if x is None else f"{x:.{digits}f}"
+    env.filters["sentence"] = sentence_markdown
+    env.filters["links"] = links_markdown
     return env
+
+
+def sentence_markdown(spans: list[Span]) -> Markup:
+    """A finding's sentence as one line of Markdown: every word inert (as any plain string a
+    template prints), the emphasis and the links made here."""
+    parts = []
+    for span in spans:
+        if span.style == "code":
+            parts.append(f"<code>{escape(span.text)}</code>")
+            continue
+        text = _inert_keeping_edges(span.text)
+        if span.link is not None:
+            text = f"[{text}]({source_link(span.link)})"
+        parts.append(f"**{text}**" if span.style == "strong" else text)
+    return Markup("".join(parts))
+
+
+def links_markdown(links: list[Link]) -> Markup:
+    return Markup(" · ".join(f"[{inert_text(link.label)}]({source_link(link.href)})" for link in links))
+
+
+def source_link(href: str) -> str:
+    """A link to a built page (example-1.html#...) as Markdown names it: the source page (.md),
+    which MkDocs checks and rewrites. Only the site's own pages are linked from findings."""
+    page, _, anchor = href.partition("#")
+    if "/" in page or ":" in page or not page.endswith(".html"):
+        raise ValueError(f"not a page of the site: {href!r}")
+    return page.removesuffix(".html") + ".md" + (f"#{anchor}" if anchor else "")
+
+
+def _inert_keeping_edges(text: str) -> str:
+    """inert_text, keeping one space at either end (the pieces of a sentence are joined as they are)."""
+    lead = " " if text[:1].isspace() else ""
+    trail = " " if text[-1:].isspace() and text.strip() else ""
+    return lead + inert_text(text) + trail
 
 
 def _inert(value):

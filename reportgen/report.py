@@ -1,0 +1,407 @@
+"""The report: everything a build measured, as typed records. `report.json` is their serialisation.
+
+This module is the contract between the stages. The analyses return these records, the site
+stage renders them (templates and charts read nothing else, apart from the view payloads of
+`ExampleViews`), and readers of `report.json` can check it against `reportgen schema --report`
+(the JSON Schema of `Report`). Grids are [layer][head]; a number that could not be measured
+(a pattern absent from every input, an undefined metric) is null.
+
+Bump SCHEMA_VERSION when a key changes meaning or goes away.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+SCHEMA_VERSION = 2
+
+Number = float | None
+Grid = list[list[Number]]  # [layer][head]
+
+
+class Record(BaseModel):
+    """A part of the report. Unknown keys are refused, so the schema says all there is.
+
+    Records also read like the JSON they serialise to (`report["statistics"]["entropy"]`), the
+    way templates and readers of report.json address them.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+
+# -- the model and the examples ------------------------------------------------------------------
+class ModelSummary(Record):
+    """The model as the site names it; its local path is left out (it says nothing to a reader)."""
+
+    name: str
+    model_type: str
+    layers: int
+    heads: int
+    hidden: int
+    parameters: int
+    fingerprint: str  # sha256 over the model's files
+
+
+class Example(Record):
+    id: int  # 1, 2, ...: its page is example-{id}.html
+    name: str | None
+    text: str
+    pair: str | None
+    n_tokens: int
+    truncated: bool
+    page: str
+    qk_page: str | None  # only examples up to QK_MAX_TOKENS tokens have a query/key page
+    entropy: Grid  # mean attention entropy per head on this example, in nats (Clark et al. 2019)
+
+
+# -- pattern statistics (patterns.py) ---------------------------------------------------------------
+class HeadStatistic(Record):
+    """One statistic per head over the inputs: the spread and the strongest example with a page."""
+
+    mean: Grid
+    std: Grid  # population standard deviation over the inputs it applies to
+    min: Grid
+    max: Grid
+    example: list[list[int]]  # 0-based index of the example where the head shows it most; -1: none
+    example_value: Grid
+    count: int  # inputs the statistic applies to
+
+
+class EntropyStatistic(HeadStatistic):
+    uniform_baseline: float  # mean ln(n): the entropy of uniform attention
+
+
+class TopHead(Record):
+    layer: int
+    head: int
+    value: Number
+    std: Number
+    example: int
+    example_value: Number
+
+
+class SimilarityPoint(Record):
+    layer: int
+    head: int
+    x: float
+    y: float
+    label: str
+
+
+class HeadSimilarity(Record):
+    """Clark et al. (2019) head distances, laid out in two dimensions."""
+
+    measure: str
+    layout: str
+    index: str
+    distance: list[list[float]]  # [layer * heads + head] squared
+    points: list[SimilarityPoint]
+    stress: float
+
+
+class PatternCounts(Record):
+    examples: int
+    pairs: int
+    tokens: int
+    layers: int
+    heads: int
+    within_word_examples: int
+    other_segment_examples: int
+    within_word_queries: int
+    other_segment_queries: int
+
+
+class PatternStatistics(Record):
+    """Per-head pattern statistics (definitions in patterns.py and ../shared/REFERENCE.md)."""
+
+    next_token: HeadStatistic
+    previous_token: HeadStatistic
+    cls: HeadStatistic
+    sep: HeadStatistic
+    cls_sep: HeadStatistic
+    punctuation: HeadStatistic
+    delimiter: HeadStatistic
+    same_token: HeadStatistic
+    other_segment: HeadStatistic
+    within_word: HeadStatistic
+    next_token_argmax: HeadStatistic
+    previous_token_argmax: HeadStatistic
+    entropy: EntropyStatistic
+    effective_share: HeadStatistic
+    max_weight: HeadStatistic
+    labels: list[list[str]]  # each head's dominant pattern, or "mixed"
+    patterns: list[list[list[str]]]  # every pattern each head passes, strongest first
+    label_counts: dict[str, int]
+    label_stats: dict[str, str]  # label -> the statistic behind it
+    top_heads: dict[str, list[TopHead]]
+    similarity: HeadSimilarity | None
+    counts: PatternCounts
+    settings: dict[str, Any]  # the `patterns:` settings as used (corpus paths relative to the config)
+
+
+# -- head ablation (ablation.py) --------------------------------------------------------------------
+class AblationTask(Record):
+    type: Literal["similarity", "classification", "mlm"]
+    data: str  # "builtin" or the data file, relative to the config file
+    examples: int
+    distinct_texts: int
+    metric: str  # the primary metric: every test and finding is about it
+    metrics: list[str]
+    higher_is_better: dict[str, bool]  # per metric
+    method: Literal["zero", "uniform"]
+    method_note: str
+    undefined: str | None  # why the metric is undefined on this data; None when it is defined
+
+
+class Baseline(Record):
+    metric: str
+    value: Number
+    metrics: dict[str, Number]
+    ci: dict[str, list[Number]]  # per metric, [low, high]
+    confidence: float
+    bootstrap_samples: int
+    ci_method: str
+
+
+class MaskTests(Record):
+    """Masks tested one by one against the unmasked model: the test and its correction."""
+
+    test: str
+    correction: Literal["holm", "bonferroni"]
+    alpha: float
+    permutations: int  # 0 when no test ran (undefined metric)
+    baseline: Number
+
+
+class HeadTests(MaskTests):
+    """Each head masked alone; [layer][head]."""
+
+    value: Grid
+    delta: Grid
+    relative: Grid
+    p_value: Grid
+    p_adjusted: Grid
+    significant: list[list[bool]]
+
+
+class LayerTests(MaskTests):
+    """Every head of one layer masked, for each layer; [layer]."""
+
+    layers: list[int]
+    value: list[Number]
+    delta: list[Number]
+    relative: list[Number]
+    p_value: list[Number]
+    p_adjusted: list[Number]
+    significant: list[bool]
+
+
+class Sweep(Record):
+    """The metric per fraction of masked heads ([fraction][seed]) and its summaries per fraction."""
+
+    values: Grid
+    relative: Grid
+    mean: list[Number]
+    std: list[Number]
+    min: list[Number]
+    max: list[Number]
+    relative_mean: list[Number]
+    relative_std: list[Number]
+
+
+class RandomFraction(Sweep):
+    fractions: list[float]
+    n_masked: list[int]
+    seeds: list[int]
+    baseline: Number
+
+
+class LayerHalves(Record):
+    fractions: list[float]  # of all heads, drawn only from one half
+    n_masked: list[int]
+    seeds: list[int]
+    lower_layers: list[int]
+    upper_layers: list[int]
+    baseline: Number
+    note: str
+    lower: Sweep
+    upper: Sweep
+
+
+class Pruning(Record):
+    fractions: list[float]
+    n_pruned: list[int]
+    value: list[Number]
+    relative: list[Number]
+    order: list[list[int]]  # [layer, head] in the order pruned
+    baseline: Number
+
+
+class RandomOrder(Record):
+    seeds: list[int]
+    values: Grid  # [seed][fraction]
+    mean: list[Number]
+    std: list[Number]
+    relative_mean: list[Number]
+
+
+class Importance(Record):
+    """Michel, Levy and Neubig (2019) head importance and the pruning curves it gives."""
+
+    importance: Grid
+    normalization: str
+    variant: str
+    loss: str
+    recompute: bool
+    pruning: Pruning
+    random_order: RandomOrder
+
+
+class Ablation(Record):
+    """The head-ablation experiments on the task; an experiment that was switched off is null."""
+
+    task: AblationTask
+    layers: int
+    heads: int
+    experiments: list[str]  # the ones that ran
+    baseline: Baseline | None = None
+    single_heads: HeadTests | None = None
+    whole_layers: LayerTests | None = None
+    random_fraction: RandomFraction | None = None
+    layer_halves: LayerHalves | None = None
+    importance: Importance | None = None
+
+
+# -- comparison, findings, manifest -----------------------------------------------------------------
+class Comparison(Record):
+    """The second model (config `compare:`) through the same analyses."""
+
+    model: ModelSummary
+    same_shape: bool  # the same layers x heads, so differences per head are shown
+    statistics: PatternStatistics
+    ablation: Ablation | None
+    model_files: dict[str, str]
+
+
+class Span(Record):
+    """A piece of a finding's sentence: plain text, optionally emphasised or a link into the site."""
+
+    text: str
+    style: Literal["strong", "code"] | None = None
+    link: str | None = None  # a page of the site with its anchor, e.g. "example-1.html#view=head&layer=2&head=0"
+
+
+class Link(Record):
+    label: str
+    href: str  # a page of the site, with its anchor
+
+
+class Finding(Record):
+    """One statement about the model, with what it rests on.
+
+    `sentence` is the statement as plain text; `spans` are the same words with their emphasis
+    and links, as the findings page shows them. `numbers` are the values the sentence quotes.
+    """
+
+    id: str  # stable: the anchor finding-{id} on the findings page
+    group: Literal["patterns", "ablation"]
+    supported: bool  # False: the data do not support the statement, and the sentence says so
+    sentence: str
+    spans: list[Span]
+    links: list[Link]
+    numbers: dict[str, Any]
+    test: str | None = None  # how the claim was tested, when a test answers it
+    p_value: Number = None  # the corrected p-value of the claim's test, when it has one
+    ci: list[Number] | None = None  # the 95% confidence interval the claim quotes, when it has one
+
+
+class Headline(Record):
+    """The few numbers at the top of the findings page."""
+
+    heads: int
+    labels: dict[str, int]
+    baseline: Finding | None
+    significant_heads: int | None
+
+
+class Manifest(Record):
+    """What a reader needs to reproduce the run."""
+
+    config: dict[str, Any]  # the config as used, paths relative to the config file
+    model_files: dict[str, str]  # file -> sha256
+    data_files: dict[str, str]
+    versions: dict[str, str]
+    device: str
+    seeds: dict[str, list[int] | int | None]  # per random process; None where it did not run
+    seconds: dict[str, float] | None  # per stage; None in a --reproducible build
+
+
+class Report(Record):
+    """What `reportgen build` measured: every number on the site, and nothing else."""
+
+    schema_version: Literal[2] = SCHEMA_VERSION
+    title: str
+    site_url: str | None
+    built: str | None  # UTC time of the build; None in a --reproducible build
+    versions: dict[str, str]
+    model: ModelSummary
+    layers: int
+    heads: int
+    examples: list[Example]
+    statistics: PatternStatistics
+    ablation: Ablation | None
+    comparison: Comparison | None = None
+    findings: list[Finding]
+    headline: Headline
+    warnings: list[str]
+    manifest: Manifest
+
+    def to_json(self) -> str:
+        """report.json: sorted keys, no NaN (a number that is not one is null)."""
+        return json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True, allow_nan=False)
+
+
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema of report.json (`reportgen schema --report`)."""
+    schema = Report.model_json_schema(mode="serialization")
+    schema["title"] = f"reportgen report.json, schema_version {SCHEMA_VERSION}"
+    return schema
+
+
+# -- links into the site ------------------------------------------------------------------------
+def head_link(example: int, layer: int, head: int) -> str:
+    """The head view of one head on an example page (0-based example index).
+
+    The address format is the views' state (parsed and written by the core of the views'
+    JavaScript, site_src/assets/javascripts); this is its only spelling in Python.
+    """
+    return f"example-{example + 1}.html#view=head&layer={layer}&head={head}"
+
+
+def model_link(layer: int, example: int = 0) -> str:
+    """The model view of an example page at one layer."""
+    return f"example-{example + 1}.html#view=model&layer={layer}"
+
+
+# -- what the site draws beside the report ----------------------------------------------------------
+@dataclass
+class ExampleViews:
+    """The attention of one example as the pages draw it: plain data made from the model run.
+
+    Not part of report.json: the encoded views live in the example pages themselves.
+    """
+
+    tokens: list[str]
+    segments: list[int]  # 0: first sentence, 1: second, -1: special token
+    payload: dict[str, Any]  # views.example_payload: 8-bit attention rows for the head and model views
+    qk_payload: dict[str, Any] | None  # views.qk_payload, for examples with a query/key page
+    matrices: dict[tuple[int, int], list[list[float]]] = field(default_factory=dict)  # (layer, head) -> weights

@@ -17,7 +17,7 @@ from pathlib import Path
 from reportgen import __version__, findings, model, output, patterns, views
 from reportgen.attention import ExampleRun, run_example
 from reportgen.cache import Cache, key_of
-from reportgen.config import Config
+from reportgen.config import BUILTIN_DATA, Config
 from reportgen.corpus import iter_corpus
 from reportgen.errors import DataError
 from reportgen.loaders import open_data_file
@@ -104,7 +104,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     notes += [f"example {i + 1} was truncated to {max_length} tokens (config field 'max_length')"
               for i, r in enumerate(runs) if r.truncated]
     for note in notes:
-        warnings.warn(note)
+        warnings.warn(note, stacklevel=2)
     info = {**info, "name": name, "path": str(path)}
     return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, path,
                       fingerprint, file_hashes, load, max_length, notes)
@@ -183,8 +183,6 @@ def model_summary(info: ModelInfo) -> ModelSummary:
 
 def data_files(config: Config) -> dict[str, str]:
     """sha256 of every data file the run read, for the manifest."""
-    from reportgen.tasks import BUILTIN_DATA
-
     files = [f.path for f in config.patterns.corpus]
     if config.ablation.enabled:
         files.append(BUILTIN_DATA if config.ablation.data == "builtin" else Path(config.ablation.data))

@@ -95,8 +95,8 @@ class Cache:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._check_entry(path)  # never replace a directory, FIFO... that reportgen did not write
             try:
-                with open(tmp, "wb") as f:
-                    f.write(digest + b"\n" + payload)
+                with open(tmp, "wb") as handle:
+                    handle.write(digest + b"\n" + payload)
                 os.replace(tmp, path)
             except BaseException:
                 tmp.unlink(missing_ok=True)
@@ -120,7 +120,8 @@ class Cache:
         return True
 
     def damaged(self, path: Path, why: str) -> None:
-        warnings.warn(f"cache entry {path} is damaged ({why}); recomputing it")
+        # stacklevel 1: the CLI shows the warnings raised in reportgen's own files
+        warnings.warn(f"cache entry {path} is damaged ({why}); recomputing it", stacklevel=1)
 
     def _error(self, path: Path, exc: OSError, action: str) -> OutputError:
         """One line for what stopped reading or writing `path`: which path, and what to do."""

@@ -21,6 +21,8 @@ from reportgen.errors import ConfigError
 
 PACKAGE_DIR = Path(__file__).parent
 DEFAULT_CONFIG_NAME = "reportgen.yaml"
+# The shipped demo set `ablation.data: builtin` stands for (query/title pairs graded for relevance).
+BUILTIN_DATA = PACKAGE_DIR / "data" / "relevance_demo.tsv"
 
 
 class Strict(BaseModel):
@@ -103,7 +105,8 @@ class Thresholds(Strict):
     positional: float = Field(ge=0, le=1, description="Clark: next/previous-token mass above this.")
     positional_argmax: float = Field(ge=0, le=1, description="Voita: argmax share at +1/-1 at least this.")
     delimiter: float = Field(ge=0, le=1, description="Clark: mass on [CLS]+[SEP]+'.'',' above this.")
-    broad_share: float = Field(ge=0, le=1, description="exp(entropy) / n at least this (entropy within -ln(x) of ln n).")
+    broad_share: float = Field(ge=0, le=1, description="exp(entropy) / n at least this "
+                                                       "(entropy within -ln(x) of ln n).")
     same_token: float = Field(ge=0, le=1, description="Mass on the token itself and its word's other occurrences.")
     other_segment: float = Field(ge=0, le=1, description="Mass on the same word in the other sentence.")
     within_word: float = Field(ge=0, le=1, description="Mass on the other pieces of the same word.")
@@ -133,7 +136,8 @@ class ExperimentSwitches(Strict):
 
 
 class ImportanceSettings(Strict):
-    normalize: Literal["layer_l2", "none"] = Field(description="Per-layer L2 normalisation of importance (Michel et al.'s code) or none.")
+    normalize: Literal["layer_l2", "none"] = Field(
+        description="Per-layer L2 normalisation of importance (Michel et al.'s code) or none.")
     recompute: bool = Field(description="Recompute importance after each pruning step.")
 
 
@@ -145,13 +149,15 @@ class AblationSettings(Strict):
     data: str = Field(min_length=1, description='"builtin" (the demo relevance set) or a CSV/TSV/JSONL file.')
     format: Literal["auto", "csv", "tsv", "jsonl"]
     header: bool
-    columns: dict[str, str | int] | None = Field(description="Role -> column name or 0-based index; null = the task's default names.")
+    columns: dict[str, str | int] | None = Field(
+        description="Role -> column name or 0-based index; null = the task's default names.")
     limit: int | None = Field(ge=1, description="Use only the first N examples.")
     max_length: int = Field(ge=8, le=8192)
     method: Literal["zero", "uniform"]
     experiments: ExperimentSwitches
     seeds: list[int] = Field(min_length=1)
-    fractions: list[float] = Field(min_length=1, description="Fractions of all heads to mask (random, halves, pruning steps).")
+    fractions: list[float] = Field(
+        min_length=1, description="Fractions of all heads to mask (random, halves, pruning steps).")
     bootstrap_samples: int = Field(ge=100)
     permutations: int = Field(ge=100, description="At least; raised so the smallest p-value can pass the correction.")
     correction: Literal["holm", "bonferroni"]
@@ -195,7 +201,8 @@ class Config(Strict):
     model: str = Field(min_length=1, description='"default", a Hugging Face Hub id or a local directory.')
     device: Literal["auto", "cpu", "cuda"]
     trust_remote_code: bool = Field(description="Allow a model directory's own Python code (auto_map); off: refused.")
-    allow_pickle: bool = Field(description="Allow pickle weights (pytorch_model.bin) when there is no safetensors; off: refused.")
+    allow_pickle: bool = Field(
+        description="Allow pickle weights (pytorch_model.bin) when there is no safetensors; off: refused.")
     output: Path = Field(description="Directory the site is written to.")
     cache_dir: Path = Field(description="Directory for cached model outputs.")
     max_length: int = Field(ge=8, le=8192, description="Tokens per example; longer ones are truncated.")
@@ -203,7 +210,8 @@ class Config(Strict):
     ablation: AblationSettings
     compare: CompareSettings | None = Field(description="A second model: patterns and ablations side by side.")
     examples: list[ExampleSpec] = Field(
-        description='Examples to visualise: a list of {text, pair, name}; the word "builtin" (alone or as an item) stands for the built-in examples.')
+        description='Examples to visualise: a list of {text, pair, name}; the word "builtin" '
+                    '(alone or as an item) stands for the built-in examples.')
 
     _locations = field_validator("model", "output", "cache_dir", mode="before")(no_script_url)
     _site_url = field_validator("site_url")(check_site_url)
@@ -224,27 +232,34 @@ class Config(Strict):
     def as_written(self) -> dict:
         """The config as used, with paths relative to the config file again (for the manifest),
         so that the same project built in another directory records the same config."""
-        rel = self.shown_path
+        relative = self.shown_path
         data = self.model_dump(mode="json")
-        data["output"], data["cache_dir"] = rel(self.output), rel(self.cache_dir)
-        data["model"] = rel(self.model)
+        data["output"], data["cache_dir"] = relative(self.output), relative(self.cache_dir)
+        data["model"] = relative(self.model)
         if self.compare is not None:
-            data["compare"]["model"] = rel(self.compare.model)
+            data["compare"]["model"] = relative(self.compare.model)
         for item in data["patterns"]["corpus"]:
-            item["path"] = rel(item["path"])
-        data["ablation"]["data"] = rel(self.ablation.data)
+            item["path"] = relative(item["path"])
+        data["ablation"]["data"] = relative(self.ablation.data)
         return data
 
     def shown_path(self, path: str | Path) -> str:
         """A path as a published page may show it: relative to the config file, or "builtin";
         an absolute local path would publish the author's directories (issue 10, privacy)."""
-        from reportgen.tasks import BUILTIN_DATA  # the shipped demo set, wherever it is installed
-
         if str(path) in ("builtin", str(BUILTIN_DATA)):
             return "builtin"
         if not os.path.isabs(str(path)):
             return str(path)  # "default", a Hub id, or already relative
         return Path(os.path.relpath(path, self.base_dir)).as_posix()
+
+
+def builtin_data_problem(task: str) -> str | None:
+    """Why the builtin demo set cannot be the data of `task`, None when it can: it holds graded
+    pairs, a similarity task; any other task needs the user's own data file. Checked when the
+    config is loaded and again by `tasks.load_task`, which tests and benchmarks call directly."""
+    if task == "similarity":
+        return None
+    return f"the builtin demo set is a similarity task; task '{task}' needs a data file"
 
 
 def defaults() -> dict[str, Any]:
@@ -324,9 +339,9 @@ def load_config(path: str | Path | None = None) -> Config:
         config = Config.model_validate({**_merge(defaults(), user), "source": source, "base_dir": base_dir})
     except ValidationError as err:
         raise ConfigError(_describe(err, source)) from None
-    if config.ablation.enabled and config.ablation.data == "builtin" and config.ablation.task != "similarity":
-        raise ConfigError(f"{source}: field 'ablation.data': the builtin demo set is a similarity task; "
-                          f"task '{config.ablation.task}' needs a data file (or set ablation.enabled: false)")
+    problem = builtin_data_problem(config.ablation.task) if config.ablation.data == "builtin" else None
+    if config.ablation.enabled and problem:
+        raise ConfigError(f"{source}: field 'ablation.data': {problem} (or set ablation.enabled: false)")
     config.output = base_dir / config.output
     config.cache_dir = base_dir / config.cache_dir
     for corpus_file in config.patterns.corpus:

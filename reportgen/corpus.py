@@ -23,7 +23,6 @@ fill the memory.
 
 from __future__ import annotations
 
-import csv
 import itertools
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -33,15 +32,16 @@ from reportgen.errors import DataError
 from reportgen.loaders import (
     MAX_CELL_CHARS,
     NUL_PROBLEM,
+    CsvProblem,
     JsonProblem,
-    cell_limit,
     cell_too_long,
     check_regular_file,
-    csv_problem,
+    csv_records,
     open_data_file,
     parse_json,
     shown,
     shown_names,
+    tsv_records,
 )
 
 SUFFIX_FORMATS = {".txt": "txt", ".text": "txt", ".csv": "csv", ".tsv": "tsv", ".tab": "tsv",
@@ -69,8 +69,8 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         for number in itertools.count(1):
             try:
                 raw = handle.readline(MAX_LINE_BYTES + 1)
-            except OSError as exc:
-                raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+            except OSError as err:
+                raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
             if not raw:
                 return
             if len(raw) > MAX_LINE_BYTES:
@@ -117,33 +117,11 @@ def _column_index(path: Path, line: int, header: list[str], name: str | None, ro
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    """(line the record starts on, fields); strict quoting, so a quote left open is an error
-    naming its line, not the rest of the file read as one cell."""
-    record: list[str] = []  # the physical lines of the record being read, for csv_problem
-
-    def feed() -> Iterator[str]:
-        for _, line in _lines(path):
-            record.append(line)
-            yield line
-
-    reader = csv.reader(feed(), strict=True)
-    while True:
-        first = reader.line_num + 1
-        record.clear()
-        try:
-            with cell_limit():
-                row = next(reader, None)
-        except csv.Error as exc:
-            line, problem = csv_problem(exc, record, first)
-            raise DataError(f"{path}:{line}: {problem}") from None
-        if row is None:
-            return
-        yield first, row
-
-
-def _tsv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
-    for number, line in _lines(path):
-        yield number, line.rstrip("\r\n").split("\t")
+    """The task data's CSV parser (`csv_records`) over the file's lines, read one at a time."""
+    try:
+        yield from csv_records(line for _, line in _lines(path))
+    except CsvProblem as problem:
+        raise DataError(f"{path}:{problem.line}: {problem}") from None
 
 
 def _blank(row: list[str]) -> bool:
@@ -157,7 +135,9 @@ def _read_table(path: Path, spec: CorpusFile, rows: Iterator[tuple[int, list[str
         raise DataError(f"{path}: the table is empty; expected a header row")
     header = [h.strip() for h in header]
     text_at = _column_index(path, head_line, header, spec.column, "column")
-    pair_at = None if spec.pair_column is None else _column_index(path, head_line, header, spec.pair_column, "pair_column")
+    pair_at = None
+    if spec.pair_column is not None:
+        pair_at = _column_index(path, head_line, header, spec.pair_column, "pair_column")
     for number, row in rows:
         if _blank(row):
             continue
@@ -172,8 +152,8 @@ def _read_jsonl(path: Path, spec: CorpusFile) -> Iterator[ExampleSpec | None]:
             continue
         try:
             value = parse_json(line)
-        except JsonProblem as exc:
-            raise DataError(f"{path}:{number}: invalid JSON: {exc}") from None
+        except JsonProblem as err:
+            raise DataError(f"{path}:{number}: invalid JSON: {err}") from None
         if spec.column is None:
             if spec.pair_column is not None:
                 raise DataError(f"{path}: pair_column needs column as well")
@@ -199,7 +179,7 @@ def iter_corpus_file(spec: CorpusFile, base_dir: str | Path | None = None) -> It
     elif fmt == "jsonl":
         records = _read_jsonl(path, spec)
     else:
-        records = _read_table(path, spec, _csv_rows(path) if fmt == "csv" else _tsv_rows(path))
+        records = _read_table(path, spec, _csv_rows(path) if fmt == "csv" else tsv_records(_lines(path)))
     count = 0
     for example in records:
         if example is None:

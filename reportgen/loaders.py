@@ -9,7 +9,7 @@ where there is one, the line and the column.
 The file is hostile until read: only a regular file is opened (a FIFO would block the
 build forever, a device could be endless), it must be UTF-8 without NUL bytes, and one
 cell holds at most `MAX_CELL_CHARS` characters. The corpus reader (corpus.py) shares
-these checks.
+these checks and the TSV and CSV parsers (`tsv_records`, `csv_records`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +50,7 @@ _KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character de
 # Control characters from a file are shown escaped in messages, never sent to the terminal.
 _CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
 _QUOTED = re.compile(r'"[^"]*(?:""[^"]*)*"')  # one closed CSV quoted field, "" escapes included
+_UNQUOTED = re.compile(r"[^,\r\n]*")  # the rest of a CSV field up to its comma or line break
 NUL_PROBLEM = "holds a NUL byte, so it is not a text file (binary, or UTF-16?); save it as UTF-8 text"
 
 
@@ -72,7 +73,7 @@ class Rows:
     def texts(self, role: str) -> list[str]:
         """The column as non-empty strings; an empty or missing cell is the user's mistake."""
         out = []
-        for value, line in zip(self.values[role], self.lines):
+        for value, line in zip(self.values[role], self.lines, strict=True):
             if value is None or not value.strip():
                 raise DataError(f"{self.path}: line {line}: column {self.names[role]} is empty")
             out.append(value)
@@ -81,14 +82,15 @@ class Rows:
     def floats(self, role: str) -> np.ndarray:
         """The column as finite numbers (graded scores); NaN and text are refused by line."""
         out = np.empty(len(self), dtype=np.float64)
-        for i, (value, line) in enumerate(zip(self.values[role], self.lines)):
+        for row, (value, line) in enumerate(zip(self.values[role], self.lines, strict=True)):
+            where = f"{self.path}: line {line}: column {self.names[role]}"
             try:
                 number = float(value) if value is not None else math.nan
             except ValueError:
-                raise DataError(f"{self.path}: line {line}: column {self.names[role]}: '{shown(value)}' is not a number") from None
+                raise DataError(f"{where}: '{shown(value)}' is not a number") from None
             if not math.isfinite(number):
-                raise DataError(f"{self.path}: line {line}: column {self.names[role]}: value '{shown(str(value))}' is not a finite number")
-            out[i] = number
+                raise DataError(f"{where}: value '{shown(str(value))}' is not a finite number")
+            out[row] = number
         return out
 
     def line_of(self, row: int) -> int:
@@ -145,18 +147,18 @@ def open_data_file(path: Path, what: str = "file") -> BinaryIO:
     path = Path(path)
     check_regular_file(path, what)
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise DataError(f"{path}: {what} not found") from None
     except OSError as err:
         raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
     try:
-        _refuse_special(path, os.fstat(fd).st_mode, what)
-        os.set_blocking(fd, True)
+        _refuse_special(path, os.fstat(descriptor).st_mode, what)
+        os.set_blocking(descriptor, True)
     except BaseException:
-        os.close(fd)
+        os.close(descriptor)
         raise
-    return os.fdopen(fd, "rb")
+    return os.fdopen(descriptor, "rb")
 
 
 def read_text(path: Path) -> str:
@@ -173,7 +175,8 @@ def read_text(path: Path) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise DataError(f"{path}: line {_line_at(data, err.start)}: not UTF-8 text (byte 0x{data[err.start]:02x}); re-save the file as UTF-8") from None
+        raise DataError(f"{path}: line {_line_at(data, err.start)}: not UTF-8 text (byte 0x{data[err.start]:02x}); "
+                        "re-save the file as UTF-8") from None
 
 
 def _line_at(data: bytes, offset: int) -> int:
@@ -200,15 +203,62 @@ def cell_too_long(length: int | None = None, subject: str = "the cell") -> str:
             "(a text is cut to max_length tokens anyway, so shorten it)")
 
 
-def csv_problem(err: csv.Error, lines: list[str], first: int, delimiter: str = ",") -> tuple[int, str]:
+def tsv_records(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) for each numbered physical line, split on tabs (its line break dropped).
+
+    No quote processing at all: a quote is an ordinary character in TSV benchmark files, and
+    one that opens a sentence (common in STS-B) must not swallow the lines after it.
+    """
+    for number, line in lines:
+        yield number, line.rstrip("\r\n").split("\t")
+
+
+class CsvProblem(ValueError):
+    """A CSV record that cannot be read; `line` is where the user should look, the text is fit for them."""
+
+    def __init__(self, line: int, problem: str):
+        super().__init__(problem)
+        self.line = line
+
+
+def csv_records(lines: Iterable[str]) -> Iterator[tuple[int, list[str]]]:
+    """(line the record starts on, fields) from physical lines that keep their line breaks.
+
+    Strict quoting, so a quote left open is a `CsvProblem` naming the line where it opened
+    instead of the rest of the file read into one cell. csv's field limit is raised only
+    while a record is read, so a paused generator leaves the module's state as it was.
+    """
+    record: list[str] = []  # the physical lines of the record being read, for _csv_problem
+
+    def feed() -> Iterator[str]:
+        for line in lines:
+            record.append(line)
+            yield line
+
+    reader = csv.reader(feed(), strict=True)
+    while True:
+        first = reader.line_num + 1
+        record.clear()
+        try:
+            with cell_limit():
+                fields = next(reader, None)
+        except csv.Error as err:
+            raise CsvProblem(*_csv_problem(err, record, first)) from None
+        if fields is None:
+            return
+        yield first, fields
+
+
+def _csv_problem(err: csv.Error, lines: list[str], first: int) -> tuple[int, str]:
     """(line, what is wrong) for a csv.Error, from the physical lines of the record it stopped in.
 
     The reader reports where it stopped, which for a missing closing quote is the end of
     the file; the user needs the line where the quote opened.
     """
-    text = "".join(lines)
-    opening = _open_quote(text, delimiter)
-    quote_line = None if opening is None else first + bisect.bisect_right(list(itertools.accumulate(map(len, lines))), opening)
+    opening = _open_quote("".join(lines))
+    quote_line = None
+    if opening is not None:
+        quote_line = first + bisect.bisect_right(list(itertools.accumulate(map(len, lines))), opening)
     last = first + max(len(lines), 1) - 1
     message = str(err)
     if "unexpected end of data" in message and quote_line is not None:
@@ -219,25 +269,25 @@ def csv_problem(err: csv.Error, lines: list[str], first: int, delimiter: str = "
                                 "is its closing quote missing?")
         return last, cell_too_long(None, "a cell")
     if "new-line character seen in unquoted field" in message:  # a lone \r; csv's hint is for programmers
-        return last, "a carriage return (\\r) inside an unquoted field; quote the field, or end lines with \\n or \\r\\n"
+        return last, ("a carriage return (\\r) inside an unquoted field; quote the field, "
+                      "or end lines with \\n or \\r\\n")
     return last, f"malformed CSV: {message}"
 
 
-def _open_quote(record: str, delimiter: str) -> int | None:
+def _open_quote(record: str) -> int | None:
     """Offset of the quote opening a field that never closes in `record` (one CSV record's
     text, up to where the reader stopped), None when every quoted field closes."""
-    unquoted = re.compile(f"[^{re.escape(delimiter)}\r\n]*")
-    pos = 0
-    while pos < len(record):
-        if record[pos] == '"':
-            closed = _QUOTED.match(record, pos)
+    position = 0
+    while position < len(record):
+        if record[position] == '"':
+            closed = _QUOTED.match(record, position)
             if closed is None:
-                return pos
-            pos = closed.end()
-        pos = unquoted.match(record, pos).end()  # the field's rest (after a closing quote: junk)
-        if pos >= len(record) or record[pos] != delimiter:
+                return position
+            position = closed.end()
+        position = _UNQUOTED.match(record, position).end()  # the field's rest (after a closing quote: junk)
+        if position >= len(record) or record[position] != ",":
             return None
-        pos += 1
+        position += 1
     return None
 
 
@@ -267,7 +317,8 @@ def detect_format(path: Path) -> Literal["csv", "tsv", "jsonl"]:
         return "jsonl"
     if suffix == ".csv":
         return "csv"
-    raise DataError(f"{path}: cannot tell the format from the extension '{shown(suffix)}'; set the format (csv, tsv or jsonl)")
+    raise DataError(f"{path}: cannot tell the format from the extension '{shown(suffix)}'; "
+                    "set the format (csv, tsv or jsonl)")
 
 
 def load_rows(
@@ -311,33 +362,16 @@ def _skipped(fields: list[str], comment: str | None) -> bool:
 
 
 def _tsv_records(text: str, comment: str | None) -> list[tuple[int, list[str]]]:
-    # No quote processing: a quote is an ordinary character in TSV benchmark files.
-    out = []
-    for number, line in enumerate(LINE_BREAK.split(text), start=1):
-        fields = line.split("\t")
-        if not _skipped(fields, comment):
-            out.append((number, fields))
-    return out
+    records = tsv_records(enumerate(LINE_BREAK.split(text), start=1))
+    return [(number, fields) for number, fields in records if not _skipped(fields, comment)]
 
 
 def _csv_records(path: Path, text: str, comment: str | None) -> list[tuple[int, list[str]]]:
-    """Records with the line each starts on; strict quoting, so a quote left open is reported
-    where it opened instead of swallowing the rest of the file into one cell."""
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    out = []
-    with cell_limit():
-        while True:
-            first = reader.line_num + 1
-            try:
-                fields = next(reader, None)
-            except csv.Error as err:
-                lines = list(itertools.islice(io.StringIO(text, newline=""), first - 1, reader.line_num))
-                line, problem = csv_problem(err, lines, first)
-                raise DataError(f"{path}: line {line}: {problem}") from None
-            if fields is None:
-                return out
-            if not _skipped(fields, comment):
-                out.append((first, fields))
+    try:
+        records = csv_records(io.StringIO(text, newline=""))
+        return [(number, fields) for number, fields in records if not _skipped(fields, comment)]
+    except CsvProblem as problem:
+        raise DataError(f"{path}: line {problem.line}: {problem}") from None
 
 
 def _check_cell(path: Path, number: int, name: str, value: str) -> str:
@@ -356,18 +390,20 @@ def _pick_delimited(path, records, wanted, names, header, limit):
         if isinstance(col, int):
             index[role] = col
         elif not header:
-            raise DataError(f"{path}: column '{col}' is given by name but the file is read without a header; give a 0-based index or set header: true")
+            raise DataError(f"{path}: column '{col}' is given by name but the file is read without a header; "
+                            "give a 0-based index or set header: true")
         elif col not in head:
-            raise DataError(f"{path}: line {head_line}: no column named '{col}' in the header (columns: {shown_names(head)})")
+            raise DataError(f"{path}: line {head_line}: no column named '{col}' in the header "
+                            f"(columns: {shown_names(head)})")
         else:
             index[role] = head.index(col)
     values: dict[str, list[str | None]] = {role: [] for role in wanted}
     lines = []
     for number, fields in records[:limit] if limit else records:
-        for role, i in index.items():
-            if i >= len(fields):
+        for role, at in index.items():
+            if at >= len(fields):
                 raise DataError(f"{path}: line {number}: has {len(fields)} fields, no column {names[role]}")
-            values[role].append(_check_cell(path, number, names[role], fields[i]))
+            values[role].append(_check_cell(path, number, names[role], fields[at]))
         lines.append(number)
     return values, lines
 
@@ -397,12 +433,14 @@ def _pick_json(path, records, wanted, names, limit):
                 value = record[col]
             elif isinstance(record, list):
                 if not isinstance(col, int):
-                    raise DataError(f"{path}: line {number}: rows are JSON arrays; give column '{col}' as a 0-based index")
+                    raise DataError(f"{path}: line {number}: rows are JSON arrays; "
+                                    f"give column '{col}' as a 0-based index")
                 if col >= len(record):
                     raise DataError(f"{path}: line {number}: has {len(record)} fields, no column {names[role]}")
                 value = record[col]
             else:
-                raise DataError(f"{path}: line {number}: expected a JSON object or array per line, got {_json_kind(record)}")
+                raise DataError(f"{path}: line {number}: expected a JSON object or array per line, "
+                                f"got {_json_kind(record)}")
             text = None if value is None else value if isinstance(value, str) else json.dumps(value)
             values[role].append(None if text is None else _check_cell(path, number, names[role], text))
         lines.append(number)

@@ -42,7 +42,8 @@ class FilePolicy:
     allow_pickle: bool = False
 
 
-_policy: ContextVar[FilePolicy] = ContextVar("reportgen_model_policy", default=FilePolicy())
+_STRICT = FilePolicy()  # the default: no model code, no pickle
+_policy: ContextVar[FilePolicy] = ContextVar("reportgen_model_policy", default=_STRICT)
 
 
 @contextmanager
@@ -107,7 +108,8 @@ class DirectoryCheck:
 def _read_config(path: Path) -> dict:
     file = path / "config.json"
     if not file.is_file():
-        raise ModelError(f"model directory {path} has no config.json; is it a transformers model? (config field 'model')")
+        raise ModelError(f"model directory {path} has no config.json; is it a transformers model? "
+                         "(config field 'model')")
     try:
         cfg = json.loads(file.read_text(encoding="utf-8"))
     except UnicodeDecodeError:
@@ -126,10 +128,10 @@ def _custom_code(path: Path, cfg: dict) -> str | None:
     tokenizer_config.json); a stray .py file beside the weights is never imported."""
     if cfg.get("auto_map"):
         return "config.json has an auto_map (custom model code)"
-    tok_cfg = path / "tokenizer_config.json"
-    if tok_cfg.is_file():
+    tokenizer_config = path / "tokenizer_config.json"
+    if tokenizer_config.is_file():
         try:
-            if json.loads(tok_cfg.read_text(encoding="utf-8")).get("auto_map"):
+            if json.loads(tokenizer_config.read_text(encoding="utf-8")).get("auto_map"):
                 return "tokenizer_config.json has an auto_map (custom tokenizer code)"
         except (ValueError, UnicodeDecodeError, AttributeError):
             pass
@@ -153,13 +155,16 @@ def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCh
     known = model_type in KNOWN_ENCODERS and not cfg.get("is_decoder") and not cfg.get("is_encoder_decoder")
     if not why_code and not known:
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-        from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-                                                            MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+        from transformers.models.auto.modeling_auto import (
+            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+            MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+        )
 
         if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING_NAMES:
             raise ModelError(f"{path / 'config.json'}: model_type {model_type!r} is not a model type "
                              "transformers knows (config field 'model')")
-        decoder_only = model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+        decoder_only = (model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+                        and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
         if decoder_only or cfg.get("is_decoder") or cfg.get("is_encoder_decoder"):
             kind = "an encoder-decoder" if cfg.get("is_encoder_decoder") else "a decoder (causal LM)"
             raise ModelError(f"model directory {path}: model type '{model_type}' is {kind}; reportgen analyses "
@@ -191,10 +196,10 @@ def max_tokens(path: Path) -> int | None:
             positions -= (pad if isinstance(pad, int) else 1) + 1
         if cfg.get("position_biased_input", True):  # DeBERTa-v2 without absolute positions has no limit
             limits.append(positions)
-    tok_cfg = path / "tokenizer_config.json"
-    if tok_cfg.is_file():
+    tokenizer_config = path / "tokenizer_config.json"
+    if tokenizer_config.is_file():
         try:
-            value = json.loads(tok_cfg.read_text(encoding="utf-8")).get("model_max_length")
+            value = json.loads(tokenizer_config.read_text(encoding="utf-8")).get("model_max_length")
         except (ValueError, UnicodeDecodeError, AttributeError):
             value = None
         if isinstance(value, int) and 0 < value < 1_000_000:
@@ -219,12 +224,14 @@ def _download(repo_id: str) -> Path:
     try:
         return Path(snapshot_download(repo_id, local_files_only=offline))
     except HFValidationError:
-        raise ModelError(f"model '{repo_id}' is neither a local directory nor a valid Hub id (config field 'model')") from None
+        raise ModelError(f"model '{repo_id}' is neither a local directory nor a valid Hub id "
+                         "(config field 'model')") from None
     except RepositoryNotFoundError:
         raise ModelError(f"model '{repo_id}' was not found on the Hugging Face Hub (config field 'model')") from None
     except LocalEntryNotFoundError:
         why = "HF_HUB_OFFLINE is set" if offline else "the Hub cannot be reached"
-        raise ModelError(f"model '{repo_id}' is not in the local cache and {why}: offline; download it first or give a local directory") from None
+        raise ModelError(f"model '{repo_id}' is not in the local cache and {why}: offline; "
+                         "download it first or give a local directory") from None
     except OSError as exc:
         raise ModelError(f"model '{repo_id}' could not be downloaded (offline?): {exc}") from None
 
@@ -235,8 +242,8 @@ def file_hashes(path: Path) -> dict[str, str]:
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         if file.suffix in WEIGHT_SUFFIXES or file.suffix in {".json", ".txt", ".model"}:
             digest = hashlib.sha256()
-            with open(file, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
+            with open(file, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
             hashes[file.relative_to(path).as_posix()] = digest.hexdigest()
     return hashes
@@ -287,27 +294,32 @@ def pretrained_kwargs(path: Path, policy: FilePolicy | None = None) -> dict:
     there is (with a warning), the model's own code only when trusted."""
     check = check_directory(path, policy)
     if not check.use_safetensors:
+        # stacklevel 1: the CLI shows the warnings raised in reportgen's own files
         warnings.warn(f"model directory {path}: loading pickle weights because the config sets allow_pickle: true; "
-                      "pickle can run code, prefer safetensors")
+                      "pickle can run code, prefer safetensors", stacklevel=1)
     return {"use_safetensors": check.use_safetensors, "trust_remote_code": check.trust_remote_code}
 
 
-def load(path: Path, device: str, policy: FilePolicy | None = None):
-    """Load (model, tokenizer) from a local directory with eager attention, in eval mode."""
+def load(path: Path, device: str):
+    """Load (model, tokenizer) from a local directory with eager attention, in eval mode.
+
+    The directory is checked under the current `file_policy`."""
     from transformers import AutoModel
 
     quiet_transformers()
     device = resolve_device(device)
-    kwargs = pretrained_kwargs(Path(path), policy)
+    kwargs = pretrained_kwargs(Path(path))
     tokenizer = load_tokenizer(Path(path), kwargs["trust_remote_code"])
     if not getattr(tokenizer, "is_fast", False):
-        raise ModelError(f"model directory {path}: reportgen needs a fast tokenizer (tokenizer.json) for word ids")
+        raise ModelError(f"model directory {path}: reportgen needs a fast tokenizer (tokenizer.json) "
+                         "for word ids")
     try:
         # Attention weights are only returned by the eager implementation (transformers 5).
         model, info = AutoModel.from_pretrained(path, attn_implementation="eager", output_loading_info=True,
                                                 ignore_mismatched_sizes=True, **kwargs)
     except Exception as exc:
-        raise ModelError(f"model directory {path}: cannot be loaded ({type(exc).__name__}: {_first_line(exc)})") from None
+        raise ModelError(f"model directory {path}: cannot be loaded "
+                         f"({type(exc).__name__}: {_first_line(exc)})") from None
     # The pooler is never used: attention and the similarity task read the token states.
     check_weights(Path(path), model, info, unused=("pooler",))
     return model.to(device).eval(), tokenizer

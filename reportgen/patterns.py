@@ -7,7 +7,7 @@ head's attention on one example, A[q, k] = weight query q puts on key k.
 
 Every statistic is computed per example as an [layers, heads] array, vectorised over
 heads, queries and keys (one matrix product per example against a stack of
-query/key masks), then folded into running sums (`PatternAccumulator`), so a corpus
+query/key weight matrices), then folded into running sums (`PatternAccumulator`), so a corpus
 of any size is summarised in bounded memory. The statistics:
 
 - next_token / previous_token: mean over the queries that have a next (previous)
@@ -88,7 +88,7 @@ def word_strings(tokens: Sequence[str], word_ids: np.ndarray) -> list[str]:
     match, and 'straw' + '##berries' is the word 'strawberries'.
     """
     parts: dict[int, list[str]] = {}
-    for token, word in zip(tokens, word_ids.tolist()):
+    for token, word in zip(tokens, word_ids.tolist(), strict=True):
         if word >= 0:
             parts.setdefault(word, []).append(piece_text(token))
     words = {w: "".join(p).lower() for w, p in parts.items()}
@@ -102,7 +102,7 @@ def _codes(strings: Sequence[str], valid: np.ndarray) -> np.ndarray:
 
 
 def delimiter_keys(run: ExampleRun) -> tuple[np.ndarray, np.ndarray]:
-    """(cls, sep) key masks: the special token at position 0 is [CLS] (or <s>); the others are [SEP] (or </s>)."""
+    """(cls, sep) key selections: the special token at position 0 is [CLS] (or <s>); the others are [SEP] (or </s>)."""
     cls = np.zeros(run.n_tokens, dtype=bool)
     cls[0] = bool(run.special[0])
     return cls, run.special & ~cls
@@ -161,14 +161,14 @@ def char_word_ids(tokens: Sequence[str], words: Sequence[str], start: int = 0) -
     texts = [_normalise(piece_text(t)) for t in tokens]
     out = np.full(len(tokens), -1, dtype=np.int64)
     cursor = 0
-    for i, (token, text) in enumerate(zip(tokens, texts)):
+    for index, (token, text) in enumerate(zip(tokens, texts, strict=True)):
         if cursor >= len(chars):
             raise DataError(f"cannot align token {token!r} with the segmentation {' '.join(words)!r}: text used up")
-        out[i] = owner[cursor]
+        out[index] = owner[cursor]
         if text and chars.startswith(text, cursor):
             cursor += len(text)
         elif _is_unknown(token):
-            following = next((t for t in texts[i + 1:] if t), None)
+            following = next((t for t in texts[index + 1:] if t), None)
             found = chars.find(following, cursor + 1) if following else -1
             cursor = found if found > 0 else len(chars)
         else:
@@ -203,8 +203,7 @@ def token_units(word_ids: np.ndarray) -> np.ndarray:
 
     Units are numbered in order of their first token.
     """
-    n = len(word_ids)
-    key = np.where(word_ids >= 0, word_ids, -1 - np.arange(n))  # specials: unique negative keys
+    key = np.where(word_ids >= 0, word_ids, -1 - np.arange(len(word_ids)))  # specials: unique negative keys
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     rank = np.empty(len(first), dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
@@ -229,7 +228,7 @@ def word_level_run(run: ExampleRun) -> ExampleRun:
     units = token_units(run.word_ids)
     first = np.unique(units, return_index=True)[1]
     pieces: dict[int, list[str]] = {}
-    for token, unit in zip(run.tokens, units.tolist()):
+    for token, unit in zip(run.tokens, units.tolist(), strict=True):
         pieces.setdefault(unit, []).append(token if not pieces.get(unit) else piece_text(token))
     tokens = ["".join(pieces[u]) for u in range(len(first))]
     special = run.special[first]
@@ -241,11 +240,12 @@ def word_level_run(run: ExampleRun) -> ExampleRun:
 
 # ---------------------------------------------------------------- per-example statistics
 
-# Statistics in a fixed order; MASK_STATS are one weighted sum each (see _masks).
-MASK_STATS = ("next_token", "previous_token", "cls", "sep", "cls_sep", "punctuation", "delimiter",
-              "same_token", "other_segment")
+# Statistics in a fixed order; KEY_SET_STATS are one weighted sum of attention each, over a
+# set of keys per query (see _key_set_weights).
+KEY_SET_STATS = ("next_token", "previous_token", "cls", "sep", "cls_sep", "punctuation", "delimiter",
+                 "same_token", "other_segment")
 ROW_STATS = ("next_token_argmax", "previous_token_argmax", "entropy", "effective_share", "max_weight")
-STATS = MASK_STATS + ("within_word",) + ROW_STATS
+STATS = KEY_SET_STATS + ("within_word",) + ROW_STATS
 
 # The statistic behind each label, in the order used to break exact ties.
 LABEL_STATS = {
@@ -256,20 +256,15 @@ LABEL_STATS = {
 LABELS = tuple(LABEL_STATS) + ("mixed",)
 
 
-def entropy(att: np.ndarray) -> np.ndarray:
+def entropy(attention: np.ndarray) -> np.ndarray:
     """Mean over queries of the row entropy in nats, [L, H].
 
     Clark et al. smooth A' = 0.9999 A + 0.0001 / n before taking -sum A' ln A';
     the uniform baseline is ln n.
     """
-    n = att.shape[-1]
-    smooth = 0.9999 * att + 0.0001 / n
+    length = attention.shape[-1]
+    smooth = 0.9999 * attention + 0.0001 / length
     return -(smooth * np.log(smooth)).sum(-1).mean(-1)
-
-
-def mass_on(att: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Mean over queries of the attention on a set of key positions (bool [T]), [L, H]."""
-    return att[..., keys].sum(-1).mean(-1)
 
 
 def _weights(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -280,11 +275,11 @@ def _weights(keys: np.ndarray, queries: np.ndarray) -> np.ndarray:
     return (keys & queries[:, None]) / count
 
 
-def _masks(run: ExampleRun) -> np.ndarray:
-    """Weight matrices of MASK_STATS stacked as [T*T, S], so one matmul gives them all."""
-    n = run.n_tokens
-    every = np.ones(n, dtype=bool)
-    position = np.arange(n)
+def _key_set_weights(run: ExampleRun) -> np.ndarray:
+    """Weight matrices of KEY_SET_STATS stacked as [T*T, S], so one matmul gives them all."""
+    length = run.n_tokens
+    every = np.ones(length, dtype=bool)
+    position = np.arange(length)
     cls, sep = delimiter_keys(run)
     punct = punctuation_keys(run)
     words = ~run.special & (run.word_ids >= 0)
@@ -293,14 +288,14 @@ def _masks(run: ExampleRun) -> np.ndarray:
     same_segment = run.segment_ids[:, None] == run.segment_ids[None, :]
     own_word = run.word_ids[:, None] == run.word_ids[None, :]
     other_segment = same_string & ~same_segment
-    same_token = np.eye(n, dtype=bool) | (same_string & same_segment & ~own_word)
+    same_token = np.eye(length, dtype=bool) | (same_string & same_segment & ~own_word)
 
     def wide(keys: np.ndarray) -> np.ndarray:  # the same key set for every query
-        return np.broadcast_to(keys, (n, n))
+        return np.broadcast_to(keys, (length, length))
 
-    masks = {
-        "next_token": _weights(np.eye(n, k=1, dtype=bool), position < n - 1),
-        "previous_token": _weights(np.eye(n, k=-1, dtype=bool), position > 0),
+    weights = {
+        "next_token": _weights(np.eye(length, k=1, dtype=bool), position < length - 1),
+        "previous_token": _weights(np.eye(length, k=-1, dtype=bool), position > 0),
         "cls": _weights(wide(cls), every),
         "sep": _weights(wide(sep), every),
         "cls_sep": _weights(wide(cls | sep), every),
@@ -309,7 +304,7 @@ def _masks(run: ExampleRun) -> np.ndarray:
         "same_token": _weights(same_token, words),
         "other_segment": _weights(other_segment, other_segment.any(1)),
     }
-    return np.stack([masks[name].reshape(-1) for name in MASK_STATS], axis=1)
+    return np.stack([weights[name].reshape(-1) for name in KEY_SET_STATS], axis=1)
 
 
 def within_word_weights(word_ids: np.ndarray) -> np.ndarray:
@@ -319,53 +314,53 @@ def within_word_weights(word_ids: np.ndarray) -> np.ndarray:
     return _weights(keys, keys.any(1))
 
 
-def _masked(att: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """att [L, H, T, T] against weights [T*T, S] -> [S, L, H]; NaN columns give NaN."""
-    L, H, T, _ = att.shape
-    flat = att.reshape(L * H, T * T).astype(np.float64)
-    nan = np.isnan(weights).any(0)
+def _weighted_sums(attention: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """attention [L, H, T, T] against weights [T*T, S] -> [S, L, H]; NaN columns give NaN."""
+    layers, heads, length, _ = attention.shape
+    flat = attention.reshape(layers * heads, length * length).astype(np.float64)
+    undefined = np.isnan(weights).any(0)
     out = flat @ np.nan_to_num(weights)
-    out[:, nan] = np.nan
-    return out.T.reshape(-1, L, H)
+    out[:, undefined] = np.nan
+    return out.T.reshape(-1, layers, heads)
 
 
-def _row_stats(att: np.ndarray) -> np.ndarray:
+def _row_stats(attention: np.ndarray) -> np.ndarray:
     """ROW_STATS as [5, L, H]: Voita's argmax shares, entropy, exp(entropy) / n, mean max weight."""
-    n = att.shape[-1]
-    if n < 2:
-        nan = np.full(att.shape[:2], np.nan)
-        return np.stack([nan, nan, nan, nan, att.max(-1).mean(-1)])
-    top = att.argmax(-1)  # [L, H, T]; ties go to the first key
-    position = np.arange(n)
+    length = attention.shape[-1]
+    if length < 2:
+        undefined = np.full(attention.shape[:2], np.nan)
+        return np.stack([undefined, undefined, undefined, undefined, attention.max(-1).mean(-1)])
+    top = attention.argmax(-1)  # [L, H, T]; ties go to the first key
+    position = np.arange(length)
     next_share = (top[..., :-1] == position[1:]).mean(-1)
     prev_share = (top[..., 1:] == position[:-1]).mean(-1)
-    ent = entropy(att.astype(np.float64))
-    return np.stack([next_share, prev_share, ent, np.exp(ent) / n, att.max(-1).mean(-1)])
+    row_entropy = entropy(attention.astype(np.float64))
+    return np.stack([next_share, prev_share, row_entropy, np.exp(row_entropy) / length, attention.max(-1).mean(-1)])
 
 
 def _example_array(run: ExampleRun, word_level: bool) -> tuple[np.ndarray, ExampleRun, dict[str, int]]:
     """All STATS of one example as [S, L, H] (segmentation already applied to `run`),
     with the run the statistics were measured on (words or pieces) and query counts."""
     within_weights = within_word_weights(run.word_ids)
-    within = _masked(run.attention, within_weights.reshape(-1, 1))
+    within = _weighted_sums(run.attention, within_weights.reshape(-1, 1))
     unit = word_level_run(run) if word_level else run
-    weights = _masks(unit)
-    other = np.nan_to_num(weights[:, MASK_STATS.index("other_segment")]).reshape(unit.n_tokens, -1)
+    weights = _key_set_weights(unit)
+    other = np.nan_to_num(weights[:, KEY_SET_STATS.index("other_segment")]).reshape(unit.n_tokens, -1)
     queries = {"within_word": int(np.count_nonzero(np.nan_to_num(within_weights).any(1))),
                "other_segment": int(np.count_nonzero(other.any(1)))}
-    values = np.concatenate([_masked(unit.attention, weights), within, _row_stats(unit.attention)])
+    values = np.concatenate([_weighted_sums(unit.attention, weights), within, _row_stats(unit.attention)])
     return values, unit, queries
 
 
 def example_statistics(run: ExampleRun, word_level: bool = False) -> dict[str, np.ndarray]:
     """Every statistic of one example, name -> [L, H] (NaN where it does not apply)."""
-    return dict(zip(STATS, _example_array(run, word_level)[0]))
+    return dict(zip(STATS, _example_array(run, word_level)[0], strict=True))
 
 
 # ---------------------------------------------------------------- head similarity
 
 
-def js_divergence_sums(att: np.ndarray, max_block: int = 1 << 22) -> np.ndarray:
+def js_divergence_sums(attention: np.ndarray, max_block: int = 1 << 22) -> np.ndarray:
     """[LH, LH] Jensen-Shannon divergence between heads' rows, summed over queries (nats).
 
     Clark et al. 2019 smooth each row as 0.999 A + 0.001/n. JS(p, q) = (sum p ln p +
@@ -376,59 +371,63 @@ def js_divergence_sums(att: np.ndarray, max_block: int = 1 << 22) -> np.ndarray:
     diagonal makes identical heads cancel exactly; float32 halves the time, and its
     rounding (about 1e-6 nats per example) is far below the differences between heads.
     """
-    L, H, T, _ = att.shape
-    heads = L * H
-    p = (0.999 * att.reshape(heads, T, T) + 0.001 / T).astype(np.float32)
-    cross = np.zeros((heads, heads))
-    block = max(1, max_block // (heads * T * T))
-    for a in range(0, heads, block):
-        b = min(a + block, heads)
-        m = (p[a:b, None] + p[None, a:]) * np.float32(0.5)  # [B, heads - a, T, T]
-        part = (m * np.log(m)).sum((2, 3), dtype=np.float64)
-        cross[a:b, a:] = part
-        cross[a:, a:b] = part.T
+    layers, heads, length, _ = attention.shape
+    count = layers * heads
+    smoothed = (0.999 * attention.reshape(count, length, length) + 0.001 / length).astype(np.float32)
+    cross = np.zeros((count, count))
+    block = max(1, max_block // (count * length * length))
+    for start in range(0, count, block):
+        stop = min(start + block, count)
+        mixture = (smoothed[start:stop, None] + smoothed[None, start:]) * np.float32(0.5)  # [B, count - start, T, T]
+        part = (mixture * np.log(mixture)).sum((2, 3), dtype=np.float64)
+        cross[start:stop, start:] = part
+        cross[start:, start:stop] = part.T
     self_term = np.diag(cross)
     return np.maximum(0.5 * (self_term[:, None] + self_term[None, :]) - cross, 0.0)
 
 
 def classical_mds(dist: np.ndarray, dims: int = 2) -> np.ndarray:
     """Torgerson's classical scaling of a distance matrix, [n, dims]; signs fixed for stable output."""
-    n = len(dist)
-    centre = np.eye(n) - 1.0 / n
+    count = len(dist)
+    centre = np.eye(count) - 1.0 / count
     gram = -0.5 * centre @ (dist ** 2) @ centre
     values, vectors = np.linalg.eigh(gram)
     order = np.argsort(values)[::-1][:dims]
-    coords = np.zeros((n, dims))
+    coords = np.zeros((count, dims))
     coords[:, : len(order)] = vectors[:, order] * np.sqrt(np.maximum(values[order], 0.0))
     flip = np.sign(coords[np.abs(coords).argmax(0), np.arange(coords.shape[1])])
     return coords * np.where(flip == 0, 1.0, flip)
+
+
+def _layout_distances(coords: np.ndarray) -> np.ndarray:
+    return np.sqrt(((coords[:, None] - coords[None, :]) ** 2).sum(-1))
 
 
 def metric_mds(dist: np.ndarray, dims: int = 2, iterations: int = 300, tol: float = 1e-9) -> tuple[np.ndarray, float]:
     """Metric MDS by SMACOF (stress majorisation) from the classical solution; (coords, stress-1).
 
     Clark et al. lay the heads out with metric MDS; starting from classical scaling makes
-    the result deterministic, and the Guttman transform only lowers the stress.
+    the result deterministic, and the Guttman transform only lowers the stress
+    (de Leeuw 1977; Borg and Groenen, "Modern Multidimensional Scaling").
     """
-    n = len(dist)
-    x = classical_mds(dist, dims)
-    if n < 3 or not np.any(dist):
-        return x, 0.0
+    count = len(dist)
+    coords = classical_mds(dist, dims)
+    if count < 3 or not np.any(dist):
+        return coords, 0.0
     stress = np.inf
     for _ in range(iterations):
-        d = np.sqrt(((x[:, None] - x[None, :]) ** 2).sum(-1))
-        ratio = np.divide(dist, d, out=np.zeros_like(dist), where=d > 1e-12)
-        b = -ratio
-        np.fill_diagonal(b, 0.0)
-        np.fill_diagonal(b, -b.sum(1))
-        x = b @ x / n
-        d = np.sqrt(((x[:, None] - x[None, :]) ** 2).sum(-1))
-        new = ((dist - d) ** 2).sum() / 2
+        fitted = _layout_distances(coords)
+        ratio = np.divide(dist, fitted, out=np.zeros_like(dist), where=fitted > 1e-12)
+        guttman = -ratio  # B(X) of the Guttman transform X <- B(X) X / n
+        np.fill_diagonal(guttman, 0.0)
+        np.fill_diagonal(guttman, -guttman.sum(1))
+        coords = guttman @ coords / count
+        new = ((dist - _layout_distances(coords)) ** 2).sum() / 2
         if stress - new < tol * max(new, 1e-30):
             stress = new
             break
         stress = new
-    return x, float(np.sqrt(stress / max((dist ** 2).sum() / 2, 1e-30)))
+    return coords, float(np.sqrt(stress / max((dist ** 2).sum() / 2, 1e-30)))
 
 
 # ---------------------------------------------------------------- streaming aggregation
@@ -447,23 +446,24 @@ class _Running:
         self.best_value = np.full(shape, -np.inf)
 
     def add(self, value: np.ndarray, index: int, linkable: bool = True) -> None:
-        ok = ~np.isnan(value)
-        value = np.where(ok, value, 0.0)
-        self.count += ok
-        delta = np.where(ok, value - self.mean, 0.0)
+        present = ~np.isnan(value)
+        value = np.where(present, value, 0.0)
+        self.count += present
+        delta = np.where(present, value - self.mean, 0.0)
         self.mean += delta / np.maximum(self.count, 1)
-        self.m2 += np.where(ok, delta * (value - self.mean), 0.0)
-        self.max = np.where(ok & (value > self.max), value, self.max)
-        better = ok & linkable & (value > self.best_value)
+        self.m2 += np.where(present, delta * (value - self.mean), 0.0)
+        self.max = np.where(present & (value > self.max), value, self.max)
+        better = present & linkable & (value > self.best_value)
         self.best_value = np.where(better, value, self.best_value)
         self.best = np.where(better, index, self.best)
-        self.min = np.where(ok & (value < self.min), value, self.min)
+        self.min = np.where(present & (value < self.min), value, self.min)
 
     def std(self) -> np.ndarray:
         """Population standard deviation over examples (as the first head_statistics did)."""
         return np.sqrt(np.divide(self.m2, self.count, out=np.full(self.m2.shape, np.nan), where=self.count > 0))
 
-    def masked(self, array: np.ndarray) -> np.ndarray:
+    def where_counted(self, array: np.ndarray) -> np.ndarray:
+        """`array` where some example counted, NaN in the cells no example had a value for."""
         return np.where(self.count > 0, array, np.nan)
 
 
@@ -511,13 +511,14 @@ class PatternAccumulator:
         Only `linkable` examples (those with a page in the site) can be a head's `example`;
         corpus sentences count in every statistic but have no page to link to.
         """
-        L, H = run.attention.shape[:2]
+        layers, heads = run.attention.shape[:2]
         if self.shape is None:
-            self.shape = (L, H)
-            self._stats = _Running((len(STATS), L, H))
-            self._js = np.zeros((L * H, L * H)) if self.settings.similarity else None
-        elif self.shape != (L, H):
-            raise DataError(f"example {self.examples}: attention has {L}x{H} heads, earlier ones {self.shape[0]}x{self.shape[1]}")
+            self.shape = (layers, heads)
+            self._stats = _Running((len(STATS), layers, heads))
+            self._js = np.zeros((layers * heads, layers * heads)) if self.settings.similarity else None
+        elif self.shape != (layers, heads):
+            raise DataError(f"example {self.examples}: attention has {layers}x{heads} heads, "
+                            f"earlier ones {self.shape[0]}x{self.shape[1]}")
         run = resegment(run, self.settings.segmentation)
         values, unit, queries = _example_array(run, self.settings.word_level)
         self._stats.add(values, self.examples, linkable)
@@ -540,50 +541,52 @@ class PatternAccumulator:
 
     def labels(self) -> tuple[np.ndarray, list]:
         """(labels [L, H], passing patterns [L][H]) from the mean statistics (see `label_heads`)."""
-        means = dict(zip(STATS, self._stats.masked(self._stats.mean)))
+        means = dict(zip(STATS, self._stats.where_counted(self._stats.mean), strict=True))
         return label_heads(means, self.settings.thresholds)
 
     def result(self) -> dict[str, Any]:
         """Everything the site needs, JSON-able; see the module docstring for the definitions."""
         if self._stats is None:
             raise DataError("no examples to compute attention pattern statistics from")
-        run = self._stats
-        out: dict[str, Any] = {}
-        for i, name in enumerate(STATS):
-            has = run.count[i] > 0
-            out[name] = {
-                "mean": run.masked(run.mean)[i], "std": run.std()[i],
-                "min": run.masked(run.min)[i], "max": run.masked(run.max)[i],
-                "example": np.where(has, run.best[i], -1),
-                "example_value": np.where(run.best[i] >= 0, run.best_value[i], np.nan),
-                "count": int(run.count[i].max()),
-            }
+        out: dict[str, Any] = {name: self._summary(index) for index, name in enumerate(STATS)}
         out["entropy"]["uniform_baseline"] = self.log_n / self.examples
         labels, patterns = self.labels()
         out["labels"] = labels.tolist()
         out["patterns"] = patterns
         out["label_counts"] = {name: int((labels == name).sum()) for name in LABELS}
         out["label_stats"] = dict(LABEL_STATS)
-        out["top_heads"] = {name: self._top(i) for i, name in enumerate(STATS)}
+        out["top_heads"] = {name: self._top(index) for index, name in enumerate(STATS)}
         out["similarity"] = self._similarity(labels) if self._js is not None else None
+        counts = self._stats.count
         out["counts"] = {
             "examples": self.examples, "pairs": self.pairs, "tokens": self.tokens,
             "layers": self.shape[0], "heads": self.shape[1],
-            **{f"{name}_examples": int(run.count[STATS.index(name)].max()) for name in ("within_word", "other_segment")},
+            **{f"{name}_examples": int(counts[STATS.index(name)].max()) for name in ("within_word", "other_segment")},
             **{f"{name}_queries": count for name, count in self.queries.items()},
         }
         out["settings"] = self.settings.model_dump(mode="json")
         return _clean(out)
 
+    def _summary(self, stat: int) -> dict[str, Any]:
+        """Mean, std, min, max over examples of statistic `stat` per head, and its strongest example."""
+        stats = self._stats
+        return {
+            "mean": stats.where_counted(stats.mean)[stat], "std": stats.std()[stat],
+            "min": stats.where_counted(stats.min)[stat], "max": stats.where_counted(stats.max)[stat],
+            "example": np.where(stats.count[stat] > 0, stats.best[stat], -1),
+            "example_value": np.where(stats.best[stat] >= 0, stats.best_value[stat], np.nan),
+            "count": int(stats.count[stat].max()),
+        }
+
     def _top(self, stat: int) -> list[dict[str, Any]]:
-        run = self._stats
-        mean = run.masked(run.mean)[stat]
-        H = self.shape[1]
+        stats = self._stats
+        mean = stats.where_counted(stats.mean)[stat]
+        heads = self.shape[1]
         flat = np.nan_to_num(mean, nan=-np.inf).reshape(-1)
         order = np.argsort(-flat, kind="stable")[: self.settings.top_k]
-        return [{"layer": int(i // H), "head": int(i % H), "value": mean.flat[i], "std": run.std()[stat].flat[i],
-                 "example": int(run.best[stat].flat[i]),
-                 "example_value": run.best_value[stat].flat[i] if run.best[stat].flat[i] >= 0 else None}
+        return [{"layer": int(i // heads), "head": int(i % heads), "value": mean.flat[i],
+                 "std": stats.std()[stat].flat[i], "example": int(stats.best[stat].flat[i]),
+                 "example_value": stats.best_value[stat].flat[i] if stats.best[stat].flat[i] >= 0 else None}
                 for i in order if np.isfinite(flat[i])]
 
     def distances(self) -> np.ndarray:
@@ -593,9 +596,9 @@ class PatternAccumulator:
     def _similarity(self, labels: np.ndarray) -> dict[str, Any]:
         dist = self.distances()
         coords, stress = metric_mds(dist)
-        H = self.shape[1]
-        points = [{"layer": i // H, "head": i % H, "x": coords[i, 0], "y": coords[i, 1], "label": labels.flat[i]}
-                  for i in range(len(dist))]
+        heads = self.shape[1]
+        points = [{"layer": i // heads, "head": i % heads, "x": coords[i, 0], "y": coords[i, 1],
+                   "label": labels.flat[i]} for i in range(len(dist))]
         return {"measure": "Jensen-Shannon divergence in nats, smoothed 0.999A+0.001/n, mean per query token "
                            "(Clark et al. 2019 sum over queries and examples, divided by their number)",
                 "layout": "metric MDS (SMACOF from classical scaling)",
@@ -610,15 +613,15 @@ def pattern_scores(means: dict[str, np.ndarray], thresholds: Thresholds) -> np.n
     better of the two scores counts), and broad when exp(entropy) / n >= broad_share.
     NaN (pattern not measurable on this corpus) never passes.
     """
-    t = thresholds
-    tests = {
-        "previous_token": [("previous_token", t.positional, False), ("previous_token_argmax", t.positional_argmax, True)],
-        "next_token": [("next_token", t.positional, False), ("next_token_argmax", t.positional_argmax, True)],
-        "within_word": [("within_word", t.within_word, False)],
-        "other_segment": [("other_segment", t.other_segment, False)],
-        "same_token": [("same_token", t.same_token, False)],
-        "delimiter": [("delimiter", t.delimiter, False)],
-        "broad": [("effective_share", t.broad_share, True)],
+    positional, argmax = thresholds.positional, thresholds.positional_argmax
+    tests = {  # label -> (statistic, threshold, whether reaching the threshold is enough)
+        "previous_token": [("previous_token", positional, False), ("previous_token_argmax", argmax, True)],
+        "next_token": [("next_token", positional, False), ("next_token_argmax", argmax, True)],
+        "within_word": [("within_word", thresholds.within_word, False)],
+        "other_segment": [("other_segment", thresholds.other_segment, False)],
+        "same_token": [("same_token", thresholds.same_token, False)],
+        "delimiter": [("delimiter", thresholds.delimiter, False)],
+        "broad": [("effective_share", thresholds.broad_share, True)],
     }
     scores = []
     for label in LABEL_STATS:

@@ -50,7 +50,7 @@ def _check_branch(top: Path, branch: str, parent: str) -> None:
 
 
 def publish(site: Path, repo: Path, remote: str = "origin", branch: str = "gh-pages",
-            message: str = "Publish reportgen site", push: bool = True) -> str:
+            message: str = "Publish reportgen site") -> str:
     """Commit `site` as the whole tree of `branch` (parent: its previous commit) and push it; returns the commit id.
 
     The local branch moves only after the push succeeded, so a failed push leaves it as it was.
@@ -69,8 +69,7 @@ def publish(site: Path, repo: Path, remote: str = "origin", branch: str = "gh-pa
         _git("--work-tree", str(site.resolve()), "add", "--all", "--force", ".", cwd=top, env=env)
         tree = _git("write-tree", cwd=top, env=env)
     commit = _git("commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, cwd=top)
-    if push:
-        _git("push", remote, f"{commit}:refs/heads/{branch}", cwd=top)
+    _git("push", remote, f"{commit}:refs/heads/{branch}", cwd=top)
     # Compare-and-swap: fails if the branch moved since we read it.
     _git("update-ref", f"refs/heads/{branch}", commit, parent or "0" * 40, cwd=top)
     return commit

@@ -22,7 +22,6 @@ from typing import Iterator
 
 import numpy as np
 
-
 # The q/k page carries float32 query and key vectors for every layer and head
 # (L*H*T*head_dim*8 bytes, ~1.2 MB at 64 tokens on a 6x12 model), so it is only
 # built for examples up to this many tokens.
@@ -40,8 +39,8 @@ class QKCapture:
     queries: np.ndarray | None = None  # [L, H, T, head_dim] float32
     keys: np.ndarray | None = None  # [L, H, T, head_dim] float32
     scaling: float | None = None  # the factor the model multiplies q . k by, when it says so
-    _q: list = field(default_factory=list)
-    _k: list = field(default_factory=list)
+    _q: list = field(default_factory=list)  # the query projections' outputs, one per layer, until the exit
+    _k: list = field(default_factory=list)  # the key projections' outputs, likewise
 
 
 def find_attention_modules(model) -> list[tuple[object, str, str]]:
@@ -54,10 +53,10 @@ def find_attention_modules(model) -> list[tuple[object, str, str]]:
 
     found = []
     for module in model.modules():
-        for q_name, k_name in PROJECTION_NAMES:
-            q, k = getattr(module, q_name, None), getattr(module, k_name, None)
-            if isinstance(q, torch.nn.Linear) and isinstance(k, torch.nn.Linear):
-                found.append((module, q_name, k_name))
+        for query_name, key_name in PROJECTION_NAMES:
+            query, key = getattr(module, query_name, None), getattr(module, key_name, None)
+            if isinstance(query, torch.nn.Linear) and isinstance(key, torch.nn.Linear):
+                found.append((module, query_name, key_name))
                 break
     return found
 
@@ -81,8 +80,9 @@ def _split_heads(chunks: list, heads: int) -> np.ndarray:
 def capture_qk(model, enabled: bool = True) -> Iterator[QKCapture]:
     """Context manager: hook the query/key projections; on exit `capture.queries/keys` are [L, H, T, D].
 
-    With `enabled=False` it hooks nothing (so callers need one code path). Only the first call of each projection per attention forward is kept: DeBERTa-v2
-    also runs its projections over the relative-position embeddings afterwards.
+    With `enabled=False` it hooks nothing (so callers need one code path). Only the first call
+    of each projection per attention forward is kept: DeBERTa-v2 also runs its projections
+    over the relative-position embeddings afterwards.
     """
     if not enabled:
         yield QKCapture(heads=0)
@@ -94,11 +94,11 @@ def capture_qk(model, enabled: bool = True) -> Iterator[QKCapture]:
     scaling = getattr(modules[0][0], "scaling", None)
     capture.scaling = float(scaling) if isinstance(scaling, (int, float)) else None
     handles = []
-    for owner, q_name, k_name in modules:
-        seen = {"q": False, "k": False}
+    for owner, query_name, key_name in modules:
+        seen = {"query": False, "key": False}
 
         def reset(_module, _args, seen=seen):
-            seen["q"] = seen["k"] = False
+            seen["query"] = seen["key"] = False
 
         def keep(which, store, seen=seen):
             def hook(_module, _args, output):
@@ -109,8 +109,8 @@ def capture_qk(model, enabled: bool = True) -> Iterator[QKCapture]:
             return hook
 
         handles.append(owner.register_forward_pre_hook(reset))
-        handles.append(getattr(owner, q_name).register_forward_hook(keep("q", capture._q)))
-        handles.append(getattr(owner, k_name).register_forward_hook(keep("k", capture._k)))
+        handles.append(getattr(owner, query_name).register_forward_hook(keep("query", capture._q)))
+        handles.append(getattr(owner, key_name).register_forward_hook(keep("key", capture._k)))
     try:
         yield capture
     finally:

@@ -29,12 +29,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from reportgen.config import BUILTIN_DATA, builtin_data_problem
 from reportgen.errors import ConfigError, DataError, ModelError
 from reportgen.loaders import Column, Rows, load_rows
+from reportgen.model import (
+    check_weights,
+    clamp_max_length,
+    load_tokenizer,
+    pretrained_kwargs,
+    quiet_transformers,
+    resolve_device,
+)
 
 TaskKind = Literal["similarity", "classification", "mlm"]
-PACKAGE_DIR = Path(__file__).parent
-BUILTIN_DATA = PACKAGE_DIR / "data" / "relevance_demo.tsv"
 BUILTIN_COLUMNS = {"text_a": "query", "text_b": "title", "score": "grade"}
 
 ROLES: dict[str, dict[str, Column | None]] = {
@@ -62,12 +69,13 @@ class Batch:
     def tokens(self) -> int:
         return int(self.inputs["input_ids"].numel())
 
-    def tile(self, k: int) -> "Batch":
-        """The batch repeated k times (block i is for mask i)."""
-        if k == 1:
+    def tile(self, copies: int) -> "Batch":
+        """The batch repeated `copies` times (block i is for mask i)."""
+        if copies == 1:
             return self
-        rep = {name: t.repeat(k, 1) for name, t in self.inputs.items()}
-        return Batch(np.tile(self.units, k), rep, None if self.labels is None else self.labels.repeat(k, 1))
+        repeated = {name: tensor.repeat(copies, 1) for name, tensor in self.inputs.items()}
+        labels = None if self.labels is None else self.labels.repeat(copies, 1)
+        return Batch(np.tile(self.units, copies), repeated, labels)
 
 
 @dataclass
@@ -98,27 +106,28 @@ class Task:
     def make_batch(self, unit_ids: Sequence[int]) -> Batch:
         """Pad the given units to the longest of them."""
         ids = np.asarray(unit_ids, dtype=np.int64)
-        seqs = [self.units[i] for i in ids]
-        length = max(len(s["input_ids"]) for s in seqs)
-        pad = self.tokenizer.pad_token_id or 0
-        inputs = {"input_ids": torch.full((len(seqs), length), pad, dtype=torch.long),
-                  "attention_mask": torch.zeros((len(seqs), length), dtype=torch.long)}
-        has_types = "token_type_ids" in seqs[0]
+        sequences = [self.units[i] for i in ids]
+        shape = (len(sequences), max(len(seq["input_ids"]) for seq in sequences))
+        inputs = {"input_ids": torch.full(shape, self.tokenizer.pad_token_id or 0, dtype=torch.long),
+                  "attention_mask": torch.zeros(shape, dtype=torch.long)}
+        has_types = "token_type_ids" in sequences[0]
         if has_types:
-            inputs["token_type_ids"] = torch.zeros((len(seqs), length), dtype=torch.long)
-        labels = torch.full((len(seqs), length), -100, dtype=torch.long) if "labels" in seqs[0] else None
-        for row, seq in enumerate(seqs):
-            n = len(seq["input_ids"])
-            inputs["input_ids"][row, :n] = torch.tensor(seq["input_ids"])
-            inputs["attention_mask"][row, :n] = 1
+            inputs["token_type_ids"] = torch.zeros(shape, dtype=torch.long)
+        labels = torch.full(shape, -100, dtype=torch.long) if "labels" in sequences[0] else None
+        for row, seq in enumerate(sequences):
+            length = len(seq["input_ids"])
+            inputs["input_ids"][row, :length] = torch.tensor(seq["input_ids"])
+            inputs["attention_mask"][row, :length] = 1
             if has_types:
-                inputs["token_type_ids"][row, :n] = torch.tensor(seq["token_type_ids"])
+                inputs["token_type_ids"][row, :length] = torch.tensor(seq["token_type_ids"])
             if labels is not None:
-                labels[row, :n] = torch.tensor(seq["labels"])
+                labels[row, :length] = torch.tensor(seq["labels"])
         device = self.device
-        return Batch(ids, {k: v.to(device) for k, v in inputs.items()}, None if labels is None else labels.to(device))
+        return Batch(ids, {name: tensor.to(device) for name, tensor in inputs.items()},
+                     None if labels is None else labels.to(device))
 
-    def length_batches(self, token_budget: int, *, min_tokens: int | None = None, max_waste: float = 1 / 16) -> list[Batch]:
+    def length_batches(self, token_budget: int, *, min_tokens: int | None = None,
+                       max_waste: float = 1 / 16) -> list[Batch]:
         """Units bucketed by length so that a batch pads little or nothing.
 
         The units of one exact length form a bucket that needs no padding at all; a bucket
@@ -182,7 +191,7 @@ class Task:
         return self._why_undefined(outputs) or f"{self.primary} is not a number on these outputs"
 
     def _why_undefined(self, outputs: np.ndarray) -> str | None:
-        return None
+        """The reason in the task's own terms, for tasks that can name one (None: no reason known)."""
 
     def data_hash(self) -> str:
         """Identity of the inputs the model sees and of the gold answers, for the result cache."""
@@ -195,56 +204,58 @@ class Task:
 
 
 # -- statistics used by the metrics, vectorised over resample rows ---------------------------------
-def rank_rows(x: np.ndarray) -> np.ndarray:
+def rank_rows(values: np.ndarray) -> np.ndarray:
     """Ranks along the last axis with ties given their average rank (as Spearman needs)."""
-    order = np.argsort(x, axis=-1, kind="stable")
-    s = np.take_along_axis(x, order, axis=-1)
-    n = x.shape[-1]
-    pos = np.broadcast_to(np.arange(n), x.shape)
-    new = np.ones(x.shape, dtype=bool)
-    new[..., 1:] = s[..., 1:] != s[..., :-1]
-    first = np.maximum.accumulate(np.where(new, pos, 0), axis=-1)
-    end = np.ones(x.shape, dtype=bool)
+    order = np.argsort(values, axis=-1, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=-1)
+    count = values.shape[-1]
+    position = np.broadcast_to(np.arange(count), values.shape)
+    new = np.ones(values.shape, dtype=bool)  # where a run of equal values starts
+    new[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    first = np.maximum.accumulate(np.where(new, position, 0), axis=-1)
+    end = np.ones(values.shape, dtype=bool)
     end[..., :-1] = new[..., 1:]
-    last = np.flip(np.minimum.accumulate(np.flip(np.where(end, pos, n), -1), axis=-1), -1)
-    ranks = np.empty(x.shape, dtype=np.float64)
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(end, position, count), -1), axis=-1), -1)
+    ranks = np.empty(values.shape, dtype=np.float64)
     np.put_along_axis(ranks, order, (first + last) / 2 + 1, axis=-1)
     return ranks
 
 
-def pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = a - a.mean(-1, keepdims=True)
-    b = b - b.mean(-1, keepdims=True)
+def pearson_rows(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Pearson's correlation along the last axis, row by row (NaN where a row is constant)."""
+    first = first - first.mean(-1, keepdims=True)
+    second = second - second.mean(-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (a * b).sum(-1) / np.sqrt((a * a).sum(-1) * (b * b).sum(-1))
+        return (first * second).sum(-1) / np.sqrt((first * first).sum(-1) * (second * second).sum(-1))
 
 
-def spearman_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return pearson_rows(rank_rows(a), rank_rows(b))
+def spearman_rows(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Spearman's correlation along the last axis: Pearson's on the average ranks."""
+    return pearson_rows(rank_rows(first), rank_rows(second))
 
 
 def classification_scores(pred: np.ndarray, gold: np.ndarray, classes: int) -> dict[str, np.ndarray]:
     """Accuracy, macro-F1 (over classes present in gold or prediction) and multiclass MCC per row."""
     pred = pred.astype(np.int64)
     gold = np.broadcast_to(gold, pred.shape).astype(np.int64)
-    rows, n = pred.shape
+    rows, examples = pred.shape
     flat = (np.arange(rows)[:, None] * classes + gold) * classes + pred
-    conf = np.bincount(flat.ravel(), minlength=rows * classes * classes).reshape(rows, classes, classes)
-    tp = np.diagonal(conf, axis1=1, axis2=2).astype(np.float64)
-    true_count = conf.sum(2).astype(np.float64)
-    pred_count = conf.sum(1).astype(np.float64)
+    confusion = np.bincount(flat.ravel(), minlength=rows * classes * classes).reshape(rows, classes, classes)
+    tp = np.diagonal(confusion, axis1=1, axis2=2).astype(np.float64)
+    true_count = confusion.sum(2).astype(np.float64)
+    pred_count = confusion.sum(1).astype(np.float64)
     denom = true_count + pred_count  # 2TP + FP + FN
     present = denom > 0
     f1 = np.where(present, 2 * tp / np.where(present, denom, 1), 0.0)
     macro = f1.sum(1) / present.sum(1)
     correct = tp.sum(1)
-    # Gorodkin's multiclass MCC, from the confusion matrix.
-    cov_xy = correct * n - (true_count * pred_count).sum(1)
-    cov_xx = n * n - (pred_count**2).sum(1)
-    cov_yy = n * n - (true_count**2).sum(1)
+    # Gorodkin's multiclass MCC (Gorodkin 2004, the R_K statistic), from the confusion matrix.
+    cov_xy = correct * examples - (true_count * pred_count).sum(1)
+    cov_xx = examples * examples - (pred_count**2).sum(1)
+    cov_yy = examples * examples - (true_count**2).sum(1)
     with np.errstate(invalid="ignore", divide="ignore"):
         mcc = np.where(cov_xx * cov_yy > 0, cov_xy / np.sqrt(cov_xx * cov_yy), 0.0)
-    return {"accuracy": correct / n, "macro_f1": macro, "mcc": mcc}
+    return {"accuracy": correct / examples, "macro_f1": macro, "mcc": mcc}
 
 
 # -- the three tasks ---------------------------------------------------------------------------
@@ -267,26 +278,28 @@ def pooling_modes(model_dir: Path) -> list[str]:
         return ["mean_tokens"]
     cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     modes = [m for m in POOLING_MODES if cfg.get(f"pooling_mode_{m}")]
-    unsupported = [k for k, v in cfg.items() if k.startswith("pooling_mode_") and v and k[len("pooling_mode_"):] not in POOLING_MODES]
+    unsupported = [key for key, value in cfg.items()
+                   if key.startswith("pooling_mode_") and value and key[len("pooling_mode_"):] not in POOLING_MODES]
     if unsupported or not modes:
-        raise ModelError(f"{folder / 'config.json'}: pooling {', '.join(unsupported) or '(none)'} is not supported (cls, max, mean, mean_sqrt_len are)")
+        raise ModelError(f"{folder / 'config.json'}: pooling {', '.join(unsupported) or '(none)'} is not supported "
+                         "(cls, max, mean, mean_sqrt_len are)")
     return modes
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, modes: Sequence[str]) -> torch.Tensor:
     """Sentence embedding as sentence-transformers' Pooling computes it (modes concatenated)."""
-    m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    real = attention_mask.unsqueeze(-1).to(hidden.dtype)  # 1 for a token, 0 for padding
     parts = []
-    count = m.sum(1).clamp_min(1e-9)
+    count = real.sum(1).clamp_min(1e-9)
     for mode in modes:
         if mode == "cls_token":
             parts.append(hidden[:, 0])
         elif mode == "max_tokens":
-            parts.append(hidden.masked_fill(m == 0, -1e9).max(1).values)
+            parts.append(hidden.masked_fill(real == 0, -1e9).max(1).values)
         elif mode == "mean_tokens":
-            parts.append((hidden * m).sum(1) / count)
+            parts.append((hidden * real).sum(1) / count)
         else:
-            parts.append((hidden * m).sum(1) / count.sqrt())
+            parts.append((hidden * real).sum(1) / count.sqrt())
     return torch.cat(parts, dim=-1)
 
 
@@ -300,15 +313,16 @@ class SimilarityTask(Task):
         return pool(hidden, batch.inputs["attention_mask"], self.settings["pooling"])
 
     def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
-        a = unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)]
-        b = unit_out[torch.as_tensor(self.example_units[:, 1], device=unit_out.device)]
-        return F.cosine_similarity(a, b, dim=-1).unsqueeze(-1)
+        first = unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)]
+        second = unit_out[torch.as_tensor(self.example_units[:, 1], device=unit_out.device)]
+        return F.cosine_similarity(first, second, dim=-1).unsqueeze(-1)
 
     def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
         # Squared error between cosine and the grade rescaled to [0, 1], as in
         # sentence-transformers' CosineSimilarityLoss.
-        lo, hi = self.gold.min(), self.gold.max()
-        target = torch.as_tensor((self.gold - lo) / (hi - lo if hi > lo else 1.0), dtype=unit_out.dtype, device=unit_out.device)
+        lowest, highest = self.gold.min(), self.gold.max()
+        scaled = (self.gold - lowest) / (highest - lowest if highest > lowest else 1.0)
+        target = torch.as_tensor(scaled, dtype=unit_out.dtype, device=unit_out.device)
         return (self.example_outputs(unit_out)[:, 0] - target).pow(2).mean()
 
     def _why_undefined(self, outputs: np.ndarray) -> str | None:
@@ -321,7 +335,7 @@ class SimilarityTask(Task):
             return "the model gives every pair the same similarity"
         return None
 
-    def metrics(self, out, gold):
+    def metrics(self, out: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]:
         pred = out[..., 0]
         # gold may be one row shared by all resamples: rank it once, broadcast after
         return {"spearman": pearson_rows(rank_rows(pred), rank_rows(gold)), "pearson": pearson_rows(pred, gold)}
@@ -344,7 +358,7 @@ class ClassificationTask(Task):
     def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
         return self.example_outputs(unit_out)[:, 1].mean()
 
-    def metrics(self, out, gold):
+    def metrics(self, out: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]:
         return classification_scores(out[..., 0], gold, int(self.settings["classes"]))
 
 
@@ -359,7 +373,8 @@ class MaskedLMTask(Task):
         picked = labels != -100
         token_loss = F.cross_entropy(logits.transpose(1, 2).float(), labels, reduction="none", ignore_index=-100)
         correct = (logits.argmax(-1) == labels) & picked
-        return torch.stack([picked.sum(1).to(token_loss.dtype), correct.sum(1).to(token_loss.dtype), token_loss.sum(1)], dim=-1)
+        dtype = token_loss.dtype
+        return torch.stack([picked.sum(1).to(dtype), correct.sum(1).to(dtype), token_loss.sum(1)], dim=-1)
 
     def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
         return unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)]
@@ -372,53 +387,51 @@ class MaskedLMTask(Task):
         # Accuracy over masked tokens needs at least one: texts that are all special tokens have none.
         return "no token to mask" if outputs[:, 0].sum() == 0 else None
 
-    def metrics(self, out, gold):
-        n = out[..., 0].sum(-1)
+    def metrics(self, out: np.ndarray, _gold: np.ndarray) -> dict[str, np.ndarray]:
+        # No gold column: the masked tokens are the answers, and the outputs already count the correct ones.
+        masked = out[..., 0].sum(-1)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return {"accuracy": out[..., 1].sum(-1) / n, "loss": out[..., 2].sum(-1) / n}
+            return {"accuracy": out[..., 1].sum(-1) / masked, "loss": out[..., 2].sum(-1) / masked}
 
 
 # -- building a task from the config -----------------------------------------------------------
 def resolve_columns(kind: str, columns: Mapping[str, Column | None] | None) -> dict[str, Column | None]:
+    """Role -> column for the task: the config's columns over the task's default names, checked."""
     roles = ROLES[kind]
     given = dict(columns or {})
     unknown = sorted(set(given) - set(roles))
     if unknown:
-        raise ConfigError(f"ablation.columns: unknown role '{unknown[0]}' for task {kind} (roles: {', '.join(roles)})")
+        raise ConfigError(f"ablation.columns: unknown role '{unknown[0]}' for task {kind} "
+                          f"(roles: {', '.join(roles)})")
     out = {**roles, **given}
-    missing = [r for r, c in out.items() if c is None and r not in OPTIONAL_ROLES]
+    missing = [role for role, column in out.items() if column is None and role not in OPTIONAL_ROLES]
     if missing:
         raise ConfigError(f"ablation.columns: task {kind} needs a column for '{missing[0]}'")
     return out
 
 
-def _load_model(kind: str, model_dir: Path, device: str):
+def _load_model(kind: str, model_dir: Path, device: str) -> tuple[torch.nn.Module, object]:
     from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
-    cls = {"similarity": AutoModel, "classification": AutoModelForSequenceClassification, "mlm": AutoModelForMaskedLM}[kind]
-    from reportgen.model import (
-        check_weights,
-        load_tokenizer,
-        pretrained_kwargs,
-        quiet_transformers,
-    )
-
+    auto_class = {"similarity": AutoModel, "classification": AutoModelForSequenceClassification,
+                  "mlm": AutoModelForMaskedLM}[kind]
     quiet_transformers()
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(device)
     # The same refusals as the model stage: custom code only if trusted, pickle only if allowed.
     kwargs = pretrained_kwargs(model_dir)
     tokenizer = load_tokenizer(model_dir, kwargs["trust_remote_code"])
     try:
-        model, info = cls.from_pretrained(model_dir, output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
+        model, info = auto_class.from_pretrained(model_dir, output_loading_info=True, ignore_mismatched_sizes=True,
+                                                 **kwargs)
     except Exception as exc:  # transformers raises many types for a broken directory
         first = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise ModelError(f"model directory {model_dir}: cannot be loaded for task {kind} ({type(exc).__name__}: {first})") from None
+        raise ModelError(f"model directory {model_dir}: cannot be loaded for task {kind} "
+                         f"({type(exc).__name__}: {first})") from None
     _check_head(kind, model_dir, model, info)
     # Similarity pools the token states: the pooler is never read. A task head reads it (classification).
     check_weights(model_dir, model, info, unused=("pooler",) if kind == "similarity" else ())
-    for p in model.parameters():
-        p.requires_grad_(False)  # never trained here; gradients are only taken w.r.t. head gates
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)  # never trained here; gradients are only taken w.r.t. head gates
     return model.to(device).eval(), tokenizer
 
 
@@ -434,26 +447,29 @@ def _check_head(kind: str, model_dir: Path, model, info: dict) -> None:
                          f"task '{kind}' needs a fine-tuned model")
 
 
-def _encode(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None, max_length: int) -> list[dict[str, list[int]]]:
-    enc = tokenizer(list(texts), list(pairs) if pairs is not None else None, truncation=True, max_length=max_length)
-    keys = [k for k in ("input_ids", "token_type_ids") if k in enc]
-    return [{k: list(enc[k][i]) for k in keys} for i in range(len(texts))]
+def _encode(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None,
+            max_length: int) -> list[dict[str, list[int]]]:
+    encoding = tokenizer(list(texts), list(pairs) if pairs is not None else None, truncation=True,
+                         max_length=max_length)
+    keys = [key for key in ("input_ids", "token_type_ids") if key in encoding]
+    return [{key: list(encoding[key][row]) for key in keys} for row in range(len(texts))]
 
 
 def _dedupe(encoded: list[dict[str, list[int]]]) -> tuple[list[dict[str, list[int]]], np.ndarray]:
     """Distinct token sequences and the unit index of each input (repeated texts run once)."""
     seen: dict[str, int] = {}
     units, index = [], np.empty(len(encoded), dtype=np.int64)
-    for i, seq in enumerate(encoded):
+    for position, seq in enumerate(encoded):
         key = json.dumps(seq, sort_keys=True)
         if key not in seen:
             seen[key] = len(units)
             units.append(seq)
-        index[i] = seen[key]
+        index[position] = seen[key]
     return units, index
 
 
-def _mask_for_mlm(unit: dict[str, list[int]], special: set[int], mask_id: int, probability: float, seed: int) -> dict[str, list[int]]:
+def _mask_for_mlm(unit: dict[str, list[int]], special: set[int], mask_id: int, probability: float,
+                  seed: int) -> dict[str, list[int]]:
     """Replace a fixed random share of a sequence's ordinary tokens by [MASK].
 
     The generator is seeded by the seed and the token ids, so the same text gets the
@@ -463,31 +479,60 @@ def _mask_for_mlm(unit: dict[str, list[int]], special: set[int], mask_id: int, p
     ids = np.array(unit["input_ids"])
     candidates = np.flatnonzero(~np.isin(ids, list(special)))
     rng = np.random.default_rng([seed, zlib.crc32(ids.astype(np.int32).tobytes())])
-    k = max(1, int(round(probability * len(candidates)))) if len(candidates) else 0
-    chosen = rng.choice(candidates, size=k, replace=False) if k else np.array([], dtype=np.int64)
+    count = max(1, int(round(probability * len(candidates)))) if len(candidates) else 0
+    chosen = rng.choice(candidates, size=count, replace=False) if count else np.array([], dtype=np.int64)
     labels = np.full(len(ids), -100)
     labels[chosen] = ids[chosen]
     ids[chosen] = mask_id
     return {**unit, "input_ids": ids.tolist(), "labels": labels.tolist()}
 
 
+def _masked_units(tokenizer, model_dir: Path, texts: Sequence[str], max_length: int, probability: float,
+                  seed: int) -> list[dict[str, list[int]]]:
+    """The texts encoded with their chosen tokens replaced by [MASK] (see `_mask_for_mlm`)."""
+    if tokenizer.mask_token_id is None:
+        raise ModelError(f"model directory {model_dir}: the tokenizer has no mask token; task 'mlm' needs one")
+    special = set(tokenizer.all_special_ids)
+    return [_mask_for_mlm(unit, special, tokenizer.mask_token_id, probability, seed)
+            for unit in _encode(tokenizer, texts, None, max_length)]
+
+
 def _label_indices(rows: Rows, role: str, model) -> tuple[np.ndarray, int]:
     label2id = {str(k): int(v) for k, v in (getattr(model.config, "label2id", None) or {}).items()}
     classes = int(model.config.num_labels)
     out = np.empty(len(rows), dtype=np.int64)
-    for i, value in enumerate(rows.texts(role)):
+    for row, value in enumerate(rows.texts(role)):
         value = value.strip()
         if value in label2id:
-            out[i] = label2id[value]
+            out[row] = label2id[value]
             continue
         try:
             number = float(value)
         except ValueError:
             number = -1.0
         if not (0 <= number < classes and number == int(number)):
-            raise DataError(f"{rows.path}: line {rows.line_of(i)}: label '{value}' is neither one of the model's labels ({', '.join(label2id)}) nor an index below {classes}")
-        out[i] = int(number)
+            raise DataError(f"{rows.path}: line {rows.line_of(row)}: label '{value}' is neither one of the model's "
+                            f"labels ({', '.join(label2id)}) nor an index below {classes}")
+        out[row] = int(number)
     return out, classes
+
+
+def _read_rows(kind: str, data: str | Path, fmt: str, header: bool, columns: Mapping[str, Column | None] | None,
+               limit: int | None) -> tuple[Rows, dict[str, Column | None], str]:
+    """(rows, role -> column, the data as the cache key names it) from `data`, or from the shipped
+    demo set for "builtin", which has its own format and columns."""
+    comment = None
+    if str(data) == "builtin":
+        problem = builtin_data_problem(kind)
+        if problem:
+            raise ConfigError(f"ablation.data: {problem}")
+        if columns:
+            raise ConfigError("ablation.columns: the builtin demo set has fixed columns; "
+                              "set columns only with your own data file")
+        data, fmt, header, columns, comment = BUILTIN_DATA, "tsv", True, BUILTIN_COLUMNS, "#"
+    resolved = resolve_columns(kind, columns)
+    rows = load_rows(Path(data), resolved, fmt=fmt, header=header, comment=comment, limit=limit)
+    return rows, resolved, str(data)
 
 
 def load_task(
@@ -507,15 +552,7 @@ def load_task(
     """Load the model class the task needs from `model_dir` and the task's data ("builtin" = demo set)."""
     if kind not in ROLES:
         raise ConfigError(f"ablation.task: unknown task '{kind}' (similarity, classification, mlm)")
-    comment = None
-    if str(data) == "builtin":
-        if kind != "similarity":
-            raise ConfigError(f"ablation.data: the builtin demo set is a similarity task; task '{kind}' needs a data file")
-        if columns:
-            raise ConfigError("ablation.columns: the builtin demo set has fixed columns; set columns only with your own data file")
-        data, fmt, header, columns, comment = BUILTIN_DATA, "tsv", True, BUILTIN_COLUMNS, "#"
-    cols = resolve_columns(kind, columns)
-    rows = load_rows(Path(data), cols, fmt=fmt, header=header, comment=comment, limit=limit)
+    rows, columns, source = _read_rows(kind, data, fmt, header, columns, limit)
     # The file's texts and scores are checked before the model is loaded: a mistake in it is
     # reported at once (labels need the model's label set, so they are checked after).
     if kind == "similarity":
@@ -523,29 +560,22 @@ def load_task(
         texts = rows.texts("text_a") + rows.texts("text_b")
     else:
         texts = rows.texts("text")
-        pairs = rows.texts("pair") if kind == "classification" and cols.get("pair") is not None else None
+        pairs = rows.texts("pair") if kind == "classification" and columns.get("pair") is not None else None
     model, tokenizer = _load_model(kind, Path(model_dir), device)
-    from reportgen.model import clamp_max_length
-
     max_length, note = clamp_max_length(Path(model_dir), max_length, "ablation.max_length")
-    if note:
-        warnings.warn(note)
-    settings: dict = {"max_length": max_length, "data": str(data)}
+    if note:  # stacklevel 1: the CLI shows the warnings raised in reportgen's own files
+        warnings.warn(note, stacklevel=1)
+    settings: dict = {"max_length": max_length, "data": source}
     if kind == "similarity":
-        encoded = _encode(tokenizer, texts, None, max_length)
-        units, index = _dedupe(encoded)
-        n = len(rows)
+        units, index = _dedupe(_encode(tokenizer, texts, None, max_length))
         settings["pooling"] = pooling_modes(Path(model_dir))
-        return SimilarityTask(kind, model, tokenizer, units, np.stack([index[:n], index[n:]], 1), gold, settings)
+        sentences = np.stack([index[:len(rows)], index[len(rows):]], 1)  # each pair's two units
+        return SimilarityTask(kind, model, tokenizer, units, sentences, gold, settings)
     if kind == "classification":
         labels, classes = _label_indices(rows, "label", model)
         units, index = _dedupe(_encode(tokenizer, texts, pairs, max_length))
         settings["classes"] = classes
         return ClassificationTask(kind, model, tokenizer, units, index[:, None], labels.astype(np.float64), settings)
-    if tokenizer.mask_token_id is None:
-        raise ModelError(f"model directory {model_dir}: the tokenizer has no mask token; task 'mlm' needs one")
-    special = set(tokenizer.all_special_ids)
-    encoded = [_mask_for_mlm(u, special, tokenizer.mask_token_id, mlm_probability, mlm_seed) for u in _encode(tokenizer, texts, None, max_length)]
-    units, index = _dedupe(encoded)
+    units, index = _dedupe(_masked_units(tokenizer, model_dir, texts, max_length, mlm_probability, mlm_seed))
     settings.update(mlm_probability=mlm_probability, mlm_seed=mlm_seed)
     return MaskedLMTask(kind, model, tokenizer, units, index[:, None], np.zeros(len(rows)), settings)

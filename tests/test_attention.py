@@ -13,6 +13,7 @@ def embedded(embedded_model_path):
     return model.load(embedded_model_path, "cpu")
 
 
+@pytest.mark.slow
 def test_embedded_model_shapes_rows_and_word_ids(embedded):
     run = run_example(*embedded, PAIR, 512)
     assert run.tokens[:3] == ["[CLS]", "i", "went"] and run.n_tokens == 19  # REFERENCE.md: 19 tokens
@@ -26,12 +27,13 @@ def test_embedded_model_shapes_rows_and_word_ids(embedded):
     assert run.special.tolist() == [t in ("[CLS]", "[SEP]") for t in run.tokens]
 
 
+@pytest.mark.slow
 def test_known_positional_heads_of_the_embedded_model(embedded):
     # REFERENCE.md: layer 0 head 2 ~0.99 on the previous token, layer 1 head 8 ~0.65 on the next.
     att = run_example(*embedded, PAIR, 512).attention
-    n = att.shape[-1]
-    previous = att[0, 2][np.arange(1, n), np.arange(n - 1)].sum() / n
-    following = att[1, 8][np.arange(n - 1), np.arange(1, n)].sum() / n
+    length = att.shape[-1]
+    previous = att[0, 2][np.arange(1, length), np.arange(length - 1)].sum() / length
+    following = att[1, 8][np.arange(length - 1), np.arange(1, length)].sum() / length
     assert previous > 0.9 and following > 0.5
 
 

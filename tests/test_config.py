@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from reportgen.config import builtin_examples, json_schema, load_config
-from reportgen.errors import ConfigError, EXIT_CONFIG
-from tests.conftest import write_config
+from reportgen.config import builtin_data_problem, builtin_examples, json_schema, load_config
+from reportgen.errors import EXIT_CONFIG, ConfigError
+from tests.helpers import write_config
 
 
 def test_defaults_without_a_file(tmp_path, monkeypatch):
@@ -68,3 +68,14 @@ def test_schema_lists_every_key_with_its_default():
     props = schema["properties"]
     assert {"title", "model", "device", "examples", "output", "site_url"} <= set(props)
     assert props["device"]["default"] == "auto" and "source" not in props
+
+
+def test_the_builtin_demo_set_serves_only_the_similarity_task(tmp_path):
+    assert builtin_data_problem("similarity") is None  # the same rule tasks.load_task applies
+    path = write_config(tmp_path, "ablation:\n  task: mlm\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (f"{path}: field 'ablation.data': {builtin_data_problem('mlm')} "
+                              "(or set ablation.enabled: false)")
+    write_config(tmp_path, "ablation:\n  task: mlm\n  enabled: false\n")
+    assert load_config(path).ablation.task == "mlm"  # nothing runs, so nothing needs the data

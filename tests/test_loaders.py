@@ -10,7 +10,7 @@ import re
 import pytest
 
 from reportgen.errors import DataError
-from reportgen.loaders import MAX_CELL_CHARS, load_rows, open_data_file
+from reportgen.loaders import MAX_CELL_CHARS, CsvProblem, csv_records, load_rows, open_data_file, tsv_records
 from tests.conftest import data_error
 
 
@@ -29,6 +29,17 @@ def test_tsv_keeps_unbalanced_quotes_and_reads_by_index(tmp_path):
     assert rows.lines == [1, 2]
 
 
+def test_the_shared_parsers_number_records_by_their_first_line():
+    # loaders and corpus both parse with these: the TSV one drops only the line break, quotes stay text
+    limit = csv.field_size_limit()
+    assert list(tsv_records([(3, 'a "b\tc\r\n'), (4, "d")])) == [(3, ['a "b', "c"]), (4, ["d"])]
+    assert list(csv_records(['a,"b\n', 'c",d\n', "e,f\n"])) == [(1, ["a", "b\nc", "d"]), (3, ["e", "f"])]
+    with pytest.raises(CsvProblem) as problem:
+        list(csv_records(["a,b\n", 'c,"d\n', "e\n"]))
+    assert problem.value.line == 2 and "unterminated quote" in str(problem.value)
+    assert csv.field_size_limit() == limit  # raised only while a record is read
+
+
 def test_csv_with_header_by_name_and_quoted_commas(tmp_path):
     path = _write(tmp_path, "d.csv", 'text,label\n"hello, world",pos\nbye,neg\n')
     rows = load_rows(path, {"text": "text", "label": "label"})
@@ -44,7 +55,8 @@ def test_csv_without_header_by_index_and_limit(tmp_path):
 
 
 def test_jsonl_objects_and_arrays(tmp_path):
-    objects = _write(tmp_path, "o.jsonl", '{"s1": "x", "s2": "y", "score": 3}\n\n{"s1": "u", "s2": "v", "score": 2.5}\n')
+    objects = _write(tmp_path, "o.jsonl",
+                     '{"s1": "x", "s2": "y", "score": 3}\n\n{"s1": "u", "s2": "v", "score": 2.5}\n')
     rows = load_rows(objects, {"a": "s1", "b": "s2", "score": "score"})
     assert rows.texts("b") == ["y", "v"] and rows.floats("score").tolist() == [3.0, 2.5]
     assert rows.lines == [1, 3]
@@ -167,7 +179,8 @@ def test_an_open_quote_in_a_big_file_is_named_before_the_memory_fills(tmp_path):
 
 def test_text_after_a_closing_quote_is_malformed_csv(tmp_path):
     path = _write(tmp_path, "d.csv", 'text,score\n"quoted"tail,1\n')
-    assert data_error(lambda: load_rows(path, {"text": "text"})).endswith("""d.csv: line 2: malformed CSV: ',' expected after '"'""")
+    assert data_error(lambda: load_rows(path, {"text": "text"})).endswith(
+        """d.csv: line 2: malformed CSV: ',' expected after '"'""")
 
 
 def test_records_are_numbered_by_the_line_they_start_on(tmp_path):
@@ -184,14 +197,17 @@ def test_only_regular_files_are_opened(tmp_path):
     link = tmp_path / "link.tsv"
     link.symlink_to(fifo)
     assert "is not a regular file but a named pipe" in data_error(lambda: load_rows(link, {"a": 0}))
-    assert "is not a regular file but a character device" in data_error(lambda: load_rows("/dev/null", {"a": 0}, fmt="tsv"))
+    device = data_error(lambda: load_rows("/dev/null", {"a": 0}, fmt="tsv"))
+    assert "is not a regular file but a character device" in device
     folder = tmp_path / "data.tsv"
     folder.mkdir()
     assert data_error(lambda: load_rows(folder, {"a": 0})) == f"{folder}: is a directory, not a data file"
     loop = tmp_path / "loop.tsv"
     loop.symlink_to(loop)
-    assert data_error(lambda: load_rows(loop, {"a": 0})) == f"{loop}: cannot be read (Too many levels of symbolic links)"
-    assert data_error(lambda: load_rows("a\x00b.tsv", {"a": 0})) == "a\\x00b.tsv: the data file name holds a NUL character"
+    assert data_error(lambda: load_rows(loop, {"a": 0})) == (
+        f"{loop}: cannot be read (Too many levels of symbolic links)")
+    assert data_error(lambda: load_rows("a\x00b.tsv", {"a": 0})) == (
+        "a\\x00b.tsv: the data file name holds a NUL character")
 
 
 def test_open_data_file_reads_a_regular_file(tmp_path):
@@ -246,7 +262,8 @@ def test_unicode_line_separators_stay_inside_their_cell(tmp_path):
     ('{"text": "a"}\n{"text": \n', "line 2: not valid JSON (Expecting value)"),
 ])
 def test_json_python_cannot_read_is_one_line(tmp_path, text, problem):
-    assert data_error(lambda: load_rows(_write(tmp_path, "d.jsonl", text), {"text": "text"})).endswith(f"d.jsonl: {problem}")
+    path = _write(tmp_path, "d.jsonl", text)
+    assert data_error(lambda: load_rows(path, {"text": "text"})).endswith(f"d.jsonl: {problem}")
 
 
 def test_control_characters_from_a_file_are_escaped_in_messages(tmp_path):

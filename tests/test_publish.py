@@ -124,8 +124,9 @@ def test_init_writes_a_config_and_a_pages_workflow(tmp_path):
 
     from reportgen.config import load_config
 
-    run = lambda *a: subprocess.run([sys.executable, "-m", "reportgen", *a], cwd=tmp_path,
-                                    capture_output=True, text=True)
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "reportgen", *args], cwd=tmp_path, capture_output=True, text=True)
+
     assert run("init", "--github-actions").returncode == 0
     workflow = yaml.safe_load((tmp_path / ".github/workflows/reportgen.yml").read_text())
     steps = [step.get("run", step.get("uses")) for step in workflow["jobs"]["build"]["steps"]]

@@ -28,7 +28,8 @@ def tiny_dir(root: Path, cls_name: str, **extra) -> Path:
     from transformers import BertConfig
 
     torch.manual_seed(0)
-    cfg = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, initializer_range=0.2, **extra)
+    cfg = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                     initializer_range=0.2, **extra)
     model = getattr(transformers, cls_name)(cfg)
     model.save_pretrained(root)
     for name in TOKENIZER_FILES:
@@ -55,10 +56,10 @@ def test_spearman_and_pearson_known_values():
 
 
 def test_classification_scores_known_values():
-    s = classification_scores(np.array([[0, 1, 1, 2]]), np.array([[0, 1, 2, 2]]), 3)
-    assert s["accuracy"][0] == pytest.approx(0.75)
-    assert s["macro_f1"][0] == pytest.approx((1 + 2 / 3 + 2 / 3) / 3)
-    assert s["mcc"][0] == pytest.approx(0.7)  # (3*4 - 5) / sqrt(10 * 10)
+    scores = classification_scores(np.array([[0, 1, 1, 2]]), np.array([[0, 1, 2, 2]]), 3)
+    assert scores["accuracy"][0] == pytest.approx(0.75)
+    assert scores["macro_f1"][0] == pytest.approx((1 + 2 / 3 + 2 / 3) / 3)
+    assert scores["mcc"][0] == pytest.approx(0.7)  # (3*4 - 5) / sqrt(10 * 10)
     perfect = classification_scores(np.array([[0, 1, 0, 1]]), np.array([[0, 1, 0, 1]]), 2)
     inverted = classification_scores(np.array([[1, 0, 1, 0]]), np.array([[0, 1, 0, 1]]), 2)
     assert perfect["mcc"][0] == pytest.approx(1) and inverted["mcc"][0] == pytest.approx(-1)
@@ -86,15 +87,18 @@ def _tsv(path: Path, rows: list[tuple]) -> Path:
 
 
 def test_similarity_dedupes_texts_and_uses_pooling_config(bert_dir, tmp_path):
-    data = _tsv(tmp_path / "s.tsv", [("sentence1", "sentence2", "score"), ("a cat", "a dog", 3), ("a cat", "the sun", 1), ("the sun", "a dog", 2)])
+    data = _tsv(tmp_path / "s.tsv", [("sentence1", "sentence2", "score"), ("a cat", "a dog", 3),
+                                     ("a cat", "the sun", 1), ("the sun", "a dog", 2)])
     task = load_task("similarity", bert_dir, data)
     assert task.n_examples == 3 and len(task.units) == 3  # "a cat", "the sun", "a dog" once each
     assert task.settings["pooling"] == ["mean_tokens"]  # no sentence-transformers config: mean
     st_dir = tmp_path / "st"
     shutil.copytree(bert_dir, st_dir)
-    (st_dir / "modules.json").write_text(json.dumps([{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (st_dir / "modules.json").write_text(json.dumps(
+        [{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
     (st_dir / "1_Pooling").mkdir()
-    (st_dir / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}))
+    (st_dir / "1_Pooling" / "config.json").write_text(
+        json.dumps({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}))
     cls_task = load_task("similarity", st_dir, data)
     assert cls_task.settings["pooling"] == ["cls_token"]
     batch = cls_task.make_batch([0, 1])
@@ -140,23 +144,24 @@ def test_model_without_trained_head_is_refused(bert_dir, tmp_path):
 def test_mlm_masks_fixed_positions_and_measures_accuracy(tmp_path):
     model_dir = tiny_dir(tmp_path / "mlm", "BertForMaskedLM")
     data = tmp_path / "m.jsonl"
-    lines = ["the quick brown fox jumps over the lazy dog", "a stitch in time saves nine", "the quick brown fox jumps over the lazy dog"]
+    lines = ["the quick brown fox jumps over the lazy dog", "a stitch in time saves nine",
+             "the quick brown fox jumps over the lazy dog"]
     data.write_text("".join(json.dumps({"text": t}) + "\n" for t in lines), encoding="utf-8")
-    a = load_task("mlm", model_dir, data, mlm_seed=1)
-    b = load_task("mlm", model_dir, data, mlm_seed=1)
-    c = load_task("mlm", model_dir, data, mlm_seed=2, mlm_probability=0.5)
-    assert len(a.units) == 2  # the repeated text is one unit with the same masked positions
-    assert [u["labels"] for u in a.units] == [u["labels"] for u in b.units]
-    assert [u["labels"] for u in a.units] != [u["labels"] for u in c.units]
-    mask_id, special = a.tokenizer.mask_token_id, set(a.tokenizer.all_special_ids)
-    for unit in a.units:
+    task = load_task("mlm", model_dir, data, mlm_seed=1)
+    again = load_task("mlm", model_dir, data, mlm_seed=1)
+    other = load_task("mlm", model_dir, data, mlm_seed=2, mlm_probability=0.5)
+    assert len(task.units) == 2  # the repeated text is one unit with the same masked positions
+    assert [u["labels"] for u in task.units] == [u["labels"] for u in again.units]
+    assert [u["labels"] for u in task.units] != [u["labels"] for u in other.units]
+    mask_id, special = task.tokenizer.mask_token_id, set(task.tokenizer.all_special_ids)
+    for unit in task.units:
         picked = [i for i, y in enumerate(unit["labels"]) if y != -100]
         assert picked and all(unit["input_ids"][i] == mask_id for i in picked)
         assert all(unit["labels"][i] not in special for i in picked)
     # metric = correct / masked, over all masked tokens
     out = np.array([[[3, 1, 2.0], [1, 1, 0.5], [2, 0, 4.0]]])
-    m = a.metrics(out, np.zeros((1, 3)))
-    assert m["accuracy"][0] == pytest.approx(2 / 6) and m["loss"][0] == pytest.approx(6.5 / 6)
+    metrics = task.metrics(out, np.zeros((1, 3)))
+    assert metrics["accuracy"][0] == pytest.approx(2 / 6) and metrics["loss"][0] == pytest.approx(6.5 / 6)
 
 
 def test_config_mistakes(bert_dir, tmp_path):
@@ -171,6 +176,7 @@ def test_config_mistakes(bert_dir, tmp_path):
         load_task("similarity", bert_dir, tmp_path / "none.tsv")
 
 
+@pytest.mark.slow
 def test_embedded_model_ranks_demo_pairs_sensibly():
     """A handful of demo pairs: the embedded model's cosine must follow the grades."""
     task = load_task("similarity", embedded_dir(), "builtin", limit=40)

@@ -1,7 +1,7 @@
 """First-render time of the head view in headless Chromium (Performance API), median of 5 page loads.
 
 Two figures per example, both read from the page:
-- init -> first render: performance.measure('rgv-first-render') that views.js records
+- init -> first render: performance.measure('rgv-first-render') that the views record
   (decode the payload, build the DOM, draw the lines of the default heads);
 - navigation start -> first render: performance.now() at that moment, which also counts
   loading and parsing the page and its embedded JSON.
@@ -27,8 +27,10 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 REPEATS = 5
 PAIR = ExampleSpec(text="I went to the store.", pair="At the store, I bought fresh strawberries.")
-LONG = ExampleSpec(text=" ".join(["The committee met on Tuesday, and after a long debate it approved the budget."] * 12))
-CASES = [("pair-19", PAIR, 512), ("long-128", LONG, 128), ("long-512", LONG.model_copy(update={"text": LONG.text * 4}), 512)]
+SENTENCE = "The committee met on Tuesday, and after a long debate it approved the budget."
+LONG = ExampleSpec(text=" ".join([SENTENCE] * 12))
+CASES = [("pair-19", PAIR, 512), ("long-128", LONG, 128),
+         ("long-512", LONG.model_copy(update={"text": LONG.text * 4}), 512)]
 
 
 def build_pages(target: Path) -> dict[str, tuple[Path, int]]:

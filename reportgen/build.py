@@ -23,7 +23,6 @@ from reportgen.errors import DataError
 from reportgen.loaders import open_data_file
 from reportgen.model import ModelInfo
 from reportgen.progress import Callback, silent
-from reportgen.qk import QK_MAX_TOKENS
 from reportgen.report import (
     Ablation,
     Comparison,
@@ -96,7 +95,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
                        {k: v for k, v in info.items() if k not in ("name", "path")})
         for done, i in enumerate(missing, 1):
             runs[i] = run_example(net, tokenizer, specs[i], max_length, keep_qk=True)
-            if runs[i].n_tokens > QK_MAX_TOKENS:  # the q/k page is built only for short examples
+            if runs[i].n_tokens > views.QK_MAX_TOKENS:  # the q/k page is built only for short examples
                 runs[i].extras.clear()
             cache.put_run(keys[i], runs[i])
             progress("Running examples", done, len(missing))

@@ -22,11 +22,6 @@ from typing import Iterator
 
 import numpy as np
 
-# The q/k page carries float32 query and key vectors for every layer and head
-# (L*H*T*head_dim*8 bytes, ~1.2 MB at 64 tokens on a 6x12 model), so it is only
-# built for examples up to this many tokens.
-QK_MAX_TOKENS = 64
-
 # (query attribute, key attribute) on the module that owns both projections.
 PROJECTION_NAMES: tuple[tuple[str, str], ...] = (("query", "key"), ("q_lin", "k_lin"), ("query_proj", "key_proj"))
 

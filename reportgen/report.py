@@ -59,7 +59,7 @@ class Example(Record):
     n_tokens: int
     truncated: bool
     page: str
-    qk_page: str | None  # only examples up to QK_MAX_TOKENS tokens have a query/key page
+    qk_page: str | None  # only examples up to views.QK_MAX_TOKENS tokens have a query/key page
     entropy: Grid  # mean attention entropy per head on this example, in nats (Clark et al. 2019)
 
 

@@ -2,9 +2,9 @@
 
 The pages are static and opened from file://, where `fetch` is blocked, so every
 example page carries its own attention inside a <script type="application/json">
-element that site_src/assets/javascripts/views.js decodes. The data must stay
-small (bertviz writes ~22 bytes per weight; we write ~1.4), so attention is
-quantised to 8 bits per weight, one affine scale per row (encoding "u8-row-affine"):
+element that the views' scripts (site_src/assets/javascripts/views-*.js) decode.
+The data must stay small (bertviz writes ~22 bytes per weight; we write ~1.4), so
+attention is quantised to 8 bits per weight, one affine scale per row (encoding "u8-row-affine"):
 
     w[r, k] = floor[r] + q[r, k] * scale[r],   q in 0..255,   scale[r] = (max[r] - floor[r]) / 255
 
@@ -25,21 +25,32 @@ from __future__ import annotations
 import base64
 import html
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from reportgen.attention import ExampleRun
-from reportgen.qk import QK_MAX_TOKENS
 from reportgen.htmlsafe import script_json
 
+if TYPE_CHECKING:  # the model-running side imports torch; the pages only need its plain data
+    from reportgen.attention import ExampleRun
+
 ENCODING = "u8-row-affine"
+# The q/k page carries float32 query and key vectors for every layer and head
+# (L*H*T*head_dim*8 bytes, ~1.2 MB at 64 tokens on a 6x12 model), so it is only
+# built for examples up to this many tokens.
+QK_MAX_TOKENS = 64
+# The views' classic scripts under assets/javascripts, in load order (also the `extra_javascript`
+# order in mkdocs.yml, where charts.js comes right after the core, whose copy-link it uses).
+VIEW_SCRIPTS = ("views-core.js", "views-widget.js", "views-head.js", "views-model.js", "views-qk.js",
+                "views-start.js")
 PAYLOAD_VERSION = 1
 MAX_FLOOR = 0.5 / 255  # the largest floor keeps weights below it within the error bound
 FLOOR_STEPS = 12
 ROW_SUM_RETRY = 0.001
 TOP_CODES = (254, 253, 252, 250, 248, 245, 241, 236, 230)
 # The same bound as a float32 that does not exceed it, since the browser reads float32 floors.
-_FLOOR_CAP = np.float32(MAX_FLOOR) if np.float32(MAX_FLOOR) <= MAX_FLOOR else np.nextafter(np.float32(MAX_FLOOR), np.float32(0))
+_FLOOR_CAP = (np.float32(MAX_FLOOR) if np.float32(MAX_FLOOR) <= MAX_FLOOR
+              else np.nextafter(np.float32(MAX_FLOOR), np.float32(0)))
 
 
 def _b64(data: bytes) -> str:
@@ -97,31 +108,47 @@ def _rebalance(rows: np.ndarray, codes: np.ndarray, floor: np.ndarray, scale: np
     long as each moved weight stays within 0.5/255 (MAX_FLOOR).
     """
     safe = np.where(scale > 0, scale, np.inf).astype(np.float64)
-    f = floor.astype(np.float64)[..., None]
-    s = scale.astype(np.float64)[..., None]
-    decoded = f + codes * s
+    steps = scale.astype(np.float64)[..., None]
+    decoded = floor.astype(np.float64)[..., None] + codes * steps
     units = np.rint((1.0 - decoded.sum(axis=-1)) / safe).astype(np.int64)  # + add steps, - remove steps
     todo = np.nonzero(units)[0]
     if todo.size == 0:
         return codes
-    r, c, d, st, u = rows[todo], codes[todo].astype(np.int64), decoded[todo], s[todo], units[todo]
+    wanted, old_codes, old_values, step = rows[todo], codes[todo].astype(np.int64), decoded[todo], steps[todo]
     limit = MAX_FLOOR * (1 - 1e-9)  # margin for float rounding in the comparison below
-    up_err = d + st - r
-    down_err = r - (d - st)
-    add = (u > 0)[:, None]
-    cost = np.where(add, np.where((c < 255) & (up_err <= limit), up_err, np.inf),
-                    np.where((c > 0) & (down_err <= limit), down_err, np.inf))
+    up_err = old_values + step - wanted
+    down_err = wanted - (old_values - step)
+    add = (units[todo] > 0)[:, None]
+    cost = np.where(add, np.where((old_codes < 255) & (up_err <= limit), up_err, np.inf),
+                    np.where((old_codes > 0) & (down_err <= limit), down_err, np.inf))
     rank = np.argsort(np.argsort(cost, axis=-1, kind="stable"), axis=-1, kind="stable")
-    move = (rank < np.abs(u)[:, None]) & np.isfinite(cost)
-    codes[todo] = (c + np.where(add, move, -move.astype(np.int64))).astype(np.uint8)
+    move = (rank < np.abs(units[todo])[:, None]) & np.isfinite(cost)
+    codes[todo] = (old_codes + np.where(add, move, -move.astype(np.int64))).astype(np.uint8)
     return codes
 
 
-def _encode_block(rows: np.ndarray, top: np.ndarray | int = 255) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _encode_block(rows: np.ndarray,
+                  top: np.ndarray | int = 255) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(codes, floor, scale, |row sum - 1|) for a block of float64 rows."""
     floor, scale = _choose_floor(rows, top)
     codes = _rebalance(rows, _quantise(rows, floor, scale), floor, scale)
     return codes, floor, scale, np.abs(_decode(codes, floor, scale).sum(axis=-1) - 1.0)
+
+
+def _encode_with_retries(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, floor, scale) of float64 rows, re-encoding rows whose sum is off with their maximum on lower codes."""
+    codes, floor, scale, err = _encode_block(rows)
+    retry = np.nonzero(err > ROW_SUM_RETRY)[0]
+    if retry.size == 0:
+        return codes, floor, scale
+    sub = rows[retry]
+    lowest = np.ceil(255 * sub.max(axis=-1) - 1e-9)  # scale must stay <= 1/255
+    for top in TOP_CODES:
+        codes2, floor2, scale2, err2 = _encode_block(sub, np.maximum(top, lowest))
+        better = err2 < err[retry]
+        pick = retry[better]
+        codes[pick], floor[pick], scale[pick], err[pick] = codes2[better], floor2[better], scale2[better], err2[better]
+    return codes, floor, scale
 
 
 def quantise_rows(attention: np.ndarray, block: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -138,19 +165,8 @@ def quantise_rows(attention: np.ndarray, block: int = 4096) -> tuple[np.ndarray,
     floor = np.empty(flat.shape[0], dtype=np.float32)
     scale = np.empty(flat.shape[0], dtype=np.float32)
     for start in range(0, flat.shape[0], block):
-        rows = flat[start : start + block].astype(np.float64)
-        c, f, s, err = _encode_block(rows)
-        retry = np.nonzero(err > ROW_SUM_RETRY)[0]
-        if retry.size:
-            sub = rows[retry]
-            lowest = np.ceil(255 * sub.max(axis=-1) - 1e-9)  # scale must stay <= 1/255
-            for top in TOP_CODES:
-                c2, f2, s2, err2 = _encode_block(sub, np.maximum(top, lowest))
-                better = err2 < err[retry]
-                pick = retry[better]
-                c[pick], f[pick], s[pick], err[pick] = c2[better], f2[better], s2[better], err2[better]
-        codes[start : start + block] = c
-        floor[start : start + block], scale[start : start + block] = f, s
+        part = slice(start, start + block)
+        codes[part], floor[part], scale[part] = _encode_with_retries(flat[part].astype(np.float64))
     return codes.reshape(shape), floor.reshape(shape[:-1]), scale.reshape(shape[:-1])
 
 
@@ -203,29 +219,20 @@ def example_payload(run: ExampleRun) -> dict:
     return payload
 
 
-def qk_payload(
-    run: ExampleRun,
-    queries: np.ndarray | None = None,
-    keys: np.ndarray | None = None,
-    *,
-    scaling: float | None = None,
-    max_tokens: int = QK_MAX_TOKENS,
-) -> dict:
+def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS) -> dict:
     """Data for the query/key page: float32 q and k per (layer, head), plus the model's attention to compare.
 
-    queries/keys default to `run.extras` (filled by `reportgen.attention.run_example(..., keep_qk=True)`).
-    `scaling` is the factor on q . k (1/sqrt(head_dim) unless the model says otherwise).
+    The vectors come from `run.extras` (filled by `reportgen.attention.run_example(..., keep_qk=True)`),
+    with the factor on q . k where the model gives one (else 1/sqrt(head_dim)).
     Raises ValueError beyond `max_tokens`, which keeps these pages bounded.
     """
-    queries = run.extras["queries"] if queries is None else queries
-    keys = run.extras["keys"] if keys is None else keys
+    queries, keys = run.extras["queries"], run.extras["keys"]
     if run.n_tokens > max_tokens:
         raise ValueError(f"q/k view is built for examples of at most {max_tokens} tokens; this one has {run.n_tokens}")
     layers, heads, n, dim = queries.shape
     if keys.shape != queries.shape or n != run.n_tokens or run.attention.shape[:2] != (layers, heads):
         raise ValueError(f"queries {queries.shape}, keys {keys.shape} and attention {run.attention.shape} disagree")
-    if scaling is None:
-        scaling = float(run.extras["scaling"]) if "scaling" in run.extras else 1.0 / math.sqrt(dim)
+    scaling = float(run.extras["scaling"]) if "scaling" in run.extras else 1.0 / math.sqrt(dim)
     payload = _example_fields(run)
     payload.update(
         kind="qk",
@@ -250,22 +257,26 @@ def _snippet(kind: str, payload: dict) -> str:
 
 
 def views_html(payload: dict) -> str:
-    """HTML for an example page: head view + model view, drawn by views.js from the embedded payload."""
+    """HTML for an example page: head view + model view, drawn by the views' scripts from the embedded payload."""
     return _snippet("views", payload)
 
 
 def qk_html(payload: dict) -> str:
-    """HTML for an example's query/key page, drawn by views.js from the embedded payload."""
+    """HTML for an example's query/key page, drawn by the views' scripts from the embedded payload."""
     return _snippet("qk", payload)
 
 
 def standalone_page(body_html: str, title: str, assets: str = "assets") -> str:
-    """A minimal page around snippets, loading views.js/views.css from `assets` (tests, benchmarks)."""
+    """A minimal page around snippets, loading the views' scripts and views.css from `assets`.
+
+    For tests and benchmarks, which check the views without building a site.
+    """
     base = html.escape(assets.rstrip("/"), quote=True)
+    scripts = "".join(f'<script src="{base}/javascripts/{name}"></script>' for name in VIEW_SCRIPTS)
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title>"
         f'<link rel="stylesheet" href="{base}/stylesheets/views.css">'
         f"</head><body>\n{body_html}\n"
-        f'<script src="{base}/javascripts/views.js"></script></body></html>\n'
+        f"{scripts}</body></html>\n"
     )

@@ -1,6 +1,6 @@
 """The interactive attention views in headless Chromium, from file:// and over a local HTTP server.
 
-Pages are standalone (views.js/views.css + one payload), built from the embedded
+Pages are standalone (the views' scripts, views.css and one payload), built from the embedded
 model's real runs; every external request is blocked and recorded (conftest.BrowserPage).
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reportgen.config import ExampleSpec
-from reportgen.views import example_payload, qk_html, qk_payload, standalone_page, views_html
+from reportgen.views import VIEW_SCRIPTS, example_payload, qk_html, qk_payload, standalone_page, views_html
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ LONG_TEXT = " ".join(["The committee met on Tuesday, and after a long debate it 
 
 
 def _groups(segments) -> list[str]:
-    """The pair filter's sentence of each token: specials join the sentence before them (views.js)."""
+    """The pair filter's sentence of each token: specials join the sentence before them (views-core.js pairGroups)."""
     out, group = [], 0
     for s in segments:
         group = s if s in (0, 1) else group
@@ -36,8 +36,8 @@ def _groups(segments) -> list[str]:
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory, embedded_model_path, http_root):
-    from reportgen.model import load
     from reportgen.attention import run_example
+    from reportgen.model import load
 
     model, tokenizer = load(embedded_model_path, "cpu")
     root = tmp_path_factory.mktemp("views-site")
@@ -78,12 +78,14 @@ def _clean(view):
 
 def _nums(page) -> list[dict]:
     return page.eval_on_selector_all(
-        ".rgv-num", "els => els.map(e => ({h: +e.dataset.head, q: +e.dataset.q, k: +e.dataset.k, w: +e.dataset.w, text: e.textContent}))")
+        ".rgv-num", "els => els.map(e => ({h: +e.dataset.head, q: +e.dataset.q, k: +e.dataset.k, w: +e.dataset.w, "
+                    "text: e.textContent}))")
 
 
 def _lines(page, scope: str = ".rgv") -> list[dict]:
     return page.eval_on_selector_all(
-        f"{scope} line.rgv-line", "els => els.map(e => ({h: +e.dataset.head, q: +e.dataset.q, k: +e.dataset.k, w: +e.dataset.w}))")
+        f"{scope} line.rgv-line",
+        "els => els.map(e => ({h: +e.dataset.head, q: +e.dataset.q, k: +e.dataset.k, w: +e.dataset.w}))")
 
 
 @pytest.mark.parametrize("transport", ["file", "http"])
@@ -181,7 +183,7 @@ def test_hostile_tokens_render_as_text(pages, open_page, transport, name):
     assert SCRIPT_XSS in texts and IMG_XSS in texts
     # nothing the payload contains became markup: the only script is the data element, no images
     assert page.locator(".rgv script").count() == 1 and page.locator("img").count() == 0
-    assert page.evaluate("document.scripts.length") == 2  # the data element and views.js
+    assert page.evaluate("document.scripts.length") == 1 + len(VIEW_SCRIPTS)  # the data element and the views
     if name == "hostile.html":
         page.hover('.rgv-left .rgv-tok[data-i="1"]')
         assert len(_nums(page)) == 12 * pages["hostile"].n_tokens

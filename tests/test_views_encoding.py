@@ -9,6 +9,8 @@ import base64
 import json
 import math
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -136,6 +138,30 @@ def test_hostile_text_cannot_close_the_script():
     assert json.loads(body)["tokens"][1] == evil
 
 
+def test_views_module_needs_neither_torch_nor_the_model_side():
+    """Pages are rendered from plain data: importing reportgen.views must not pull in torch or the analyses."""
+    code = ("import sys, reportgen.views; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith("
+            "('reportgen.attention', 'reportgen.qk', 'reportgen.model'))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_qk_payload_scaling_from_the_model_or_the_head_size():
+    rng = np.random.default_rng(3)
+    queries, keys = rng.normal(size=(2, 4, 3, 8)).astype(np.float32), rng.normal(size=(2, 4, 3, 8)).astype(np.float32)
+    attention = np.full((2, 4, 3, 3), 1 / 3, dtype=np.float32)
+    run = ExampleRun(ExampleSpec(text="a b"), ["[CLS]", "a", "[SEP]"], np.array([-1, 0, -1]), np.array([-1, 0, -1]),
+                     np.array([True, False, True]), attention, extras={"queries": queries, "keys": keys})
+    assert qk_payload(run)["scaling"] == 1 / math.sqrt(8)
+    run.extras["scaling"] = np.array(0.5)
+    payload = qk_payload(run)
+    assert payload["scaling"] == 0.5 and len(payload["queries"]) == len(payload["keys"]) == 8
+    run.extras["keys"] = keys[:, :, :2]
+    with pytest.raises(ValueError, match="disagree"):
+        qk_payload(run)
+
+
 # ---------------------------------------------------------------- q/k capture
 
 
@@ -145,7 +171,8 @@ def _tiny(kind: str):
 
     torch.manual_seed(0)
     if kind == "bert":
-        config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+        config = BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=64)
         model = BertModel(config)
     elif kind == "distilbert":
         config = DistilBertConfig(vocab_size=99, dim=32, n_layers=2, n_heads=4, hidden_dim=64)

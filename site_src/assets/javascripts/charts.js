@@ -31,15 +31,14 @@
 })();
 
 // "Copy link" next to a chart or finding: the page address with that element's anchor.
+// The copying itself is shared with the attention views (views-core.js, loaded before this file).
 document.addEventListener("click", function (event) {
   var button = event.target.closest && event.target.closest("button.rg-copy-link");
   if (!button) return;
-  var link = location.href.split("#")[0] + "#" + button.getAttribute("data-anchor");
-  var done = function () { button.textContent = "Link copied"; };
-  if (navigator.clipboard && window.isSecureContext) {
-    navigator.clipboard.writeText(link).then(done, function () { window.prompt("Copy this link:", link); });
-  } else {
+  var views = window.reportgenViews;
+  var link = views.linkTo(button.getAttribute("data-anchor"));
+  views.copyLink(link, function () { button.textContent = "Link copied"; }, function () {
     window.prompt("Copy this link:", link);
-  }
+  });
   button.setAttribute("data-link", link);
 });

@@ -1,0 +1,47 @@
+/*
+ * reportgen attention views: start-up. Finds every <div class="rgv" data-rgv="views|qk"> on the
+ * page, reads its embedded payload and starts its widget; the first widget owns the URL hash
+ * and follows its changes. Loaded last, after views-core.js and the widget files.
+ */
+(function (views) {
+  'use strict';
+
+  var owner = null;
+
+  function readPayload(root) {
+    var script = root.querySelector('script.rgv-data');
+    if (!script) throw new Error('no <script class="rgv-data"> inside the view container');
+    return JSON.parse(script.textContent);
+  }
+
+  function start(root, ownsHash) {
+    var data = readPayload(root);
+    return root.getAttribute('data-rgv') === 'qk' ? new views.QKWidget(root, data, ownsHash)
+      : new views.ViewsWidget(root, data, ownsHash);
+  }
+
+  function init() {
+    var roots = document.querySelectorAll('.rgv[data-rgv]');
+    for (var i = 0; i < roots.length; i++) {
+      var root = roots[i];
+      if (root.getAttribute('data-rgv-init')) continue; // Material's document$ may call us again
+      root.setAttribute('data-rgv-init', '1');
+      var first = owner === null;
+      try {
+        var widget = start(root, first);
+        if (first) owner = widget;
+      } catch (err) {
+        root.appendChild(views.el('p', 'rgv-error', 'The attention view could not be drawn: ' + err.message));
+        throw err; // surface it in the console as well: a broken page should not pass quietly
+      }
+    }
+  }
+
+  window.addEventListener('hashchange', function () {
+    if (owner) owner.applyHash(true);
+  });
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
+  else init();
+  if (window.document$ && typeof window.document$.subscribe === 'function') window.document$.subscribe(init);
+})(window.reportgenViews);

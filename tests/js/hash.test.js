@@ -1,0 +1,58 @@
+// The deep-link format (formatHash/parseHash in views-core.js), which reportgen/site.py `head_link` mirrors.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert');
+const path = require('node:path');
+
+const views = require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'javascripts', 'views-core.js'));
+
+const LIMITS = { layers: 6, heads: 12, tokens: 19 };
+const NOTHING = { view: null, layer: null, head: null, heads: null, token: null, key: null, filter: null, topk: null,
+  min: null };
+
+test('formatHash writes the fields in a fixed order, lists with plain commas, and leaves out nulls', () => {
+  const text = views.formatHash({ min: 0.02, topk: 5, filter: 'AB', key: 9, token: 4, head: [0, 3], layer: 2,
+    view: 'head' });
+  assert.strictEqual(text, 'view=head&layer=2&head=0,3&token=4&key=9&filter=AB&topk=5&min=0.02');
+  assert.strictEqual(views.formatHash({ view: 'head', token: null, key: 9 }), 'view=head&key=9');
+  assert.strictEqual(views.formatHash({ view: 'model', layer: undefined, head: [] }), 'view=model&head=');
+  assert.strictEqual(views.formatHash({ view: 'qk', layer: 2, head: 5, token: 4 }), 'view=qk&layer=2&head=5&token=4');
+});
+
+test('the link reportgen/site.py head_link writes is the head view of one head', () => {
+  // head_link(example, layer, head) -> example-N.html#view=head&layer={layer}&head={head}
+  const fields = views.parseHash('#view=head&layer=2&head=5', LIMITS);
+  assert.deepStrictEqual(fields, { ...NOTHING, view: 'head', layer: 2, head: 5, heads: [5] });
+  assert.strictEqual(views.formatHash({ view: 'head', layer: 2, head: [5] }), 'view=head&layer=2&head=5');
+});
+
+test('parseHash reads back what formatHash wrote', () => {
+  const state = { view: 'head', layer: 5, head: [0, 3, 11], token: null, key: 18, filter: 'BA', topk: 19, min: 0.5 };
+  const parsed = views.parseHash('#' + views.formatHash(state), LIMITS);
+  assert.deepStrictEqual(parsed, { ...state, head: null, heads: [0, 3, 11] }); // a list is not one head
+});
+
+test('parseHash ignores anchors that are not ours', () => {
+  for (const text of ['', '#', '#finding-ablation-whole-layers', '#a=1&b=2', 'section=3']) {
+    assert.strictEqual(views.parseHash(text, LIMITS), null, text);
+  }
+  assert.deepStrictEqual(views.parseHash('#topk=3', LIMITS), { ...NOTHING, topk: 3 });
+});
+
+test('parseHash drops values out of range or malformed, field by field', () => {
+  const parsed = views.parseHash('view=qk&layer=6&head=3,4&token=-1&key=1.5&filter=XY&topk=0&min=2', LIMITS);
+  assert.deepStrictEqual(parsed, { ...NOTHING, view: 'qk', heads: [3, 4] });
+  const edges = views.parseHash('layer=5&head=11&token=18&key=007&topk=20&min=1', LIMITS);
+  assert.deepStrictEqual(edges, { ...NOTHING, layer: 5, head: 11, heads: [11], token: 18, key: 7, min: 1 });
+  assert.strictEqual(views.parseHash('topk=19&min=-0.1', LIMITS).topk, 19);
+  assert.strictEqual(views.parseHash('topk=19&min=-0.1', LIMITS).min, null);
+});
+
+test('parseHash: head lists are distinct, sorted and in range; "heads" is another spelling', () => {
+  assert.deepStrictEqual(views.parseHash('head=7,1,1,x,12,0', LIMITS).heads, [0, 1, 7]);
+  assert.deepStrictEqual(views.parseHash('heads=2,1', LIMITS).heads, [1, 2]);
+  assert.strictEqual(views.parseHash('heads=2', LIMITS).head, null); // the single head is read from "head" only
+  assert.deepStrictEqual(views.parseHash('head=4&heads=2', LIMITS).heads, [4]);
+  assert.deepStrictEqual(views.parseHash('head=', LIMITS).heads, []); // given but empty: no head selected
+});

@@ -41,7 +41,8 @@ PATTERN_SECTIONS = [
      "Attention from a word piece to the other pieces of its word (e.g. straw / ##berries): "
      "heads that learn word boundaries.", {}),
     ("cls", "cls", "[CLS]", "Share of attention on [CLS] (or <s>).", {}),
-    ("sep", "sep", "[SEP]", "Share of attention on [SEP] (or </s>), often a no-op for the head (Clark et al. 2019).", {}),
+    ("sep", "sep", "[SEP]",
+     "Share of attention on [SEP] (or </s>), often a no-op for the head (Clark et al. 2019).", {}),
     ("punctuation", "punctuation", "Punctuation", "Share of attention on '.' and ',' (Clark et al. 2019).", {}),
     ("entropy", "broad", "Broad attention",
      "Mean entropy of the attention rows in nats; high values mean the head spreads its attention.",

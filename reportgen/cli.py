@@ -37,7 +37,8 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 @app.command()
 def build(config: Optional[Path] = ConfigOption,
           out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (overrides the config)."),
-          reproducible: bool = typer.Option(False, "--reproducible", help="No dates: identical inputs, identical site.")) -> None:
+          reproducible: bool = typer.Option(False, "--reproducible",
+                                            help="No dates: identical inputs, identical site.")) -> None:
     """Run the model over the examples, analyse the heads and write the site."""
     from reportgen.build import build as run_build
     from reportgen.config import load_config

@@ -115,7 +115,7 @@ def _check_writable(where: str, path: Path) -> None:
     if not os.access(path.parent, os.W_OK | os.X_OK):
         raise OutputError(f"{where}: directory {path.parent} is not writable")
     if path.is_dir():
-        for top, dirs, _ in os.walk(path):
+        for top, _, _ in os.walk(path):
             if not os.access(top, os.W_OK | os.X_OK):
                 raise OutputError(f"{where}: the old site cannot be replaced: {top} is not writable")
 

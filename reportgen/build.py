@@ -151,10 +151,6 @@ def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent)
                                     cache_dir=config.cache_dir, fingerprint=stage.fingerprint,
                                     progress=lambda name, done, total: progress(
                                         f"Ablation: {name.replace('_', ' ')}", done, total))
-    if isinstance(result, dict):  # TRANSITION: until ablation returns its record
-        result.pop("seconds", None)
-        result.pop("cache", None)
-        result = Ablation.model_validate(result)
     result.task.data = config.shown_path(result.task.data)
     return result
 

@@ -33,10 +33,12 @@ from transformers import (
     XLMRobertaModel,
 )
 
-from reportgen.masking import HeadMasker, locate, masked
+from reportgen.head_sites import locate
+from reportgen.masking import HeadMasker, masked
 
 TOL = 1e-5
-COMMON = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48, max_position_embeddings=64, initializer_range=0.3)
+COMMON = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48,
+              max_position_embeddings=64, initializer_range=0.3)
 
 
 def _bert():
@@ -64,7 +66,8 @@ def _deberta():
 
 
 def _distilbert():
-    return DistilBertModel(DistilBertConfig(vocab_size=99, dim=32, n_layers=3, n_heads=4, hidden_dim=48, max_position_embeddings=64, initializer_range=0.3))
+    return DistilBertModel(DistilBertConfig(vocab_size=99, dim=32, n_layers=3, n_heads=4, hidden_dim=48,
+                                            max_position_embeddings=64, initializer_range=0.3))
 
 
 def _albert(groups: int = 1):
@@ -108,7 +111,7 @@ def _unshared_albert(model):
     other = AlbertModel(cfg).eval()
     state = model.state_dict()
     new = {}
-    for key, value in other.state_dict().items():
+    for key in other.state_dict():
         parts = key.split(".")
         if key.startswith("encoder.albert_layer_groups."):
             parts[2] = "0"
@@ -120,9 +123,9 @@ def _unshared_albert(model):
 def _reference_zero(model, layer, head):
     ref = _unshared_albert(model) if model.config.model_type == "albert" else copy.deepcopy(model)
     sites = locate(ref)
-    d = sites.head_dim
+    size = sites.head_dim
     with torch.no_grad():
-        sites.out_proj[layer].weight[:, head * d:(head + 1) * d] = 0
+        sites.out_proj[layer].weight[:, head * size:(head + 1) * size] = 0
     return ref
 
 
@@ -131,19 +134,21 @@ def _qk_modules(layer_module):
     if hasattr(att, "q_lin"):
         return att.q_lin, att.k_lin
     if hasattr(att, "self"):
-        s = att.self
-        return (s.query, s.key) if hasattr(s, "query") else (s.query_proj, s.key_proj)
+        self_attention = att.self
+        if hasattr(self_attention, "query"):
+            return self_attention.query, self_attention.key
+        return self_attention.query_proj, self_attention.key_proj
     return att.query, att.key  # ALBERT
 
 
 def _reference_uniform(model, layer, head):
     ref = _unshared_albert(model) if model.config.model_type == "albert" else copy.deepcopy(model)
     sites = locate(ref)
-    d = sites.head_dim
+    size = sites.head_dim
     with torch.no_grad():
-        for lin in _qk_modules(sites.layers[layer]):
-            lin.weight[head * d:(head + 1) * d] = 0
-            lin.bias[head * d:(head + 1) * d] = 0
+        for linear in _qk_modules(sites.layers[layer]):
+            linear.weight[head * size:(head + 1) * size] = 0
+            linear.bias[head * size:(head + 1) * size] = 0
     return ref
 
 
@@ -216,7 +221,7 @@ def test_albert_groups_depth_mapping():
     torch.manual_seed(2)
     model = _albert(groups=3).eval()
     sites = locate(model)
-    assert len({id(m) for m in sites.layers}) == 3
+    assert len({id(module) for module in sites.layers}) == 3
     ids, att = _inputs()
     mask = torch.ones(3, 4)
     mask[2, 0] = 0
@@ -228,27 +233,28 @@ def test_albert_groups_depth_mapping():
     assert _close_on_tokens(got, _run(ref, ids, att), att) < TOL
 
 
-def _bert_layer_by_hand(layer, x, att, head, method):
+def _bert_layer_by_hand(layer, hidden, att, head, method):
     """One BERT layer in plain tensor algebra, with head `head` zeroed or made uniform."""
-    s, o = layer.attention.self, layer.attention.output
-    b, t, hid = x.shape
-    nh, d = s.num_attention_heads, s.attention_head_size
+    self_attention, attention_output = layer.attention.self, layer.attention.output
+    rows, tokens, width = hidden.shape
+    heads, size = self_attention.num_attention_heads, self_attention.attention_head_size
 
-    def split(v):
-        return v.view(b, t, nh, d).transpose(1, 2)  # [b, heads, t, d]
+    def split(projected):
+        return projected.view(rows, tokens, heads, size).transpose(1, 2)  # [rows, heads, tokens, size]
 
-    q, k, v = split(s.query(x)), split(s.key(x)), split(s.value(x))
-    scores = q @ k.transpose(-1, -2) / d**0.5
+    query, key = split(self_attention.query(hidden)), split(self_attention.key(hidden))
+    value = split(self_attention.value(hidden))
+    scores = query @ key.transpose(-1, -2) / size**0.5
     scores = scores.masked_fill(~att.bool()[:, None, None, :], float("-inf"))
     probs = scores.softmax(-1)
     if method == "uniform":
         uniform = att.float() / att.float().sum(1, keepdim=True)  # 1/n over non-padding keys
-        probs[:, head] = uniform[:, None, :].expand(b, t, t)
-    context = probs @ v  # [b, heads, t, d]
+        probs[:, head] = uniform[:, None, :].expand(rows, tokens, tokens)
+    context = probs @ value  # [rows, heads, tokens, size]
     if method == "zero":
         context[:, head] = 0
-    context = context.transpose(1, 2).reshape(b, t, hid)
-    attn_out = o.LayerNorm(o.dense(context) + x)
+    context = context.transpose(1, 2).reshape(rows, tokens, width)
+    attn_out = attention_output.LayerNorm(attention_output.dense(context) + hidden)
     inter = layer.intermediate.intermediate_act_fn(layer.intermediate.dense(attn_out))
     return layer.output.LayerNorm(layer.output.dense(inter) + attn_out)
 
@@ -263,8 +269,8 @@ def test_bert_layer_matches_hand_computation(method):
     with masked(model, mask, method=method):
         got = _run(model, ids, att)
     with torch.no_grad():
-        x = model.embeddings(input_ids=ids)
-        want = _bert_layer_by_hand(model.encoder.layer[0], x, att, 2, method)
+        embedded = model.embeddings(input_ids=ids)
+        want = _bert_layer_by_hand(model.encoder.layer[0], embedded, att, 2, method)
     assert _close_on_tokens(got, want, att) < TOL
 
 
@@ -287,8 +293,7 @@ def test_per_row_masks_equal_separate_runs():
     masks = torch.ones(2, 3, 4)
     masks[0, 0, 1] = 0
     masks[1, 2, 3] = 0
-    with HeadMasker(model, "uniform") as masker:
-        masker.set_mask(masks.repeat_interleave(3, dim=0))
+    with HeadMasker(model, "uniform") as masker, masker.masking(masks.repeat_interleave(3, dim=0)):
         both = _run(model, ids.repeat(2, 1), att.repeat(2, 1))
     for i in range(2):
         with masked(model, masks[i], "uniform"):
@@ -303,19 +308,19 @@ def test_replay_skips_lower_layers_with_same_result(name):
     mask = torch.ones(3, 4)
     mask[2, 0] = 0
     with HeadMasker(model) as masker:
-        masker.record_below(3)
-        _run(model, ids, att)
-        recorded = masker.recorded
+        with masker.recording(3) as recorded:
+            _run(model, ids, att)
         assert sorted(recorded) == [0, 1, 2]
-        masker.set_mask(mask)
-        masker.replay(recorded, start=2)
         calls = []
-        handle = locate(model).out_proj[0].register_forward_pre_hook(lambda m, a: calls.append(1))
-        fast = _run(model, ids, att)
+        handle = locate(model).out_proj[0].register_forward_pre_hook(lambda _module, _args: calls.append(1))
+        with masker.masking(mask), masker.replaying(recorded, start=2):
+            fast = _run(model, ids, att)
         handle.remove()
+        after = _run(model, ids, att)  # the scopes ended: a full, unmasked forward
     with masked(model, mask):
         full = _run(model, ids, att)
     assert _close_on_tokens(fast, full, att) < TOL
+    assert torch.equal(after, _run(model, ids, att))
     # ALBERT's out_proj is shared: it still runs at depth 2, but not at depths 0 and 1.
     assert len(calls) == (1 if name == "albert" else 0)
 
@@ -338,28 +343,26 @@ def test_resume_inside_the_first_masked_layer_equals_full_forward(name):
     masks[3, 2] = 0  # nothing in layer 1 (its sum passes unchanged), all of layer 2
     with HeadMasker(model, "zero") as masker:
         assert masker.can_resume
-        masker.record_attention_below(3)
-        _run(model, ids, att)
-        recorded = masker.recorded_attention
+        with masker.recording(3, attention=True) as recorded:
+            _run(model, ids, att)
         assert sorted(recorded) == [0, 1, 2]
         sites = locate(model)
         calls = []
-        handles = [sites.value_proj[d].register_forward_pre_hook(lambda m, a, d=d: calls.append(d)) for d in range(3)]
-        handles += [sites.out_proj[d].register_forward_pre_hook(lambda m, a, d=d: calls.append(10 + d)) for d in range(3)]
-        masker.set_mask(masks.repeat_interleave(3, dim=0))  # four masks stacked in one forward
-        masker.resume(recorded, 1, copies=4)
-        stacked = _run(model, ids.repeat(4, 1), att.repeat(4, 1))
+        handles = [sites.value_proj[depth].register_forward_pre_hook(
+            lambda _module, _args, depth=depth: calls.append(depth)) for depth in range(3)]
+        handles += [sites.out_proj[depth].register_forward_pre_hook(
+            lambda _module, _args, depth=depth: calls.append(10 + depth)) for depth in range(3)]
+        with masker.masking(masks.repeat_interleave(3, dim=0)), masker.resuming(recorded, 1, copies=4):
+            stacked = _run(model, ids.repeat(4, 1), att.repeat(4, 1))  # four masks stacked in one forward
         assert sorted(set(calls)) == [2, 12]  # only layer 2's attention ran
         alone = []
         for i in range(4):
-            masker.set_mask(masks[i])
-            masker.resume(recorded, 1)
-            alone.append(_run(model, ids, att))
-        for h in handles:
-            h.remove()
-        masker.replay({}, 0)  # back to full forwards
-        masker.set_mask(masks[0])
-        full_in_same_masker = _run(model, ids, att)
+            with masker.masking(masks[i]), masker.resuming(recorded, 1):
+                alone.append(_run(model, ids, att))
+        for handle in handles:
+            handle.remove()
+        with masker.masking(masks[0]):  # the resume scope ended: a full forward
+            full_in_same_masker = _run(model, ids, att)
     for i in range(4):
         with masked(model, masks[i]):
             full = _run(model, ids, att)
@@ -374,13 +377,49 @@ def test_resume_inside_the_first_masked_layer_equals_full_forward(name):
 def test_resume_is_only_offered_for_the_bert_layout_and_zero(name):
     with HeadMasker(_make(name), "zero") as masker:
         assert not masker.can_resume
-        with pytest.raises(ValueError, match="BERT layout"):
-            masker.resume({}, 0)
+        with pytest.raises(ValueError, match="BERT layout"), masker.resuming({}, 0):
+            pass
+        with pytest.raises(ValueError, match="BERT layout"), masker.recording(1, attention=True):
+            pass
     with HeadMasker(_make("bert"), "uniform") as masker:
         assert not masker.can_resume
     model = _make("bert").train()
     with HeadMasker(model, "zero") as masker, pytest.raises(RuntimeError, match="eval mode"):
-        masker.resume({0: None}, 0)
+        with masker.resuming({0: None}, 0):
+            pass
+
+
+def test_per_token_gates_refuse_a_resumed_forward():
+    """Gates multiply the context of every token, which a forward resumed inside a layer never computes."""
+    model = _make("bert")
+    ids, att = _inputs()
+    with HeadMasker(model, "zero") as masker:
+        with masker.recording(3, attention=True) as recorded:
+            _run(model, ids, att)
+        gates = torch.ones(3, 3, 9, 4)
+        with masker.gated(gates), pytest.raises(RuntimeError, match="full forward"), masker.resuming(recorded, 1):
+            pass
+        with masker.resuming(recorded, 1), pytest.raises(RuntimeError, match="full forward"), masker.gated(gates):
+            pass
+
+
+def test_scopes_nest_and_undo_themselves():
+    """An inner mask holds inside its scope only; after an exception the masker is as before."""
+    model = _make("bert")
+    ids, att = _inputs()
+    outer, inner = torch.ones(3, 4), torch.ones(3, 4)
+    outer[0, 1] = 0
+    inner[2, 3] = 0
+    with masked(model, outer):
+        want_outer = _run(model, ids, att)
+    with masked(model, inner):
+        want_inner = _run(model, ids, att)
+    with HeadMasker(model) as masker, masker.masking(outer):
+        with pytest.raises(KeyError), masker.masking(inner):
+            assert _close_on_tokens(_run(model, ids, att), want_inner, att) < TOL
+            raise KeyError("leave the scope by an exception")
+        assert _close_on_tokens(_run(model, ids, att), want_outer, att) < TOL
+    assert _close_on_tokens(want_outer, want_inner, att) > 1e-3
 
 
 def test_bad_mask_shape_is_refused():

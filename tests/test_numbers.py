@@ -28,13 +28,16 @@ import numpy as np
 import pytest
 
 from reportgen import errors, model
-from reportgen.ablation import ResultCache, adjust, paired_permutation_p, run_ablations
+from reportgen.ablation import ablate, load_ablation_task, run_ablations
 from reportgen.build import run_model
 from reportgen.cache import Cache, temp_path
 from reportgen.config import AblationSettings, defaults, load_config
+from reportgen.engine import ResultCache
 from reportgen.errors import ModelError, OutputError
+from reportgen.report import Ablation
+from reportgen.stats import adjust, paired_permutation_p
 from reportgen.tasks import load_task
-from tests.conftest import TINY_WORDS, make_tiny_bert, write_config
+from tests.helpers import TINY_WORDS, make_tiny_bert, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = [("the cat sat on the mat", "a cat sat on a mat", 5.0), ("the cat sat", "a red car", 1.0),
@@ -54,11 +57,6 @@ def settings(data: Path, **over) -> AblationSettings:
                batch_tokens=256)
     raw.update(over)
     return AblationSettings.model_validate(raw)
-
-
-def findings(report: dict) -> dict:
-    """The report without how it was computed (cache counts, seconds)."""
-    return {k: v for k, v in report.items() if k not in ("cache", "seconds")}
 
 
 @pytest.fixture(scope="module")
@@ -102,13 +100,11 @@ def flip_bit(path: Path, position: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def baseline_entry(report: dict) -> Path:
-    """The cached entry of the all-ones mask (the baseline) of a run_ablations report."""
-    directory = Path(report["cache"]["directory"])
-    data_hash, method = directory.name.rsplit("-", 1)
-    root = directory.parent.parent.parent
-    entries = ResultCache(root, directory.parent.name, data_hash, method)
-    return entries._path("mask", np.ones((report["layers"], report["heads"]), dtype=np.float32))
+def cached_run(model_dir: Path, s: AblationSettings, cache_dir: Path) -> tuple[Ablation, ResultCache]:
+    """run_ablations, with the cache it used kept to read its counts: what it computed, what it loaded."""
+    task = load_ablation_task(model_dir, s, device="cpu")
+    cache = ResultCache(cache_dir, "fp", task.data_hash(), s.method)
+    return ablate(task, s, cache), cache
 
 
 @pytest.mark.parametrize("where", ["checksum", "array header", "array data"])
@@ -116,8 +112,9 @@ def test_a_flipped_bit_in_a_cached_entry_is_recomputed_with_a_warning(models, tm
     data = sim_file(tmp_path / "pairs.tsv", PAIRS)
     s = settings(data)
     clean = run_ablations(models / "base", s, device="cpu", cache_dir=tmp_path / "clean", fingerprint="fp")
-    first = run_ablations(models / "base", s, device="cpu", cache_dir=tmp_path / "c", fingerprint="fp")
-    entry = baseline_entry(first)
+    first, cache = cached_run(models / "base", s, tmp_path / "c")
+    entry = cache.entry_path("mask", np.ones((first.layers, first.heads), dtype=np.float32))  # the baseline's
+    assert entry.is_file()
     raw = entry.read_bytes()
     position = {"checksum": 0, "array header": raw.index(b"\n") + 20, "array data": len(raw) - 1}[where]
     flip_bit(entry, position)
@@ -126,26 +123,26 @@ def test_a_flipped_bit_in_a_cached_entry_is_recomputed_with_a_warning(models, tm
         assert not np.array_equal(damaged, np.load(io.BytesIO(raw.partition(b"\n")[2])))
     with pytest.warns(UserWarning, match=r"cache entry .*mask-[0-9a-f]{24}\.npy is damaged \(checksum mismatch\); "
                                          r"recomputing it"):
-        rerun = run_ablations(models / "base", s, device="cpu", cache_dir=tmp_path / "c", fingerprint="fp")
-    assert rerun["cache"]["computed"] == 1  # only the damaged entry
-    assert findings(rerun) == findings(clean) == findings(first)
+        rerun, cache = cached_run(models / "base", s, tmp_path / "c")
+    assert cache.computed == 1  # only the damaged entry
+    assert rerun == clean == first
     assert entry.read_bytes() == raw  # rewritten whole
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        again = run_ablations(models / "base", s, device="cpu", cache_dir=tmp_path / "c", fingerprint="fp")
-    assert again["cache"]["computed"] == 0
+        again, cache = cached_run(models / "base", s, tmp_path / "c")
+    assert cache.computed == 0 and cache.loaded > 0 and again == first
 
 
 def test_a_truncated_or_emptied_entry_is_recomputed(models, tmp_path):
     data = sim_file(tmp_path / "pairs.tsv", PAIRS)
     s = settings(data, experiments={**defaults()["ablation"]["experiments"], "importance": False})
-    first = run_ablations(models / "base", s, device="cpu", cache_dir=tmp_path / "c", fingerprint="fp")
-    entries = sorted(Path(first["cache"]["directory"]).glob("mask-*.npy"))
+    first, cache = cached_run(models / "base", s, tmp_path / "c")
+    entries = sorted(cache.directory.glob("mask-*.npy"))
     entries[0].write_bytes(entries[0].read_bytes()[:-9])
     entries[1].write_bytes(b"")
     with pytest.warns(UserWarning, match="is damaged"):
-        rerun = run_ablations(models / "base", s, device="cpu", cache_dir=tmp_path / "c", fingerprint="fp")
-    assert rerun["cache"]["computed"] == 2 and findings(rerun) == findings(first)
+        rerun, cache = cached_run(models / "base", s, tmp_path / "c")
+    assert cache.computed == 2 and rerun == first
 
 
 KILLED_WRITER = """\
@@ -244,7 +241,8 @@ MISMATCHES = [
     ("base", {"num_hidden_layers": 4},
      "tensor 'encoder.layer.2.attention.self.query.weight' is not in the weights (32 missing tensors would be random)"),
     ("base", {"num_hidden_layers": 1},
-     "tensor 'encoder.layer.1.attention.output.LayerNorm.bias' in the weights has no place in the model (16 such tensors)"),
+     "tensor 'encoder.layer.1.attention.output.LayerNorm.bias' in the weights has no place in the model "
+     "(16 such tensors)"),
     ("base", {"intermediate_size": 96},
      ("tensor 'encoder.layer.0.intermediate.dense.weight' has shape [64, 32] in the weights but [96, 32] in the model "
      "(6 such tensors)")),
@@ -304,7 +302,8 @@ def test_task_models_tell_a_missing_head_from_a_mismatch(models, tmp_path):
     with pytest.raises(ModelError, match=r"has no trained masked-LM head \(missing cls\.predictions"):
         load_task("mlm", models / "classifier", texts)
     deeper = variant(models, "classifier", "classifier-deeper", num_hidden_layers=3)
-    with pytest.raises(ModelError, match="tensor 'bert.encoder.layer.2.attention.self.query.weight' is not in the weights"):
+    missing = "tensor 'bert.encoder.layer.2.attention.self.query.weight' is not in the weights"
+    with pytest.raises(ModelError, match=missing):
         load_task("classification", deeper, labels)
     assert load_task("classification", models / "classifier", labels).n_examples == 2
     assert load_task("mlm", models / "mlm", texts).n_examples == 1
@@ -321,7 +320,8 @@ NOT_JSON = "not valid JSON (Expecting property name enclosed in double quotes: l
 TOKENIZER_FAILURES = [
     ("tokenizer.json", b"{not json", f"tokenizer.json: {NOT_JSON}, so the tokenizer cannot be loaded"),
     ("tokenizer.json", b"\xff\xfe broken", "tokenizer.json: not UTF-8 text, so the tokenizer cannot be loaded"),
-    ("tokenizer.json", b'{"version": "1.0"}', "tokenizer.json: the tokenizer cannot be loaded (KeyError: 'added_tokens')"),
+    ("tokenizer.json", b'{"version": "1.0"}',
+     "tokenizer.json: the tokenizer cannot be loaded (KeyError: 'added_tokens')"),
     ("tokenizer_config.json", b"{", f"tokenizer_config.json: {NOT_JSON}, so the tokenizer cannot be loaded"),
 ]
 
@@ -330,7 +330,8 @@ TOKENIZER_FAILURES = [
 def test_tokenizer_failures_name_the_file_and_the_error(models, tmp_path, file, content, message):
     path = shutil.copytree(models / "base", tmp_path / "model")
     (path / file).write_bytes(content)
-    for load in (lambda: model.load(path, "cpu"), lambda: load_task("similarity", path, sim_file(tmp_path / "p.tsv", PAIRS))):
+    pairs = sim_file(tmp_path / "p.tsv", PAIRS)
+    for load in (lambda: model.load(path, "cpu"), lambda: load_task("similarity", path, pairs)):
         with pytest.raises(ModelError) as caught:
             load()
         assert str(caught.value) == f"{path}/{message}"
@@ -359,23 +360,23 @@ def test_an_undefined_metric_runs_no_test_and_marks_nothing(models, tmp_path, re
     said = [str(w.message) for w in caught if str(w.message).startswith("ablation:")]
     assert said == [(f"ablation: {metric} is undefined on the task data ({reason}); no significance test was run "
                      "and no head or layer is marked significant")]
-    assert report["task"]["undefined"] == reason
-    assert report["baseline"]["value"] is None
-    assert report["baseline"]["ci"][metric] == [None, None]
+    assert report.task.undefined == reason
+    assert report.baseline.value is None
+    assert report.baseline.ci[metric] == [None, None]
     for experiment in ("single_heads", "whole_layers"):
-        r = report[experiment]
-        assert not np.array(r["significant"]).any(), experiment
-        assert set(np.ravel(np.array(r["p_value"], dtype=object))) == {None}
-        assert set(np.ravel(np.array(r["p_adjusted"], dtype=object))) == {None}
-        assert r["test"] == f"no test: {metric} is undefined on the task data ({reason})"
+        tests = getattr(report, experiment)
+        assert not np.array(tests.significant).any(), experiment
+        assert set(np.ravel(np.array(tests.p_value, dtype=object))) == {None}
+        assert set(np.ravel(np.array(tests.p_adjusted, dtype=object))) == {None}
+        assert tests.test == f"no test: {metric} is undefined on the task data ({reason})"
 
 
 def test_a_defined_metric_is_still_tested(models, tmp_path):
     report = run_ablations(models / "base", settings(sim_file(tmp_path / "p.tsv", PAIRS)), device="cpu",
                            cache_dir=tmp_path / "c", fingerprint="fp")
-    assert report["task"]["undefined"] is None
-    assert report["single_heads"]["test"].startswith("paired permutation test")
-    assert all(p is not None for row in report["single_heads"]["p_value"] for p in row)
+    assert report.task.undefined is None
+    assert report.single_heads.test.startswith("paired permutation test")
+    assert all(p is not None for row in report.single_heads.p_value for p in row)
 
 
 def test_an_undefined_change_is_not_a_test(models, tmp_path):
@@ -424,7 +425,8 @@ ablation:
 
     def build():
         done = subprocess.run([sys.executable, "-m", "reportgen", "build", "--reproducible"], cwd=tmp_path,
-                              env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}, capture_output=True, text=True, check=False)
+                              env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}, capture_output=True,
+                              text=True, check=False)
         assert done.returncode == 0, done.stderr
         return json.loads((tmp_path / "site" / "report.json").read_text())["ablation"], done.stderr
 

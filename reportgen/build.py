@@ -82,7 +82,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     fingerprint = model.fingerprint(file_hashes)
     cache = Cache(config.cache_dir)
     keys = [key_of("run", fingerprint, s.text, s.pair, max_length) for s in specs]
-    runs = [cache.get_run(k, s) for k, s in zip(keys, specs)]
+    runs = [cache.get_run(k, s) for k, s in zip(keys, specs, strict=True)]
     info = cache.get_json("info", key_of("info", fingerprint))
     missing = [i for i, r in enumerate(runs) if r is None]
     load = LazyModel(path, config.device, progress)

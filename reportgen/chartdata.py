@@ -145,8 +145,8 @@ def _importance_charts(importance: Importance, metric: str) -> dict:
         row["url"] = head_link(0, row["layer"], row["head"])
     pruning, random_order = importance.pruning, importance.random_order
     curve = [{"x": f, "mean": rel, "low": rel, "high": rel, "group": "least important first"}
-             for f, rel in zip(pruning.fractions, pruning.relative)]
-    spread = [_relative(values, pruning.baseline) for values in zip(*random_order.values)]  # per fraction
+             for f, rel in zip(pruning.fractions, pruning.relative, strict=True)]
+    spread = [_relative(values, pruning.baseline) for values in zip(*random_order.values, strict=True)]  # per fraction
     curve += [{"x": f, "mean": random_order.relative_mean[i], "low": min(spread[i], default=None),
                "high": max(spread[i], default=None), "group": "random order"}
               for i, f in enumerate(pruning.fractions)]
@@ -189,7 +189,7 @@ def comparison_sections(report: Report) -> list[dict]:
                                     first, second, names, other.same_shape))
     if both and report.ablation.whole_layers and other.ablation.whole_layers:
         rows = [{"x": layer, "group": name, "value": value}
-                for name, ablation in zip(names, (report.ablation, other.ablation))
+                for name, ablation in zip(names, (report.ablation, other.ablation), strict=True)
                 for layer, value in enumerate(ablation.whole_layers.delta)]
         sections.append({"id": "compare-ablation-whole-layers", "title": "Change with a whole layer masked",
                          "charts": [charts.grouped_bars(rows, "Change in the metric per masked layer",
@@ -199,7 +199,8 @@ def comparison_sections(report: Report) -> list[dict]:
 
 def _comparison(anchor: str, title: str, first: list, second: list, names: tuple[str, str],
                 same_shape: bool) -> dict:
-    specs = [charts.head_heatmap(charts.head_rows(grid), name, "mean") for grid, name in zip((first, second), names)]
+    specs = [charts.head_heatmap(charts.head_rows(grid), name, "mean")
+             for grid, name in zip((first, second), names, strict=True)]
     if same_shape:
         rows = []
         for row in charts.head_rows(first):

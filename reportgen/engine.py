@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from itertools import pairwise
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 

@@ -241,7 +241,7 @@ def _within(value: float, ci: list[float]) -> bool:
 def safe_fraction(fractions: list[float], values: list[float | None], ci: list[float]) -> float:
     """The largest fraction up to which every mean stays inside the baseline's CI."""
     safe = 0.0
-    for fraction, value in zip(fractions, values):
+    for fraction, value in zip(fractions, values, strict=True):
         if value is None or not _within(value, ci):
             break
         safe = fraction

@@ -74,7 +74,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                  config_yaml=Markup(html.escape(yaml.safe_dump(manifest["config"], sort_keys=True,
                                                                allow_unicode=True))))
     example_nav = [{"All examples": "examples.md"}]
-    for done, (example, example_view) in enumerate(zip(report.examples, example_views), 1):
+    for done, (example, example_view) in enumerate(zip(report.examples, example_views, strict=True), 1):
         example_nav.append({f"Example {example.id}": write_example(env, recorder, docs, example, example_view)})
         progress("Writing pages", done, len(example_views))
     exports.export_charts(recorder.recorded, docs / "charts", progress)
@@ -92,7 +92,7 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
     """An example's page (and its query/key page); returns the page's name for the nav."""
     page = f"example-{example.id}.md"
     tokens = [{"text": text, "segment": SEGMENT_CLASS[segment]}
-              for text, segment in zip(example_view.tokens, example_view.segments)]
+              for text, segment in zip(example_view.tokens, example_view.segments, strict=True)]
     pages.render(env, "example.md.j2", docs / page, recorder, ex=example, tokens=tokens,
                  views=Markup(views.views_html(example_view.payload)), ln_n=math.log(example.n_tokens),
                  summary_chart=chartdata.example_entropy_chart(example.entropy))

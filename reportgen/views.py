@@ -177,7 +177,7 @@ def encode_attention(attention: np.ndarray) -> dict:
     return {
         "encoding": ENCODING,
         "shape": [layers, heads, n, n],
-        "q": [_b64(codes[l, h].tobytes()) for l in range(layers) for h in range(heads)],
+        "q": [_b64(codes[layer, head].tobytes()) for layer in range(layers) for head in range(heads)],
         "floor": _b64(floor.astype("<f4").tobytes()),
         "scale": _b64(scale.astype("<f4").tobytes()),
     }
@@ -238,8 +238,8 @@ def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS) -> dict:
         kind="qk",
         head_dim=int(dim),
         scaling=float(scaling),
-        queries=[_encode_f32(queries[l, h]) for l in range(layers) for h in range(heads)],
-        keys=[_encode_f32(keys[l, h]) for l in range(layers) for h in range(heads)],
+        queries=[_encode_f32(queries[layer, head]) for layer in range(layers) for head in range(heads)],
+        keys=[_encode_f32(keys[layer, head]) for layer in range(layers) for head in range(heads)],
         attention=encode_attention(run.attention),
     )
     return payload

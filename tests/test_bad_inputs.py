@@ -30,7 +30,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,7 +37,7 @@ import pytest
 import yaml
 
 from reportgen import errors
-from tests.conftest import tree
+from tests.helpers import Case, is_progress, tree
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -66,29 +65,6 @@ LONG_TEXT = " ".join(["the cat sat on the mat."] * 8)  # 58 tokens; models/short
 
 def ablation(**settings) -> dict:
     return {"ablation": {**ABLATION, **settings}}
-
-
-@dataclass
-class Case:
-    id: str
-    what: str  # the bad input, as the README table says it
-    config: dict | str | bytes | None  # dict: merged over BASE; str/bytes: the file as is; None: no file
-    exit: int
-    answer: str  # the whole stderr line after "error: " (exit 0: the warning lines), <dir> = project
-    files: dict[str, str | bytes] = field(default_factory=dict)  # project-relative path -> content
-    out: str | None = None  # --out
-    env: dict[str, str] = field(default_factory=dict)
-    page: tuple[str, str] | None = None  # exit 0: (file in the output, text it must show)
-    needs: str | None = None  # "readonly-proc": skipped where /proc/sys is writable
-    argv: list[str] | None = None  # another command instead of `build --config NAME [--out OUT]`
-    # A context manager factory called with the project directory around the run, for inputs
-    # that are not files (a FIFO, a socket holding a port, a read-only directory): it makes
-    # them before and removes them after.
-    setup: Callable[[Path], AbstractContextManager] | None = None
-
-    @property
-    def config_name(self) -> str:
-        return f"{self.id}.yaml"
 
 
 SIM_HEADER = "sentence1\tsentence2\tscore\n"
@@ -286,8 +262,9 @@ CASES: list[Case] = [
          errors.EXIT_MODEL, "<dir>/models/bad-tokenizer/tokenizer.json: not valid JSON (Expecting property name "
          "enclosed in double quotes: line 1 column 2 (char 1)), so the tokenizer cannot be loaded",
          setup=model_variant("bad-tokenizer", files={"tokenizer.json": "{not json"})),
-    Case("model-tokenizer-broken", "a tokenizer.json that is JSON but not a tokenizer", {"model": "./models/odd-tokenizer"},
-         errors.EXIT_MODEL, "<dir>/models/odd-tokenizer/tokenizer.json: the tokenizer cannot be loaded "
+    Case("model-tokenizer-broken", "a tokenizer.json that is JSON but not a tokenizer",
+         {"model": "./models/odd-tokenizer"}, errors.EXIT_MODEL,
+         "<dir>/models/odd-tokenizer/tokenizer.json: the tokenizer cannot be loaded "
          "(KeyError: 'added_tokens')",
          setup=model_variant("odd-tokenizer", files={"tokenizer.json": '{"version": "1.0"}'})),
     # -- data files (exit 4) -------------------------------------------------------------------------
@@ -321,8 +298,9 @@ CASES: list[Case] = [
          "<dir>/data/labels.tsv: line 4: label 'maybe' is neither one of the model's labels (neg, pos) "
          "nor an index below 2",
          files={"data/labels.tsv": "text\tlabel\nthe cat sat\tpos\nthe dog sat\t1\na red car\tmaybe\n"}),
-    Case("data-label-nan", "classification label NaN", {**CLS_MODEL, **ablation(task="classification", data="data/nan-label.tsv")},
-         errors.EXIT_DATA, "<dir>/data/nan-label.tsv: line 3: label 'nan' is neither one of the model's labels "
+    Case("data-label-nan", "classification label NaN",
+         {**CLS_MODEL, **ablation(task="classification", data="data/nan-label.tsv")}, errors.EXIT_DATA,
+         "<dir>/data/nan-label.tsv: line 3: label 'nan' is neither one of the model's labels "
          "(neg, pos) nor an index below 2",
          files={"data/nan-label.tsv": "text\tlabel\nthe cat sat\tneg\nthe dog sat\tnan\n"}),
     Case("corpus-missing", "`patterns.corpus` file missing", {"patterns": {"corpus": [{"path": "data/nope.txt"}]}},
@@ -334,16 +312,19 @@ CASES: list[Case] = [
     Case("corpus-not-utf8", "`patterns.corpus` file not UTF-8", {"patterns": {"corpus": [{"path": "data/latin1.txt"}]}},
          errors.EXIT_DATA, "<dir>/data/latin1.txt:2: not UTF-8 text",
          files={"data/latin1.txt": "the cat sat.\ncaf\u00e9 au lait.\n".encode("latin-1")}),
-    Case("data-cell-too-long", "`ablation.data` CSV cell over 1,048,576 characters (longer cells, to that bound, are read)",
+    Case("data-cell-too-long",
+         "`ablation.data` CSV cell over 1,048,576 characters (longer cells, to that bound, are read)",
          ablation(data="data/huge.csv"), errors.EXIT_DATA,
          "<dir>/data/huge.csv: line 3: a cell is longer than the 1,048,576 reportgen takes for one text "
          "(a text is cut to max_length tokens anyway, so shorten it)",
          files={"data/huge.csv": SIM_CSV + "the cat,the dog,1.0\n" + "x" * (1 << 20) + "y,a mat,2.0\n"}),
-    Case("data-unterminated-quote", "`ablation.data` CSV with a quote that never closes", ablation(data="data/quote.csv"),
-         errors.EXIT_DATA, "<dir>/data/quote.csv: line 3: unterminated quote (the quoted field runs to the end of the file)",
+    Case("data-unterminated-quote", "`ablation.data` CSV with a quote that never closes",
+         ablation(data="data/quote.csv"), errors.EXIT_DATA,
+         "<dir>/data/quote.csv: line 3: unterminated quote (the quoted field runs to the end of the file)",
          files={"data/quote.csv": SIM_CSV + "the cat,the dog,1.0\n\"the mat,a mat,2.0\nthe car,a car,3.0\n"}),
     Case("data-fifo", "`ablation.data` a FIFO (named pipe)", ablation(data="data/pipe.tsv"), errors.EXIT_DATA,
-         "<dir>/data/pipe.tsv: is not a regular file but a named pipe (FIFO); reportgen reads data only from regular files",
+         "<dir>/data/pipe.tsv: is not a regular file but a named pipe (FIFO); "
+         "reportgen reads data only from regular files",
          setup=not_a_file("data/pipe.tsv", "fifo")),
     Case("data-directory", "`ablation.data` a directory", ablation(data="data/folder.tsv"), errors.EXIT_DATA,
          "<dir>/data/folder.tsv: is a directory, not a data file", setup=not_a_file("data/folder.tsv", "dir")),
@@ -352,7 +333,8 @@ CASES: list[Case] = [
          files={"data/nested.jsonl": '{"sentence1": "a", "sentence2": "b", "score": 1}\n' + "[" * 100_000 + "\n"}),
     Case("corpus-fifo", "`patterns.corpus` a FIFO (named pipe)", {"patterns": {"corpus": [{"path": "data/pipe.txt"}]}},
          errors.EXIT_DATA,
-         "<dir>/data/pipe.txt: is not a regular file but a named pipe (FIFO); reportgen reads data only from regular files",
+         "<dir>/data/pipe.txt: is not a regular file but a named pipe (FIFO); "
+         "reportgen reads data only from regular files",
          setup=not_a_file("data/pipe.txt", "fifo")),
     Case("corpus-directory", "`patterns.corpus` a directory", {"patterns": {"corpus": [{"path": "data/sentences"}]}},
          errors.EXIT_DATA, "<dir>/data/sentences: is a directory, not a corpus file",
@@ -445,10 +427,9 @@ def make_models(models: Path) -> None:
     """The tiny BERT and its broken variants; all from random weights, nothing downloaded."""
     import torch
     from safetensors.torch import load_file
-    from transformers import (BertConfig, BertForSequenceClassification, BertModel, BertTokenizer, GPT2Config,
-                              GPT2Model)
+    from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer, GPT2Config, GPT2Model
 
-    from tests.conftest import TINY_WORDS, make_tiny_bert
+    from tests.helpers import TINY_WORDS, make_tiny_bert
 
     tiny = make_tiny_bert(models / "tiny")
     vocab = {w: i for i, w in enumerate(TINY_WORDS)}
@@ -503,10 +484,6 @@ def run_build(project: Path, config_name: str, out: str | None = None, env: dict
     return subprocess.run(args, cwd=project, env=full_env, capture_output=True, text=True, timeout=300)
 
 
-def is_progress(line: str) -> bool:
-    return any(c in line for c in "━╸╺")
-
-
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("bad-inputs")
@@ -531,6 +508,7 @@ def _skip_reason(case: Case) -> str | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes]):
     if reason := _skip_reason(case):
@@ -571,11 +549,16 @@ def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes]):
     assert not [p.name for p in project.iterdir() if p.name.endswith((".building", ".previous"))]
 
 
-def test_long_example_is_marked_truncated_on_its_pages(project, good_site):
-    """The text longer than the model takes: the examples table and its own page say it was truncated."""
-    site = project / "site-long"
-    if not site.is_dir():
-        pytest.skip("runs after the example-too-long case")
+@pytest.mark.slow
+def test_long_example_is_marked_truncated_on_its_pages(project):
+    """The text longer than the model takes: the examples table and its own page say it was truncated.
+
+    Builds the example-too-long case into its own directory, so it does not rely on that case having run."""
+    case = next(c for c in CASES if c.id == "example-too-long")
+    (project / case.config_name).write_bytes(config_bytes(case.config))
+    done = run_build(project, case.config_name, "site-truncated")
+    assert done.returncode == 0, done.stderr
+    site = project / "site-truncated"
     assert "(truncated)" in (site / "examples.html").read_text(encoding="utf-8")
     assert "Truncated" in (site / "example-2.html").read_text(encoding="utf-8")
     report = json.loads((site / "report.json").read_text(encoding="utf-8"))

@@ -14,7 +14,7 @@ from reportgen import model
 from reportgen.build import build
 from reportgen.config import load_config
 from reportgen.errors import DataError, OutputError
-from tests.conftest import tree, write_config
+from tests.helpers import check_report, tree, write_config
 
 TINY_CONFIG = """\
 title: Tiny <b>report</b>
@@ -40,18 +40,19 @@ def project(tmp_path, tiny_model):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_tiny_build_writes_a_complete_site(project):
-    report = build(load_config(project / "reportgen.yaml"), reproducible=True)
+    built = build(load_config(project / "reportgen.yaml"), reproducible=True)
     site = project / "site"
     for name in ["index.html", "statistics.html", "examples.html", "example-1.html", "example-2.html",
                  "404.html", ".nojekyll", "report.json", "assets/javascripts/vega-bundle.js",
                  "search/search_index.js"]:
         assert (site / name).is_file(), name
-    data = json.loads((site / "report.json").read_text())
+    data = check_report(site)
     assert data["layers"] == 2 and data["heads"] == 4 and data["built"] is None
     assert np.array(data["statistics"]["entropy"]["mean"]).shape == (2, 4)
     assert data["examples"][1]["pair"].startswith("at the store")
-    assert report["model_stage"]["computed"] == 2
+    assert built.computed == 2 and data == built.report.model_dump(mode="json")
     ablation = data["ablation"]
     assert ablation["task"]["examples"] == 40 and np.array(ablation["single_heads"]["delta"]).shape == (2, 4)
     assert (site / "ablation.html").is_file() and (site / "manifest.html").is_file()
@@ -62,33 +63,36 @@ def test_tiny_build_writes_a_complete_site(project):
     assert "Tiny &lt;b&gt;report&lt;/b&gt;" in index and "<b>report</b>" not in index
 
 
+@pytest.mark.slow
 def test_second_build_takes_everything_from_the_cache(project, monkeypatch):
     config = load_config(project / "reportgen.yaml")
-    assert build(config)["model_stage"]["computed"] == 2
+    assert build(config).computed == 2
 
-    def no_model(*args, **kwargs):
+    def no_model(*_args, **_kwargs):
         raise AssertionError("the model was loaded although everything was cached")
 
     monkeypatch.setattr(model, "load", no_model)
     monkeypatch.setattr(build_module, "run_example", no_model)
     again = build(config)
-    assert again["model_stage"] == {**again["model_stage"], "computed": 0, "cached": 2}
+    assert (again.computed, again.cached) == (0, 2)
 
 
+@pytest.mark.slow
 def test_a_changed_example_runs_only_that_example(project):
     build(load_config(project / "reportgen.yaml"))
     path = project / "reportgen.yaml"
     path.write_text(path.read_text().replace("the cat sat on the mat.", "the dog sat on the mat."))
-    assert build(load_config(path))["model_stage"]["computed"] == 1
+    assert build(load_config(path)).computed == 1
 
 
+@pytest.mark.slow
 def test_damaged_cache_entry_is_recomputed(project):
     config = load_config(project / "reportgen.yaml")
     build(config)
     entry = next((config.cache_dir / "runs").glob("*.npz"))
     entry.write_bytes(entry.read_bytes()[:-50])
     with pytest.warns(UserWarning, match="damaged"):
-        assert build(config)["model_stage"]["computed"] == 1
+        assert build(config).computed == 1
 
 
 def test_zero_examples_and_output_that_is_a_file(project, tmp_path):
@@ -106,6 +110,7 @@ def run_cli(*args, cwd):
     return subprocess.run([sys.executable, "-m", "reportgen", *args], cwd=cwd, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_cli_bad_config_is_one_line_and_keeps_the_old_site(project):
     done = run_cli("build", cwd=project)
     assert done.returncode == 0, done.stderr
@@ -126,6 +131,7 @@ def test_cli_version_and_schema(tmp_path):
     assert "examples" in schema["properties"]
 
 
+@pytest.mark.slow
 def test_serve_previews_the_built_site(project):
     import socket
     import time
@@ -150,13 +156,14 @@ def test_serve_previews_the_built_site(project):
         server.wait(10)
 
 
+@pytest.mark.slow
 def test_corpus_sentences_count_in_the_patterns_but_links_stay_on_example_pages(project):
     corpus = project / "corpus.txt"
     corpus.write_text("the dog and the cat.\n\nthe red car was at the store.\nshe bought a ball.\n")
     path = project / "reportgen.yaml"
     path.write_text(path.read_text() + "patterns:\n  corpus:\n    - path: corpus.txt\n")
-    report = build(load_config(path))
-    stats = report["statistics"]
+    build(load_config(path))
+    stats = check_report(project / "site")["statistics"]
     assert stats["counts"]["examples"] == 2 + 3  # blank lines are skipped
     examples = np.array(stats["next_token"]["example"])
     assert ((examples >= 0) & (examples < 2)).all()
@@ -166,6 +173,7 @@ def test_corpus_sentences_count_in_the_patterns_but_links_stay_on_example_pages(
         build(load_config(path))
 
 
+@pytest.mark.slow
 def test_reproducible_builds_are_byte_identical_and_carry_a_manifest(project, tiny_model):
     config = load_config(project / "reportgen.yaml")
     build(config, out=project / "one", reproducible=True)
@@ -180,7 +188,7 @@ def test_reproducible_builds_are_byte_identical_and_carry_a_manifest(project, ti
 
     assert weights == hashlib.sha256((tiny_model / "model.safetensors").read_bytes()).hexdigest()
     normal = build(config, out=project / "three")
-    assert set(normal["manifest"]["seconds"]) == {"model", "patterns", "ablation"}
+    assert set(normal.report.manifest.seconds) == {"model", "patterns", "ablation"}
 
 
 @pytest.mark.slow

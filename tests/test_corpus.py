@@ -12,7 +12,7 @@ from reportgen import corpus
 from reportgen.config import CorpusFile
 from reportgen.corpus import iter_corpus, iter_corpus_file, read_corpus
 from reportgen.errors import DataError
-from tests.conftest import data_error
+from tests.helpers import data_error
 
 
 def write(tmp_path, name, text, encoding="utf-8"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reportgen import output
-from tests.conftest import tree, write_config
+from tests.helpers import tree, write_config
 
 pytestmark = pytest.mark.slow
 

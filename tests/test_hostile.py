@@ -9,8 +9,8 @@ and a file inside the model directory.
 
 Each group of payloads (GROUPS) gets one build on a tiny random classifier, with every field
 carrying its own copy of each payload, numbered `alert(<field><payload>)` so that a dialog or an
-attribute names the field and payload that got through. Every page of each site is opened in Chromium from file:// with a
-dialog listener: no dialog, no element with an on* attribute, no javascript:/data:/vbscript:
+attribute names the field and payload that got through. Every page of each site is opened in Chromium from
+file:// with a dialog listener: no dialog, no element with an on* attribute, no javascript:/data:/vbscript:
 link or source, no script element holding a payload, no error; and each field's text shown
 literally where the site displays it. site_url is a URL, not text: each payload, as a URL path
 and as the whole value, is refused by the config (exit 2, naming the field) or, when it is a
@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.helpers import check_report
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,7 +143,7 @@ def test_templates_print_user_text_as_text(context, payload):
     assert shown in fold("".join(parsed.text)), html
     template_tags = {"p", "ul", "li", "table", "thead", "tbody", "tr", "th", "td", "div", "strong", "a", "h2"}
     assert {tag for tag, _ in parsed.tags} <= template_tags, html
-    for tag, attrs in parsed.tags:
+    for _tag, attrs in parsed.tags:
         assert set(attrs) <= {"class", "title", "id", "markdown", "href"}, html
         assert attrs.get("href") in (None, "page.md#an-anchor"), html
         assert attrs.get("id") in (None, "an-anchor"), html
@@ -156,7 +158,10 @@ def test_markup_and_numbers_pass_through():
     from reportgen import pages
 
     env = pages.environment(ROOT / "site_src" / "templates")
-    render = lambda source, **values: env.from_string(source).render(**values)
+
+    def render(source: str, **values) -> str:
+        return env.from_string(source).render(**values)
+
     assert render("{{ m }}", m=Markup('<a href="x.md#a&b">x</a>')) == '<a href="x.md#a&b">x</a>'
     assert render("{{ i }} {{ f }} {{ n }}", i=-3, f=0.25, n=None) == "-3 0.25 None"
     assert render("{{ s }}", s="[c](javascript:alert(1))") == "&#91;c&#93;&#40;javascript:alert&#40;1&#41;&#41;"
@@ -230,7 +235,7 @@ def classifiers(tmp_path_factory) -> tuple[Path, Path]:
     import torch
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
-    from tests.conftest import TINY_WORDS
+    from tests.helpers import TINY_WORDS
 
     root = tmp_path_factory.mktemp("hostile-models")
     made = []
@@ -259,7 +264,8 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
 
 
-def project(root: Path, group: tuple[int, ...], classifiers: tuple[Path, Path]) -> tuple[Path, dict[str, str], str | None]:
+def project(root: Path, group: tuple[int, ...],
+            classifiers: tuple[Path, Path]) -> tuple[Path, dict[str, str], str | None]:
     """Files and config of the build for a group of payloads: (config path, field -> its text, site_url used)."""
     text = {field: hostile_group(field, group) for field in FIELDS}
     label = text["label names"]
@@ -367,13 +373,14 @@ def element_text(page, url: str, selector: str) -> str:
 def test_payload_in_every_field_is_shown_literally_and_never_runs(group, tmp_path, classifiers, browser):
     from reportgen.build import build
     from reportgen.config import load_config
-    from tests.conftest import BrowserPage
+    from tests.helpers import BrowserPage
 
     config_path, text, site_url = project(tmp_path, group, classifiers)
     for k in group:
         check_site_url_refusals(tmp_path, k, site_url)
-    report = build(load_config(config_path))
+    build(load_config(config_path))
     site = tmp_path / f"site-{text['output']}"
+    report = check_report(site)
     context = browser.new_context()
     try:
         page = BrowserPage(context.new_page())

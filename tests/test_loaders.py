@@ -11,7 +11,7 @@ import pytest
 
 from reportgen.errors import DataError
 from reportgen.loaders import MAX_CELL_CHARS, CsvProblem, csv_records, load_rows, open_data_file, tsv_records
-from tests.conftest import data_error
+from tests.helpers import data_error
 
 
 def _write(tmp_path, name, text, encoding="utf-8"):

@@ -29,8 +29,7 @@ import yaml
 from reportgen import errors, output
 from reportgen.build import build
 from reportgen.config import load_config
-from tests.conftest import tree, write_config
-from tests.test_bad_inputs import Case, is_progress
+from tests.helpers import Case, is_progress, tree, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = {"title": "Output rules", "model": "models/tiny", "device": "cpu",
@@ -55,7 +54,7 @@ def writable_project(project: Path):
 
 
 @contextmanager
-def port_in_use(project: Path):
+def port_in_use(_project: Path):
     """Another server holds the port (or, if it cannot be bound here, something else does)."""
     import socket
 

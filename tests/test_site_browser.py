@@ -6,6 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
+from tests.helpers import check_report
+
 pytestmark = pytest.mark.slow
 
 
@@ -14,7 +16,7 @@ def site_pages(site):
 
 
 def test_default_build_files(default_site):
-    report = json.loads((default_site / "report.json").read_text())
+    report = check_report(default_site)
     assert report["model"]["name"].startswith("sentence-transformers/all-MiniLM-L6-v2")
     assert (report["layers"], report["heads"]) == (6, 12)
     assert len(report["examples"]) >= 12
@@ -95,10 +97,11 @@ def test_deep_link_on_a_site_page_shows_the_models_weight(default_site, open_pag
 def test_hostile_text_is_shown_literally_in_the_site(tmp_path, tiny_model, open_page):
     from reportgen.build import build
     from reportgen.config import load_config
-    from tests.conftest import write_config
+    from tests.helpers import write_config
 
     payloads = ["</script><script>alert(1)</script>", "<img src=x onerror=alert(2)>",
-                "[click](javascript:alert(3))", "{{ 7*7 }} {% raw %}", "**bold** <b>tag</b>\n\n<script>alert(4)</script>"]
+                "[click](javascript:alert(3))", "{{ 7*7 }} {% raw %}",
+                "**bold** <b>tag</b>\n\n<script>alert(4)</script>"]
     examples = "".join(f"  - text: {json.dumps(p)}\n    pair: {json.dumps(p)}\n    name: {json.dumps(p)}\n"
                        for p in payloads)
     # The model's name (its directory) and the dataset's name are user text too.
@@ -207,7 +210,7 @@ def test_chart_exports_open(default_site):
 def test_two_model_comparison_renders(tmp_path, tiny_model, open_page):
     from reportgen.build import build
     from reportgen.config import load_config
-    from tests.conftest import make_tiny_bert, write_config
+    from tests.helpers import make_tiny_bert, write_config
 
     other = make_tiny_bert(tmp_path / "other", seed=1)
     write_config(tmp_path, f"model: {tiny_model}\ndevice: cpu\ncompare:\n  model: {other}\n  name: fine-tuned\n"
@@ -215,7 +218,8 @@ def test_two_model_comparison_renders(tmp_path, tiny_model, open_page):
                            "    pair: at the store, i bought fresh strawberries.\n"
                            "ablation:\n  limit: 30\n  seeds: [0]\n  fractions: [0.0, 0.5]\n"
                            "  bootstrap_samples: 100\n  permutations: 100\n")
-    report = build(load_config(tmp_path / "reportgen.yaml"))
+    build(load_config(tmp_path / "reportgen.yaml"))
+    report = check_report(tmp_path / "site")
     comparison = report["comparison"]
     assert comparison["model"]["name"] == "fine-tuned" and comparison["same_shape"]
     assert comparison["model"]["fingerprint"] != report["model"]["fingerprint"]
@@ -251,11 +255,12 @@ def test_pages_carry_a_csp_that_blocks_remote_scripts_and_connections(default_si
 def test_a_512_token_example_builds_and_renders(tmp_path, open_page):
     from reportgen.build import build
     from reportgen.config import load_config
-    from tests.conftest import write_config
+    from tests.helpers import write_config
 
     long_text = " ".join(f"word{i % 50} and the next one" for i in range(200))  # far over 512 tokens
     write_config(tmp_path, f"examples:\n  - text: {json.dumps(long_text)}\nablation:\n  enabled: false\n")
-    report = build(load_config(tmp_path / "reportgen.yaml"))
+    build(load_config(tmp_path / "reportgen.yaml"))
+    report = check_report(tmp_path / "site")
     example = report["examples"][0]
     assert example["n_tokens"] == 512 and example["truncated"] and example["qk_page"] is None
     assert any("truncated to 512 tokens" in w for w in report["warnings"])

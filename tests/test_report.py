@@ -1,0 +1,197 @@
+"""The report contract: report.json against its published schema, findings as data, and the
+stage boundaries (rendering modules never load torch or an analysis module)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from reportgen import findings
+from reportgen.attention import run_example
+from reportgen.build import build
+from reportgen.cli import app
+from reportgen.config import ExampleSpec, load_config
+from reportgen.model import load
+from reportgen.patterns import PatternAccumulator, load_settings
+from reportgen.report import SCHEMA_VERSION, PatternStatistics, Report, report_schema
+from tests.helpers import check_report, write_config
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "reportgen"
+# Modules that draw pages, and what they may never import (analyses run torch; rendering gets plain data).
+RENDERING = ("jinja2", "altair", "mkdocs")
+ANALYSIS = {"torch", "transformers", "reportgen.attention", "reportgen.patterns", "reportgen.ablation",
+            "reportgen.engine", "reportgen.stats", "reportgen.masking", "reportgen.tasks", "reportgen.model",
+            "reportgen.corpus", "reportgen.findings", "reportgen.build", "reportgen.qk"}
+
+
+def test_the_report_schema_is_a_valid_json_schema():
+    schema = report_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["properties"]["schema_version"]["const"] == SCHEMA_VERSION == 2
+    assert "findings" in schema["required"] and "statistics" in schema["required"]
+
+
+def test_schema_command_prints_the_report_schema_and_the_config_schema_stays():
+    runner = CliRunner()
+    printed = runner.invoke(app, ["schema", "--report"])
+    assert printed.exit_code == 0 and json.loads(printed.output) == report_schema()
+    config = json.loads(runner.invoke(app, ["schema"]).output)
+    assert "examples" in config["properties"] and "findings" not in config["properties"]
+
+
+def test_readme_documents_every_top_level_key():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### report.json", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(\w+)` \|", section, flags=re.M))
+    assert documented == set(report_schema()["properties"])
+
+
+@pytest.fixture(scope="module")
+def tiny_statistics(tiny_model) -> PatternStatistics:
+    net, tokenizer = load(tiny_model, "cpu")
+    specs = [ExampleSpec(text="the cat sat on the mat."),
+             ExampleSpec(text="i went to the store.", pair="at the store, i bought fresh strawberries.")]
+    accumulator = PatternAccumulator(load_settings())
+    for spec in specs:
+        accumulator.add(run_example(net, tokenizer, spec, 64))
+    return PatternStatistics.model_validate(accumulator.result())
+
+
+def test_pattern_findings_are_sentences_built_from_the_statistics(tiny_statistics):
+    found = findings.pattern_findings(tiny_statistics)
+    assert [f.id for f in found] == [fid for fid, *_ in findings.PATTERN_FINDINGS] + ["patterns-broad"]
+    for finding in found:
+        assert finding.sentence == "".join(span.text for span in finding.spans)
+        assert finding.links and all(link.href.startswith("patterns.html#") for link in finding.links)
+    previous = found[0]
+    mean = np.array(tiny_statistics.previous_token.mean, dtype=float)
+    over = int((mean > tiny_statistics.settings["thresholds"]["positional"]).sum())
+    assert previous.numbers["count"] == over and previous.supported == (over > 0)
+    shown = previous.numbers["heads"][0] if over else previous.numbers["strongest"]
+    assert f"layer {shown['layer']} head {shown['head']}" in previous.sentence.lower()
+    assert f"{shown['value']:.2f} ± " in previous.sentence
+
+
+def test_records_refuse_unknown_keys_and_wrong_types(tiny_statistics):
+    data = tiny_statistics.model_dump(mode="json")
+    with pytest.raises(ValidationError):
+        PatternStatistics.model_validate({**data, "surprise": 1})
+    with pytest.raises(ValidationError):
+        PatternStatistics.model_validate({**data, "labels": "not a grid"})
+
+
+class _Findings(HTMLParser):
+    """The text and links of each finding block (div.rg-finding) of the findings page."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.blocks: dict[str, dict] = {}
+        self._current: str | None = None
+        self._depth = 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "div" and "rg-finding" in (attrs.get("class") or "").split():
+            self._current, self._depth = attrs["id"].removeprefix("finding-"), 0
+            self.blocks[self._current] = {"text": "", "links": []}
+        if self._current is not None:
+            self._depth += tag == "div"
+            if tag == "a":
+                self.blocks[self._current]["links"].append(attrs["href"])
+
+    def handle_endtag(self, tag):
+        if self._current is not None and tag == "div":
+            self._depth -= 1
+            if self._depth == 0:
+                self._current = None
+
+    def handle_data(self, data):
+        if self._current is not None:
+            self.blocks[self._current]["text"] += data
+
+
+@pytest.mark.slow
+def test_built_report_matches_its_schema_and_the_findings_page_prints_its_findings(tmp_path, tiny_model):
+    write_config(tmp_path, f"""\
+model: {tiny_model}
+device: cpu
+examples:
+  - text: the cat sat on the mat.
+  - text: i went to the store.
+    pair: at the store, i bought fresh strawberries.
+ablation: {{limit: 30, seeds: [0], fractions: [0.0, 0.5], bootstrap_samples: 100, permutations: 100}}
+""")
+    built = build(load_config(tmp_path / "reportgen.yaml"), reproducible=True)
+    data = check_report(tmp_path / "site")
+    assert Report.model_validate(data) == built.report
+    assert data["schema_version"] == 2 and {f["group"] for f in data["findings"]} == {"patterns", "ablation"}
+    parser = _Findings()
+    parser.feed((tmp_path / "site" / "index.html").read_text(encoding="utf-8"))
+    assert list(parser.blocks) == [f["id"] for f in data["findings"]]
+    for finding in data["findings"]:
+        block = parser.blocks[finding["id"]]
+        assert " ".join(finding["sentence"].split()) in " ".join(block["text"].split())
+        hrefs = [span["link"] for span in finding["spans"] if span["link"]] + [x["href"] for x in finding["links"]]
+        assert block["links"] == hrefs
+
+
+def _imports(path: Path, top_level_only: bool = False) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = set()
+    for node in (tree.body if top_level_only else ast.walk(tree)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            if node.module == "reportgen":
+                names.update(f"reportgen.{alias.name}" for alias in node.names)
+    return names
+
+
+def rendering_modules() -> set[str]:
+    """Modules that import jinja2, altair or mkdocs, directly or through another such module
+    at import time (the pipeline, build.py, imports the site stage only when it renders)."""
+    paths = list(PACKAGE.glob("*.py"))
+    top = {path.stem: _imports(path, top_level_only=True) for path in paths}
+    found = {path.stem for path in paths if any(i.split(".")[0] in RENDERING for i in _imports(path))}
+    while True:
+        more = {name for name, imports in top.items() if {f"reportgen.{m}" for m in found} & imports} - found
+        if not more:
+            return found
+        found |= more
+
+
+def test_modules_that_render_import_no_torch_and_no_analysis():
+    rendering = rendering_modules()
+    assert {"site", "pages", "charts", "chartdata", "mkdocs_site"} <= rendering
+    for module in rendering:
+        imports = _imports(PACKAGE / f"{module}.py")
+        assert not {name for name in imports if name in ANALYSIS or name.split(".")[0] in ANALYSIS}, module
+
+
+def test_the_site_stage_runs_without_torch_loaded():
+    """Transitively too: importing the site stage (and what it imports) loads neither torch nor an analysis."""
+    code = ("import sys, reportgen.site, reportgen.chartdata, reportgen.exports; "
+            f"print(sorted(m for m in sys.modules if m in {sorted(ANALYSIS)!r}))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_analyses_import_no_rendering():
+    for name in ("patterns", "findings", "ablation", "report", "attention", "tasks"):
+        path = PACKAGE / f"{name}.py"
+        imports = _imports(path)
+        assert not {i for i in imports if i.split(".")[0] in RENDERING}, name
+        assert not imports & {"reportgen.site", "reportgen.pages", "reportgen.charts", "reportgen.chartdata"}, name

@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from reportgen import errors
-from tests.helpers import Case, is_progress, tree
+from tests.helpers import Case, check_report, is_progress, tree
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -492,6 +492,7 @@ def project(tmp_path_factory) -> Path:
     done = run_build(work, "good.yaml")
     assert done.returncode == 0, done.stderr
     assert not [line for line in done.stderr.splitlines() if not is_progress(line)], done.stderr
+    check_report(work / "site")
     return work
 
 
@@ -561,7 +562,7 @@ def test_long_example_is_marked_truncated_on_its_pages(project):
     site = project / "site-truncated"
     assert "(truncated)" in (site / "examples.html").read_text(encoding="utf-8")
     assert "Truncated" in (site / "example-2.html").read_text(encoding="utf-8")
-    report = json.loads((site / "report.json").read_text(encoding="utf-8"))
+    report = check_report(site)
     assert [e["truncated"] for e in report["examples"]] == [False, True]
     assert report["examples"][1]["n_tokens"] == 32
 

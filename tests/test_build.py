@@ -167,7 +167,7 @@ def test_corpus_sentences_count_in_the_patterns_but_links_stay_on_example_pages(
     assert stats["counts"]["examples"] == 2 + 3  # blank lines are skipped
     examples = np.array(stats["next_token"]["example"])
     assert ((examples >= 0) & (examples < 2)).all()
-    assert json.loads((project / "site" / "report.json").read_text())["statistics"]["counts"]["examples"] == 5
+    assert check_report(project / "site")["statistics"]["counts"]["examples"] == 5
     (project / "corpus.txt").unlink()
     with pytest.raises(DataError, match="corpus.txt"):
         build(load_config(path))
@@ -212,6 +212,6 @@ def test_the_published_site_shows_no_local_paths(project, tiny_model):
     manifest = json.loads((project / "site" / "manifest.json").read_text())
     assert set(manifest["data_files"]) == {"corpus.txt", "data/pairs.tsv"}
     assert manifest["config"]["model"] == os.path.relpath(tiny_model, project)
-    report = json.loads((project / "site" / "report.json").read_text())
+    report = check_report(project / "site")
     assert report["ablation"]["task"]["data"] == "data/pairs.tsv"
     assert report["model"]["fingerprint"] and report["model"]["name"] == tiny_model.name

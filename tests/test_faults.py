@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reportgen import output
-from tests.helpers import tree, write_config
+from tests.helpers import check_report, tree, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +59,7 @@ def reference(tmp_path_factory) -> dict[str, bytes]:
     work = tmp_path_factory.mktemp("reference")
     write_config(work, CONFIG)
     assert start_build(work).wait() == 0
+    check_report(work / "site")
     return tree(work / "site")
 
 

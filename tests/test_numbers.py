@@ -37,7 +37,7 @@ from reportgen.errors import ModelError, OutputError
 from reportgen.report import Ablation
 from reportgen.stats import adjust, paired_permutation_p
 from reportgen.tasks import load_task
-from tests.helpers import TINY_WORDS, make_tiny_bert, write_config
+from tests.helpers import TINY_WORDS, check_report, make_tiny_bert, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 PAIRS = [("the cat sat on the mat", "a cat sat on a mat", 5.0), ("the cat sat", "a red car", 1.0),
@@ -428,7 +428,7 @@ ablation:
                               env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}, capture_output=True,
                               text=True, check=False)
         assert done.returncode == 0, done.stderr
-        return json.loads((tmp_path / "site" / "report.json").read_text())["ablation"], done.stderr
+        return check_report(tmp_path / "site")["ablation"], done.stderr
 
     clean, _ = build()
     entries = list((tmp_path / ".reportgen-cache" / "ablation").rglob("mask-*.npy"))

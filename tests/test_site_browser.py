@@ -39,7 +39,7 @@ def test_heatmaps_render_with_exact_tooltips(default_site, open_page):
     cells = view.page.locator("#chart-entropy svg g.mark-rect.role-mark path")
     assert cells.count() == 72
     assert view.page.locator("#chart-cls-sep svg g.mark-rect.role-mark path").count() == 72
-    report = json.loads((default_site / "report.json").read_text())
+    report = check_report(default_site)
     expected = report["statistics"]["entropy"]["mean"][0][0]
     # The chart's data are the report's numbers (the tooltip formats them to 4 decimals).
     rows = view.page.evaluate("() => document.getElementById('chart-entropy').rgView.data('source_0')")
@@ -134,7 +134,7 @@ def test_hostile_text_is_shown_literally_in_the_site(tmp_path, tiny_model, open_
 
 
 def test_pattern_heatmap_cell_opens_that_head_on_its_strongest_example(default_site, open_page):
-    report = json.loads((default_site / "report.json").read_text())
+    report = check_report(default_site)
     stat = report["statistics"]["previous_token"]
     example = stat["example"][0][2]  # REFERENCE.md: layer 0 head 2 attends to the previous token
     view = open_page((default_site / "patterns.html").as_uri())
@@ -150,7 +150,7 @@ def test_pattern_heatmap_cell_opens_that_head_on_its_strongest_example(default_s
 
 
 def test_pattern_data_downloads_match_the_report(default_site):
-    report = json.loads((default_site / "report.json").read_text())
+    report = check_report(default_site)
     rows = json.loads((default_site / "charts" / "patterns--chart-next-token.json").read_text())
     by_cell = {(r["layer"], r["head"]): r["value"] for r in rows}
     assert by_cell[(1, 8)] == report["statistics"]["next_token"]["mean"][1][8]

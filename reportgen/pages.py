@@ -86,7 +86,7 @@ class Charts:
     """The `chart(id, spec)` function templates call: it places a chart and remembers it for export.
 
     Every chart gets a stable anchor (its id), a copy-link control and download links for
-    PNG, SVG, CSV and JSON, which the site stage writes after rendering (see site.export_charts).
+    PNG, SVG, CSV and JSON, which the site stage writes after rendering (see exports.export_charts).
     """
 
     def __init__(self):

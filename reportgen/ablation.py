@@ -307,9 +307,15 @@ def importance(ctx: Context) -> Importance:
         pruning=Pruning(fractions=fractions, n_pruned=targets, value=_numbers(pruned),
                         relative=_numbers(relative_change(pruned, ctx.base_value)), order=order,
                         baseline=_number(ctx.base_value)),
-        random_order=RandomOrder(seeds=settings.seeds, values=_numbers(random_values),
-                                 mean=_numbers(random_values.mean(0)), std=_numbers(random_values.std(0)),
-                                 relative_mean=_numbers(relative_change(random_values, ctx.base_value).mean(0))))
+        random_order=_random_order_curves(settings.seeds, random_values, ctx.base_value))
+
+
+def _random_order_curves(seeds: list[int], values: np.ndarray, base_value: float) -> RandomOrder:
+    """The pruning curves of random orders, [seed][fraction]."""
+    relative = relative_change(values, base_value)
+    return RandomOrder(seeds=seeds, values=_numbers(values), relative=_numbers(relative),
+                       mean=_numbers(values.mean(0)), std=_numbers(values.std(0)),
+                       relative_mean=_numbers(relative.mean(0)))
 
 
 # -- running them -----------------------------------------------------------------------------------------

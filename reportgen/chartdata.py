@@ -13,7 +13,6 @@ from reportgen.htmlsafe import chart_text
 from reportgen.report import (
     Ablation,
     ExampleViews,
-    HeadStatistic,
     Importance,
     LayerHalves,
     PatternStatistics,
@@ -52,15 +51,11 @@ TOP_HEADS = 5  # rows of each top-heads table
 MATRICES = 3  # top heads per pattern shown as an attention matrix
 
 
-def _spread(statistic: HeadStatistic) -> dict:
-    return {"std": statistic.std}
-
-
 def statistics_charts(stats: PatternStatistics) -> dict:
     return {
-        "entropy": charts.head_heatmap(charts.head_rows(stats.entropy.mean, **_spread(stats.entropy)),
+        "entropy": charts.head_heatmap(charts.head_rows(stats.entropy.mean, std=stats.entropy.std),
                                        "Attention entropy (nats)", "entropy", {"std": "std over examples"}),
-        "cls_sep": charts.head_heatmap(charts.head_rows(stats.cls_sep.mean, **_spread(stats.cls_sep)),
+        "cls_sep": charts.head_heatmap(charts.head_rows(stats.cls_sep.mean, std=stats.cls_sep.std),
                                        "Share of attention on [CLS]/[SEP]", "share", {"std": "std over examples"}),
     }
 
@@ -146,17 +141,14 @@ def _importance_charts(importance: Importance, metric: str) -> dict:
     pruning, random_order = importance.pruning, importance.random_order
     curve = [{"x": f, "mean": rel, "low": rel, "high": rel, "group": "least important first"}
              for f, rel in zip(pruning.fractions, pruning.relative, strict=True)]
-    spread = [_relative(values, pruning.baseline) for values in zip(*random_order.values, strict=True)]  # per fraction
+    spread = [[v for v in column if v is not None]  # per fraction, over the orders
+              for column in zip(*random_order.relative, strict=True)]
     curve += [{"x": f, "mean": random_order.relative_mean[i], "low": min(spread[i], default=None),
                "high": max(spread[i], default=None), "group": "random order"}
               for i, f in enumerate(pruning.fractions)]
     return {"importance": charts.head_heatmap(rows, "Head importance (Michel et al. 2019)", "importance"),
             "pruning": charts.metric_curves(curve, f"Pruning: relative change in {metric}",
                                             "heads pruned", "relative change")}
-
-
-def _relative(values, base: float | None) -> list[float]:
-    return [(v - base) / abs(base) for v in values if v is not None and base]
 
 
 def _curve_rows(fractions: list[float], sweep: Sweep, group: str) -> list[dict]:

@@ -249,6 +249,7 @@ class Pruning(Record):
 class RandomOrder(Record):
     seeds: list[int]
     values: Grid  # [seed][fraction]
+    relative: Grid  # [seed][fraction], change relative to the unmasked model
     mean: list[Number]
     std: list[Number]
     relative_mean: list[Number]

@@ -42,6 +42,14 @@
     return node;
   }
 
+  // A row of controls that belong together (tabs, toggles, filters), announced as one group.
+  function group(className, label) {
+    var node = el('div', className);
+    node.setAttribute('role', 'group');
+    if (label) node.setAttribute('aria-label', label);
+    return node;
+  }
+
   function svgEl(tag, attrs) {
     var node = document.createElementNS(SVG_NS, tag);
     for (var name in attrs) node.setAttribute(name, attrs[name]);
@@ -370,7 +378,7 @@
   // ---------------------------------------------------------------- export
 
   var exported = {
-    el: el, svgEl: svgEl, range: range, button: button, labelled: labelled, selectOf: selectOf,
+    el: el, group: group, svgEl: svgEl, range: range, button: button, labelled: labelled, selectOf: selectOf,
     numberedSelect: numberedSelect, headColour: headColour, markFirstRender: markFirstRender,
     base64Bytes: base64Bytes, base64Float32: base64Float32, decodeRows: decodeRows, Attention: Attention,
     pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,

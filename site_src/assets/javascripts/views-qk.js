@@ -86,9 +86,7 @@
   // The query token buttons.
   QKWidget.prototype.buildTokenStrip = function () {
     var self = this;
-    var strip = el('div', 'rgv-qk-tokens');
-    strip.setAttribute('role', 'group');
-    strip.setAttribute('aria-label', 'query token');
+    var strip = views.group('rgv-qk-tokens', 'query token');
     this.tokenButtons = this.data.tokens.map(function (tok, i) {
       var node = views.button('rgv-qk-token', tok, 'query token #' + i);
       node.setAttribute('data-i', String(i));

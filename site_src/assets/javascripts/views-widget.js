@@ -75,8 +75,7 @@
 
   ViewsWidget.prototype.buildTabs = function () {
     var self = this;
-    var tabs = el('div', 'rgv-tabs');
-    tabs.setAttribute('role', 'group');
+    var tabs = views.group('rgv-tabs');
     this.tabs = {};
     [['head', 'Head view'], ['model', 'Model view']].forEach(function (tab) {
       var node = button('rgv-tab', tab[1]);
@@ -101,9 +100,7 @@
   // Sentence-pair filter: which lines to keep by the sentences of their two ends.
   ViewsWidget.prototype.buildFilters = function () {
     var self = this;
-    var filters = el('div', 'rgv-filter');
-    filters.setAttribute('role', 'group');
-    filters.setAttribute('aria-label', 'sentence pair filter (attending \u2192 attended)');
+    var filters = views.group('rgv-filter', 'sentence pair filter (attending \u2192 attended)');
     views.FILTERS.forEach(function (filter) {
       var node = button('rgv-filter-btn', FILTER_LABELS[filter]);
       node.setAttribute('data-filter', filter);
@@ -144,9 +141,7 @@
 
   ViewsWidget.prototype.buildHeadToggles = function () {
     var self = this;
-    var heads = el('div', 'rgv-heads');
-    heads.setAttribute('role', 'group');
-    heads.setAttribute('aria-label', 'heads');
+    var heads = views.group('rgv-heads', 'heads');
     this.headButtons = range(this.att.heads).map(function (h) {
       var node = button('rgv-head-toggle', String(h), 'Head ' + h + ' (click: toggle, double-click: only this head)');
       node.setAttribute('data-head', String(h));

@@ -1,0 +1,29 @@
+"""Findings: the measured results turned into statements, computed with the analyses.
+
+Each finding has a stable id derived from what it is (e.g. `ablation-whole-layers`), a
+verdict (`supported`), its sentence with the numbers it quotes and their uncertainty (std
+over examples, bootstrap CI, corrected p-values), the test behind it, and links to the
+chart and the attention view that show it. A result the data do not support is stated as
+such, never left out. The findings page only prints what is here.
+"""
+
+from __future__ import annotations
+
+from reportgen.findings.ablation import ablation_findings, safe_fraction
+from reportgen.findings.patterns import PATTERN_FINDINGS, pattern_findings
+from reportgen.report import Ablation, Finding, Headline, PatternStatistics
+
+__all__ = ["PATTERN_FINDINGS", "ablation_findings", "all_findings", "headline", "pattern_findings", "safe_fraction"]
+
+
+def all_findings(statistics: PatternStatistics, ablation: Ablation | None) -> list[Finding]:
+    return pattern_findings(statistics) + (ablation_findings(ablation) if ablation else [])
+
+
+def headline(statistics: PatternStatistics, findings: list[Finding]) -> Headline:
+    """The few numbers at the top of the report."""
+    by_id = {f.id: f for f in findings}
+    single = by_id.get("ablation-single-heads")
+    return Headline(heads=statistics.counts.layers * statistics.counts.heads, labels=statistics.label_counts,
+                    baseline=by_id.get("ablation-baseline"),
+                    significant_heads=single.numbers["count"] if single else None)

@@ -4,15 +4,21 @@ Experiments (each optional), one function each, returning its record of `reportg
 - baseline: the task metric with a 95% percentile bootstrap CI over examples;
 - single_heads: each head masked alone; paired permutation test over examples against
   the baseline, Holm-corrected (or Bonferroni) for the number of heads;
-- random_fraction: p% of all heads masked at random, several seeds per p;
+- random_fraction: p% of all heads masked at random, several seeds per p; "costs nothing" is
+  a non-inferiority test: the paired bootstrap CI of the change (seeds pooled) above -margin;
 - layer_halves: p% of all heads taken only from the lower half of the layers, and only
-  from the upper half (lower = the first floor(L/2) layers);
+  from the upper half (lower = the first floor(L/2) layers); the halves are compared per
+  example at each fraction (paired permutation test, seeds pooled, corrected over fractions),
+  never by the spread over seeds, which is zero where every seed draws the whole half;
 - whole_layers: every head of one layer masked, for each layer (same test as heads);
 - importance: Michel, Levy and Neubig (2019) head importance, E_x |d L / d xi_h| with
   the absolute value taken per token and averaged over tokens; optional per-layer L2
   normalisation as in their code; then pruning the least important heads 10% at a time
-  (optionally recomputing importance after each step) next to random pruning orders.
+  (optionally recomputing importance after each step) next to many random pruning orders:
+  the importance order's area under the curve is ranked among theirs (a Monte Carlo
+  p-value) and compared with them per fraction (paired test, corrected over fractions).
 
+What each claim needs is in ../shared/REFERENCE.md, "Claims and the test that answers them".
 The masks are evaluated by `reportgen.engine` (fast, cached, resumable); the tests and
 intervals are `reportgen.stats`. The experiments share one `Context`: the task, the runner,
 the settings and the unmasked model's outputs, computed once.
@@ -33,17 +39,31 @@ from reportgen.engine import CODE_VERSION, Engine, Progress, ResultCache, Runner
 from reportgen.report import (
     Ablation,
     AblationTask,
+    AreaRank,
     Baseline,
+    Calibration,
     HeadTests,
     Importance,
     LayerHalves,
     LayerTests,
+    NonInferiority,
+    PairedComparison,
     Pruning,
     RandomFraction,
     RandomOrder,
     Sweep,
 )
-from reportgen.stats import adjust, bootstrap_ci, paired_permutation_p, permutations_for, relative_change
+from reportgen.stats import (
+    adjust,
+    at_floor,
+    bootstrap_ci,
+    paired_change_ci,
+    paired_permutation_p,
+    paired_permutation_p_pooled,
+    permutations_for,
+    rank_p,
+    relative_change,
+)
 from reportgen.tasks import Task, load_task
 
 __all__ = ["CODE_VERSION", "EXPERIMENTS", "Context", "ablate", "load_ablation_task", "run_ablations"]
@@ -51,7 +71,8 @@ __all__ = ["CODE_VERSION", "EXPERIMENTS", "Context", "ablate", "load_ablation_ta
 EXPERIMENTS = ("baseline", "single_heads", "random_fraction", "layer_halves", "whole_layers", "importance")
 METHOD_NOTES = {"zero": "zero: head output removed (Michel et al. 2019)",
                 "uniform": "uniform: head attention replaced by 1/n over non-padding keys (Kovaleva et al. 2019)"}
-LOSSES = {"similarity": "squared error of cosine vs grade rescaled to [0, 1]", "classification": "cross-entropy",
+LOSSES = {"similarity": "squared error of the calibrated cosine (a * cosine + b, fitted once by least squares on the "
+                        "unmasked model) vs the grade rescaled to [0, 1]", "classification": "cross-entropy",
           "mlm": "cross-entropy over masked tokens"}
 
 
@@ -101,10 +122,10 @@ class Context:
         return {name: float(values[0])
                 for name, values in self.task.metrics(outputs[None], self.task.gold[None]).items()}
 
-    def values(self, name: str, masks: list[np.ndarray], done: int = 0, total: int | None = None) -> np.ndarray:
-        """The primary metric under each mask, evaluated through the runner (progress under `name`)."""
-        outputs = self.runner.outputs(name, masks, done=done, total=total)
-        return np.array([self.metrics(out)[self.task.primary] for out in outputs])
+    def outputs(self, name: str, masks: list[np.ndarray], done: int = 0, total: int | None = None) -> np.ndarray:
+        """Per-example outputs under each mask [masks, examples, columns], evaluated through the runner
+        (progress under `name`)."""
+        return np.stack(self.runner.outputs(name, masks, done=done, total=total))
 
 
 def make_context(task: Task, runner: Runner, settings: AblationSettings) -> Context:
@@ -207,48 +228,118 @@ def _masked_count(ctx: Context, fraction: float) -> int:
     return int(round(fraction * ctx.layers * ctx.heads))
 
 
-def _sweeps(ctx: Context, name: str, pools: dict[str, np.ndarray], fractions: list[float],
-            first_stream: int) -> dict[str, Sweep]:
-    """For each pool of heads, the metric with a random `fraction` of all heads masked from it, per
-    seed. Pool i draws its orders from random stream first_stream + i."""
+def _sweep(ctx: Context, values: np.ndarray) -> Sweep:
+    """The summaries of a metric [fraction][seed]."""
+    relative = relative_change(values, ctx.base_value)
+    return Sweep(values=_numbers(values), relative=_numbers(relative), mean=_numbers(values.mean(1)),
+                 std=_numbers(values.std(1)), min=_numbers(values.min(1)), max=_numbers(values.max(1)),
+                 relative_mean=_numbers(relative.mean(1)), relative_std=_numbers(relative.std(1)))
+
+
+def _swept(ctx: Context, name: str, pools: dict[str, np.ndarray], fractions: list[float],
+           first_stream: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each pool of heads, a random `fraction` of all heads masked from it, per seed: the masks
+    and the per-example outputs, [pool, fraction, seed, ...]. Pool i draws its orders from random
+    stream first_stream + i."""
     seeds = ctx.settings.seeds
     orders = {(group, seed): _random_order(seed, pool, first_stream + index)
               for index, (group, pool) in enumerate(pools.items()) for seed in seeds}
     masks = [_prefix_mask(orders[group, seed], _masked_count(ctx, fraction), ctx.shape)
              for group in pools for fraction in fractions for seed in seeds]
-    values = ctx.values(name, masks).reshape(len(pools), len(fractions), len(seeds))
-    sweeps = {}
-    for group, group_values in zip(pools, values, strict=True):
-        relative = relative_change(group_values, ctx.base_value)
-        sweeps[group] = Sweep(
-            values=_numbers(group_values), relative=_numbers(relative), mean=_numbers(group_values.mean(1)),
-            std=_numbers(group_values.std(1)), min=_numbers(group_values.min(1)), max=_numbers(group_values.max(1)),
-            relative_mean=_numbers(relative.mean(1)), relative_std=_numbers(relative.std(1)))
-    return sweeps
+    grid = (len(pools), len(fractions), len(seeds))
+    return np.stack(masks).reshape(*grid, *ctx.shape), ctx.outputs(name, masks).reshape(*grid, ctx.task.n_examples, -1)
+
+
+def _metric(ctx: Context, outputs: np.ndarray) -> np.ndarray:
+    """The primary metric of per-example outputs [..., examples, columns], as [...]."""
+    flat = outputs.reshape(-1, *outputs.shape[-2:])
+    return ctx.task.metrics(flat, ctx.task.gold[None])[ctx.task.primary].reshape(outputs.shape[:-2])
+
+
+def _non_inferiority(ctx: Context, fractions: list[float], outputs: np.ndarray) -> NonInferiority:
+    """Per fraction, the paired bootstrap CI of the relative change (pairs pooled) against -margin.
+
+    The fractions are tested in increasing order and the claim stops at the first that fails: a
+    fixed-sequence procedure, which keeps the family-wise error at the level of one test without
+    a correction (Maurer, Hothorn and Lehmacher 1995). Each test is one-sided at 2.5% (the lower
+    end of a two-sided 95% interval).
+    """
+    settings, scale = ctx.settings, abs(ctx.base_value)
+    pooled, worst, worst_ci = [], [], []
+    for per_fraction in outputs:  # [pairs, examples, columns]
+        ci, per_pair = paired_change_ci(ctx.task, ctx.base_outputs, per_fraction, settings.bootstrap_samples, ctx.seed)
+        lows = np.array([low for low, _ in per_pair], dtype=np.float64)
+        index = int(np.nanargmin(lows)) if np.isfinite(lows).any() else None
+        pooled.append(np.array(ci) / scale)
+        worst.append(index)
+        worst_ci.append(np.array(per_pair[index]) / scale if index is not None else np.full(2, np.nan))
+    passes = [bool(np.isfinite(low) and low > -settings.margin) for low, _ in pooled]
+    up_to = 0.0
+    for fraction, ok in zip(fractions, passes, strict=True):
+        if not ok:
+            break
+        up_to = fraction
+    return NonInferiority(
+        margin=settings.margin, confidence=0.95, bootstrap_samples=settings.bootstrap_samples,
+        change_ci=_numbers(pooled), worst=worst, worst_ci=_numbers(worst_ci), non_inferior=passes, up_to=up_to,
+        test=f"paired percentile bootstrap over examples ({settings.bootstrap_samples} resamples): the 95% CI of the "
+             f"relative change lies above -{settings.margin:.0%}, fractions tested in increasing order")
+
+
+def _paired_comparison(ctx: Context, labels: tuple[str, str], fractions: list[float], first: np.ndarray,
+                       second: np.ndarray) -> PairedComparison:
+    """Two conditions [fraction, pairs, examples, columns] compared at each fraction by a paired
+    permutation test over examples, corrected over the fractions (REFERENCE, "Claims")."""
+    settings = ctx.settings
+    permutations = permutations_for(settings.permutations, len(fractions), settings.alpha)
+    difference = (_metric(ctx, second) - _metric(ctx, first)).mean(-1)
+    p_values = np.array([paired_permutation_p_pooled(ctx.task, one, two, permutations, ctx.seed)
+                         for one, two in zip(first, second, strict=True)])
+    p_adjusted = adjust(p_values, settings.correction)
+    return PairedComparison(
+        first=labels[0], second=labels[1], fractions=fractions, difference=_numbers(difference),
+        p_value=_numbers(p_values), p_adjusted=_numbers(p_adjusted),
+        at_floor=[at_floor(p, permutations) for p in p_values.tolist()],
+        significant=(np.isfinite(p_adjusted) & (p_adjusted < settings.alpha)).tolist(),
+        permutations=permutations, correction=settings.correction, alpha=settings.alpha,
+        test=f"paired permutation test over examples ({permutations} permutations, two-sided, one swap per "
+             f"example shared by all pairs), {settings.correction.capitalize()}-corrected over {len(fractions)} "
+             "fractions")
 
 
 def random_fraction(ctx: Context) -> RandomFraction:
     """p% of all heads masked at random; stream 0, the random pruning order's."""
     fractions = sorted(set(ctx.settings.fractions))
-    swept = _sweeps(ctx, "random_fraction", {"all": np.arange(ctx.layers * ctx.heads)}, fractions, 0)["all"]
+    _, outputs = _swept(ctx, "random_fraction", {"all": np.arange(ctx.layers * ctx.heads)}, fractions, 0)
+    values = _metric(ctx, outputs[0])
     return RandomFraction(fractions=fractions, n_masked=[_masked_count(ctx, fraction) for fraction in fractions],
-                          seeds=ctx.settings.seeds, baseline=_number(ctx.base_value), **swept.model_dump())
+                          seeds=ctx.settings.seeds, baseline=_number(ctx.base_value),
+                          non_inferiority=None if ctx.undefined else _non_inferiority(ctx, fractions, outputs[0]),
+                          **_sweep(ctx, values).model_dump())
 
 
 def layer_halves(ctx: Context) -> LayerHalves:
-    """p% of all heads drawn only from the lower half of the layers, and only from the upper half."""
+    """p% of all heads drawn only from the lower half of the layers, and only from the upper half;
+    the two are compared per example at each fraction (paired test, seeds pooled)."""
     half = ctx.layers // 2
     all_heads = np.arange(ctx.layers * ctx.heads)
     pools = {"lower": all_heads[: half * ctx.heads], "upper": all_heads[half * ctx.heads:]}
     limit = min(len(pool) for pool in pools.values())
     fractions = sorted(fraction for fraction in set(ctx.settings.fractions) if _masked_count(ctx, fraction) <= limit)
-    sweeps = _sweeps(ctx, "layer_halves", pools, fractions, 1)
+    masks, outputs = _swept(ctx, "layer_halves", pools, fractions, 1)
+    values = _metric(ctx, outputs)
+    # every seed drew the same mask in both halves, e.g. the whole half: the seeds cannot spread
+    same = [bool((masks[:, index] == masks[:, index, :1]).all()) for index in range(len(fractions))]
+    tested = [index for index, fraction in enumerate(fractions) if _masked_count(ctx, fraction) > 0]
+    comparison = None if ctx.undefined or not tested else _paired_comparison(
+        ctx, ("lower layers masked", "upper layers masked"), [fractions[i] for i in tested],
+        outputs[0, tested], outputs[1, tested])
     return LayerHalves(
         fractions=fractions, n_masked=[_masked_count(ctx, fraction) for fraction in fractions],
         seeds=ctx.settings.seeds, lower_layers=list(range(half)), upper_layers=list(range(half, ctx.layers)),
         baseline=_number(ctx.base_value),
         note="p is a fraction of all heads, drawn only from one half; fractions above what a half holds are left out",
-        lower=sweeps["lower"], upper=sweeps["upper"])
+        lower=_sweep(ctx, values[0]), upper=_sweep(ctx, values[1]), same_mask=same, comparison=comparison)
 
 
 def _normalised(raw: np.ndarray, normalize: str) -> np.ndarray:
@@ -286,34 +377,70 @@ def _pruning_masks(ctx: Context, targets: list[int],
     return first, order, masks
 
 
+def _random_orders(ctx: Context) -> tuple[list[np.ndarray], str]:
+    """The random pruning orders: first the random_fraction experiment's (one per seed, so their
+    masks are shared), then more from the first seed until there are `importance.random_orders`."""
+    seeds, wanted = ctx.settings.seeds, ctx.settings.importance.random_orders
+    pool = np.arange(ctx.layers * ctx.heads)
+    orders = [_random_order(seed, pool, 0) for seed in seeds][:wanted]
+    orders += [_random_order(seeds[0], pool, 100 + index) for index in range(wanted - len(orders))]
+    source = (f"{wanted} uniform random permutations of the heads: the random_fraction experiment's (one per seed) "
+              f"and the rest from numpy default_rng([{seeds[0]}, 100 + k])")
+    return orders, source
+
+
+def _area_rank(ctx: Context, pruned: np.ndarray, random: np.ndarray) -> AreaRank:
+    """Rank the importance order's pruning curve among the random orders' by the area under the
+    curve (the mean relative change over the fractions): a Monte Carlo p-value."""
+    area, random_area = np.nanmean(pruned), np.nanmean(random, axis=1)
+    better = ctx.task.higher_is_better[ctx.task.primary]
+    worse = random_area < area if better else random_area > area
+    return AreaRank(importance=_number(area), random=_numbers(random_area), better_than=int(np.count_nonzero(worse)),
+                    p_value=rank_p(area, random_area, better), floor=1 / (len(random_area) + 1))
+
+
 def importance(ctx: Context) -> Importance:
-    """Michel et al. head importance, and pruning by it next to random pruning orders."""
-    settings = ctx.settings
+    """Michel et al. head importance, and pruning by it next to random pruning orders: the importance
+    order's curve is ranked among theirs by its area, compared with them per fraction (paired test
+    over examples) and held against the non-inferiority margin."""
+    settings, task = ctx.settings, ctx.task
+    calibration = Calibration(**task.fit_calibration(ctx.base_outputs)) if task.kind == "similarity" else None
     fractions = sorted(set(settings.fractions) | {0.0})
     targets = [_masked_count(ctx, fraction) for fraction in fractions]
+    orders, source = _random_orders(ctx)
     importance_steps = len(fractions) - 1 if settings.importance.recompute else 1
-    total = importance_steps + len(fractions) * (1 + len(settings.seeds))
+    total = importance_steps + len(fractions) * (1 + len(orders))
     first, order, prune_masks = _pruning_masks(ctx, targets, total)
-    pruned = ctx.values("importance", prune_masks, done=importance_steps, total=total)
-    random_masks = [_prefix_mask(_random_order(seed, np.arange(ctx.layers * ctx.heads), 0), count, ctx.shape)
-                    for seed in settings.seeds for count in targets]  # the random_fraction experiment's orders
-    random_values = ctx.values("importance", random_masks, done=importance_steps + len(prune_masks),
-                               total=total).reshape(len(settings.seeds), len(fractions))
+    pruned = ctx.outputs("importance", prune_masks, done=importance_steps, total=total)  # [fraction, ...]
+    random_masks = [_prefix_mask(random_order, count, ctx.shape) for random_order in orders for count in targets]
+    random = ctx.outputs("importance", random_masks, done=importance_steps + len(prune_masks),
+                         total=total).reshape(len(orders), len(fractions), task.n_examples, -1)
+    pruned_values, random_values = _metric(ctx, pruned), _metric(ctx, random)
+    random_curves = _random_order_curves(random_values, ctx.base_value, source)
+    tested = [index for index, count in enumerate(targets) if count > 0]
+    defined = not ctx.undefined
     return Importance(
         importance=_numbers(first),
         normalization="per-layer L2 (Michel et al.'s code)" if settings.importance.normalize == "layer_l2" else "none",
         variant="mean over tokens of |d loss / d gate| per token and head (Michel et al. 2019)",
-        loss=LOSSES[ctx.task.kind], recompute=settings.importance.recompute,
-        pruning=Pruning(fractions=fractions, n_pruned=targets, value=_numbers(pruned),
-                        relative=_numbers(relative_change(pruned, ctx.base_value)), order=order,
+        loss=LOSSES[task.kind], recompute=settings.importance.recompute, calibration=calibration,
+        pruning=Pruning(fractions=fractions, n_pruned=targets, value=_numbers(pruned_values),
+                        relative=_numbers(relative_change(pruned_values, ctx.base_value)), order=order,
                         baseline=_number(ctx.base_value)),
-        random_order=_random_order_curves(settings.seeds, random_values, ctx.base_value))
+        random_order=random_curves,
+        area=_area_rank(ctx, relative_change(pruned_values, ctx.base_value),
+                        relative_change(random_values, ctx.base_value)) if defined else None,
+        comparison=_paired_comparison(
+            ctx, ("random order", "least important first"), [fractions[i] for i in tested],
+            random.swapaxes(0, 1)[tested], np.repeat(pruned[tested, None], len(orders), axis=1))
+        if defined and tested else None,
+        non_inferiority=_non_inferiority(ctx, fractions, pruned[:, None]) if defined else None)
 
 
-def _random_order_curves(seeds: list[int], values: np.ndarray, base_value: float) -> RandomOrder:
-    """The pruning curves of random orders, [seed][fraction]."""
+def _random_order_curves(values: np.ndarray, base_value: float, source: str) -> RandomOrder:
+    """The pruning curves of random orders, [order][fraction]."""
     relative = relative_change(values, base_value)
-    return RandomOrder(seeds=seeds, values=_numbers(values), relative=_numbers(relative),
+    return RandomOrder(orders=len(values), source=source, values=_numbers(values), relative=_numbers(relative),
                        mean=_numbers(values.mean(0)), std=_numbers(values.std(0)),
                        relative_mean=_numbers(relative.mean(0)))
 

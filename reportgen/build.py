@@ -17,9 +17,10 @@ from pathlib import Path
 from reportgen import __version__, findings, model, output, patterns, views
 from reportgen.attention import ExampleRun, run_example
 from reportgen.cache import Cache, key_of
-from reportgen.config import BUILTIN_DATA, Config
+from reportgen.config import BUILTIN_DATA, Config, PatternSettings
 from reportgen.corpus import iter_corpus
 from reportgen.errors import DataError
+from reportgen.example_patterns import example_patterns
 from reportgen.loaders import open_data_file
 from reportgen.model import ModelInfo
 from reportgen.progress import Callback, silent
@@ -114,8 +115,9 @@ def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent)
     settings = config.patterns
     corpus_hashes = [_file_hash(f.path, "corpus file") for f in settings.corpus]
     cache = Cache(config.cache_dir)
-    key = key_of("patterns", stage.fingerprint, [(r.spec.text, r.spec.pair) for r in stage.runs],
-                 corpus_hashes, settings.model_dump(mode="json"), stage.max_length)
+    key = key_of("patterns", patterns.RESULT_VERSION, stage.fingerprint,
+                 [(r.spec.text, r.spec.pair) for r in stage.runs], corpus_hashes,
+                 settings.model_dump(mode="json"), stage.max_length)
     cached = cache.get_json("patterns", key)
     if cached is None:
         cached = _pattern_statistics(config, stage, progress)
@@ -216,7 +218,7 @@ def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics
         model=model_summary(stage.info),
         layers=stage.info.layers,
         heads=stage.info.heads,
-        examples=[describe_example(i, run) for i, run in enumerate(stage.runs, 1)],
+        examples=[describe_example(i, run, config.patterns) for i, run in enumerate(stage.runs, 1)],
         statistics=statistics,
         ablation=ablation,
         comparison=comparison,
@@ -227,11 +229,14 @@ def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics
     )
 
 
-def describe_example(number: int, run: ExampleRun) -> Example:
+def describe_example(number: int, run: ExampleRun, settings: PatternSettings | None = None) -> Example:
+    """One example as its page shows it, with the heads that show each seed pattern most on it
+    (computed here, from `settings` as the pattern statistics are, so the site only renders)."""
     return Example(id=number, name=run.spec.name, text=run.spec.text, pair=run.spec.pair, n_tokens=run.n_tokens,
                    truncated=run.truncated, page=f"example-{number}.html",
                    qk_page=f"example-{number}-qk.html" if "queries" in run.extras else None,
-                   entropy=patterns.entropy(run.attention).round(4).tolist())
+                   entropy=patterns.entropy(run.attention).round(4).tolist(),
+                   patterns=example_patterns(run, settings))
 
 
 def example_views(runs: list[ExampleRun], statistics: PatternStatistics) -> list[ExampleViews]:

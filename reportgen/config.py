@@ -110,6 +110,8 @@ class Thresholds(Strict):
     same_token: float = Field(ge=0, le=1, description="Mass on the token itself and its word's other occurrences.")
     other_segment: float = Field(ge=0, le=1, description="Mass on the same word in the other sentence.")
     within_word: float = Field(ge=0, le=1, description="Mass on the other pieces of the same word.")
+    boundary_selectivity: float = Field(ge=0, le=1, description="Within word also needs this much more "
+                                        "weight on a neighbour in the same word than across a word boundary.")
 
 
 class PatternSettings(Strict):
@@ -139,6 +141,8 @@ class ImportanceSettings(Strict):
     normalize: Literal["layer_l2", "none"] = Field(
         description="Per-layer L2 normalisation of importance (Michel et al.'s code) or none.")
     recompute: bool = Field(description="Recompute importance after each pruning step.")
+    random_orders: int = Field(ge=1, description="Random pruning orders the importance order is ranked among "
+                                                 "(its p-value cannot go below 1 / (orders + 1)).")
 
 
 class AblationSettings(Strict):
@@ -162,6 +166,8 @@ class AblationSettings(Strict):
     permutations: int = Field(ge=100, description="At least; raised so the smallest p-value can pass the correction.")
     correction: Literal["holm", "bonferroni"]
     alpha: float = Field(gt=0, lt=1)
+    margin: float = Field(gt=0, lt=1, description="Non-inferiority margin, relative to the unmasked model's metric: "
+                                                  "a change above -margin counts as no loss.")
     importance: ImportanceSettings
     mlm_probability: float = Field(gt=0, lt=1)
     mlm_seed: int

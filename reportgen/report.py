@@ -51,6 +51,36 @@ class ModelSummary(Record):
     fingerprint: str  # sha256 over the model's files
 
 
+class ExampleHead(Record):
+    """A head that shows a pattern on one example, and the token pair that shows it most.
+
+    query/key: the (q, k) cell of the pattern with the largest weight A[q, k] for this head on
+    this example (e.g. straw -> ##berries for within_word); both None for previous/next token,
+    which are spread over every query. For delimiter only `key` is set: the [CLS], [SEP], '.'
+    or ',' token with the largest mean weight over the queries (the pattern is spread over them).
+    """
+
+    layer: int
+    head: int
+    value: float  # the pattern's statistic for this head on this example
+    query: int | None  # token index on the example page
+    key: int | None
+    query_token: str | None
+    key_token: str | None
+    weight: Number = None  # A[query, key]; for delimiter the mean weight on `key`
+
+
+class ExamplePattern(Record):
+    """One of the six seed patterns on one example: the heads that show it most there."""
+
+    pattern: Literal["previous_token", "next_token", "same_token", "other_segment", "within_word", "delimiter"]
+    threshold: float  # the label threshold of the pattern
+    weak: bool  # no head is above the threshold on this example (or the pattern does not apply to it)
+    # strongest first, at most 3; empty where the pattern does not apply to the example (no split word, a
+    # single sentence) or, for within_word, where no head is boundary-selective on it (weak is then True)
+    heads: list[ExampleHead]
+
+
 class Example(Record):
     id: int  # 1, 2, ...: its page is example-{id}.html
     name: str | None
@@ -61,6 +91,7 @@ class Example(Record):
     page: str
     qk_page: str | None  # only examples up to views.QK_MAX_TOKENS tokens have a query/key page
     entropy: Grid  # mean attention entropy per head on this example, in nats (Clark et al. 2019)
+    patterns: list[ExamplePattern]  # the six seed patterns, in the order of example_patterns.SEED_PATTERNS
 
 
 # -- pattern statistics (patterns.py) ---------------------------------------------------------------
@@ -78,6 +109,20 @@ class HeadStatistic(Record):
 
 class EntropyStatistic(HeadStatistic):
     uniform_baseline: float  # mean ln(n): the entropy of uniform attention
+
+
+class PatternNull(Record):
+    """What heads with a known simple pattern score on the same inputs, averaged as the real heads.
+
+    uniform: 1/n on every token; previous: all weight on the previous token; next: all weight
+    on the next token (the first / last token, which has none, puts its weight on itself).
+    None where the statistic does not apply to any input. The uniform head's argmax shares
+    follow numpy's tie rule (the first key), so they are about chance, not a real test.
+    """
+
+    uniform: Number
+    previous: Number
+    next: Number
 
 
 class TopHead(Record):
@@ -125,6 +170,8 @@ class PatternStatistics(Record):
 
     next_token: HeadStatistic
     previous_token: HeadStatistic
+    next_token_clark: HeadStatistic  # Clark et al.'s: the sum over q of A[q, q+1] divided by n
+    previous_token_clark: HeadStatistic
     cls: HeadStatistic
     sep: HeadStatistic
     cls_sep: HeadStatistic
@@ -133,6 +180,10 @@ class PatternStatistics(Record):
     same_token: HeadStatistic
     other_segment: HeadStatistic
     within_word: HeadStatistic
+    adjacent_same_word: HeadStatistic  # mean A[q, q±1] over the neighbour pairs inside one word
+    adjacent_boundary: HeadStatistic  # the same over neighbour pairs a word boundary separates
+    distant_within_word: HeadStatistic  # mass on the non-neighbouring pieces of the query's word
+    boundary_selectivity: HeadStatistic  # adjacent_same_word - adjacent_boundary, per example
     next_token_argmax: HeadStatistic
     previous_token_argmax: HeadStatistic
     entropy: EntropyStatistic
@@ -145,6 +196,8 @@ class PatternStatistics(Record):
     top_heads: dict[str, list[TopHead]]
     similarity: HeadSimilarity | None
     counts: PatternCounts
+    nulls: dict[str, PatternNull]  # per statistic of the grids above
+    conventions: dict[str, str]  # short sentences: denominator, averaging, entropy_smoothing, punctuation, ...
     settings: dict[str, Any]  # the `patterns:` settings as used (corpus paths relative to the config)
 
 
@@ -218,11 +271,45 @@ class Sweep(Record):
     relative_std: list[Number]
 
 
+class NonInferiority(Record):
+    """Is a change no loss? The paired bootstrap CI of the relative change at each fraction against a
+    margin (REFERENCE, "Claims and the test that answers them": inside the baseline's CI is no test)."""
+
+    margin: float  # relative to the unmasked model's metric: a change above -margin is no loss
+    confidence: float
+    bootstrap_samples: int
+    change_ci: list[list[Number]]  # [fraction][low, high] of the relative change, pairs (seeds/orders) pooled
+    worst: list[int | None]  # [fraction] the pair (index) whose CI reaches lowest
+    worst_ci: list[list[Number]]  # [fraction][low, high] of that pair
+    non_inferior: list[bool]  # [fraction] the pooled CI lies above -margin
+    up_to: float  # the largest fraction with every fraction up to it non-inferior (fixed-sequence); 0 if none
+    test: str
+
+
+class PairedComparison(Record):
+    """Two conditions compared at each fraction by a paired permutation test over examples (pairs of
+    conditions pooled, one swap per example), corrected over the fractions."""
+
+    first: str
+    second: str
+    fractions: list[float]  # the fractions tested
+    difference: list[Number]  # [fraction] mean over pairs of metric(second) - metric(first)
+    p_value: list[Number]
+    p_adjusted: list[Number]
+    at_floor: list[bool]  # the raw p-value is 1 / (permutations + 1): only a bound
+    significant: list[bool]
+    permutations: int
+    correction: Literal["holm", "bonferroni"]
+    alpha: float
+    test: str
+
+
 class RandomFraction(Sweep):
     fractions: list[float]
     n_masked: list[int]
     seeds: list[int]
     baseline: Number
+    non_inferiority: NonInferiority | None  # None when the metric is undefined
 
 
 class LayerHalves(Record):
@@ -235,6 +322,8 @@ class LayerHalves(Record):
     note: str
     lower: Sweep
     upper: Sweep
+    same_mask: list[bool]  # [fraction] every seed drew the same mask (e.g. the whole half): no spread over seeds
+    comparison: PairedComparison | None  # lower-masked vs upper-masked outputs; None when the metric is undefined
 
 
 class Pruning(Record):
@@ -247,12 +336,33 @@ class Pruning(Record):
 
 
 class RandomOrder(Record):
-    seeds: list[int]
-    values: Grid  # [seed][fraction]
-    relative: Grid  # [seed][fraction], change relative to the unmasked model
+    orders: int
+    source: str  # how the orders were drawn
+    values: Grid  # [order][fraction]
+    relative: Grid  # [order][fraction], change relative to the unmasked model
     mean: list[Number]
     std: list[Number]
     relative_mean: list[Number]
+
+
+class AreaRank(Record):
+    """The importance order's area under its pruning curve ranked among the random orders' areas:
+    the rank is a one-sided Monte Carlo p-value (1 + orders at least as good) / (1 + orders)."""
+
+    importance: Number  # mean relative change over the fractions (area under the curve / its width)
+    random: list[Number]  # [order]
+    better_than: int  # random orders with a worse area
+    p_value: Number
+    floor: float  # 1 / (orders + 1): the smallest p-value this many orders can give
+
+
+class Calibration(Record):
+    """The linear map a * cosine + b fitted once on the unmasked model (least squares against the grade
+    rescaled to [0, 1]), so that the importance loss measures ranking errors rather than scale."""
+
+    slope: float
+    intercept: float
+    error_removed: float  # share of the squared error the fit removes
 
 
 class Importance(Record):
@@ -263,8 +373,12 @@ class Importance(Record):
     variant: str
     loss: str
     recompute: bool
+    calibration: Calibration | None  # similarity task only
     pruning: Pruning
     random_order: RandomOrder
+    area: AreaRank | None  # None when the metric is undefined
+    comparison: PairedComparison | None  # importance order vs random orders per fraction
+    non_inferiority: NonInferiority | None  # the importance order against the margin
 
 
 class Ablation(Record):
@@ -379,13 +493,15 @@ def report_schema() -> dict[str, Any]:
 
 
 # -- links into the site ------------------------------------------------------------------------
-def head_link(example: int, layer: int, head: int) -> str:
-    """The head view of one head on an example page (0-based example index).
+def head_link(example: int, layer: int, head: int, token: int | None = None, key: int | None = None) -> str:
+    """The head view of one head on an example page (0-based example index), optionally with one
+    query token (`token`, left column) or else one key token (`key`, right column) pinned.
 
     The address format is the views' state, parsed and written by formatHash / parseHash in
     site_src/assets/javascripts/views-core.js; this module is its only spelling in Python.
     """
-    return f"example-{example + 1}.html#view=head&layer={layer}&head={head}"
+    pinned = f"&token={token}" if token is not None else f"&key={key}" if key is not None else ""
+    return f"example-{example + 1}.html#view=head&layer={layer}&head={head}{pinned}"
 
 
 def model_link(layer: int, example: int = 0) -> str:

@@ -63,6 +63,18 @@ def bootstrap_ci(task: Task, outputs: np.ndarray, samples: int, seed: int,
     return bounds
 
 
+def _stacked_metric(task: Task, outputs: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """The primary metric of outputs [..., conditions, examples, columns] against gold [..., examples]
+    (the same gold for every condition), as [..., conditions]."""
+    lead = outputs.shape[:-2]
+    flat = outputs.reshape(-1, *outputs.shape[-2:])
+    if gold.ndim == 1:  # one gold row for all: the metric ranks it once and broadcasts
+        gold = gold[None]
+    else:
+        gold = np.broadcast_to(gold[..., None, :], (*lead, gold.shape[-1])).reshape(-1, gold.shape[-1])
+    return task.metrics(flat, gold)[task.primary].reshape(lead)
+
+
 def paired_permutation_p(task: Task, base: np.ndarray, other: np.ndarray, permutations: int, seed: int) -> float:
     """Two-sided p-value of the primary metric's change, swapping each example's two outputs at random.
 
@@ -72,22 +84,74 @@ def paired_permutation_p(task: Task, base: np.ndarray, other: np.ndarray, permut
     there is nothing to test. A swap whose change is undefined counts as at least as large, so
     an undefined resample can only make the test more conservative.
     """
-    metric = task.primary
-    gold = task.gold[None]
-    observed = abs(task.metrics(other[None], gold)[metric][0] - task.metrics(base[None], gold)[metric][0])
+    return paired_permutation_p_pooled(task, base[None], other[None], permutations, seed)
+
+
+def paired_permutation_p_pooled(task: Task, first: np.ndarray, second: np.ndarray, permutations: int,
+                                seed: int) -> float:
+    """Two-sided paired permutation p-value of mean_s [metric(second_s) - metric(first_s)] over
+    several pairs of conditions s (e.g. seeds, or random orders), [pairs, examples, columns] each.
+
+    The example is the unit: one swap per example, applied to every pair, so the test stays
+    paired over examples however many pairs are pooled. Under the null that the two conditions
+    do not differ for any pair, each example's (first, second) outputs are exchangeable.
+    With one pair this is `paired_permutation_p`.
+    """
+    gold = task.gold
+    observed = np.mean(_stacked_metric(task, second, gold) - _stacked_metric(task, first, gold))
     if not np.isfinite(observed):
         return float("nan")
     rng = np.random.default_rng([seed, 2])
     examples = task.n_examples
-    chunk = _rows_per_chunk(examples)
+    chunk = _rows_per_chunk(examples * len(first))
     hits = 0
     for lo in range(0, permutations, chunk):
-        swap = rng.random((min(chunk, permutations - lo), examples, 1)) < 0.5
-        first = np.where(swap, base[None], other[None])
-        second = np.where(swap, other[None], base[None])
-        delta = np.abs(task.metrics(first, gold)[metric] - task.metrics(second, gold)[metric])
-        hits += int(np.sum((delta >= observed - 1e-12) | ~np.isfinite(delta)))
+        swap = rng.random((min(chunk, permutations - lo), 1, examples, 1)) < 0.5
+        one = np.where(swap, first[None], second[None])
+        two = np.where(swap, second[None], first[None])
+        delta = np.abs(np.mean(_stacked_metric(task, two, gold) - _stacked_metric(task, one, gold), axis=-1))
+        hits += int(np.sum((delta >= abs(observed) - 1e-12) | ~np.isfinite(delta)))
     return (1 + hits) / (1 + permutations)
+
+
+def paired_change_ci(task: Task, base: np.ndarray, masked: np.ndarray, samples: int, seed: int,
+                     level: float = 0.95) -> tuple[list[float], list[list[float]]]:
+    """Paired percentile-bootstrap CI of the primary metric's change, masked [pairs, examples, columns]
+    against base [examples, columns]: (pooled CI of the mean change over pairs, CI of each pair).
+
+    Every resample draws examples with replacement and scores all conditions on the SAME draw,
+    so the interval is of the change itself, not of either level (REFERENCE, "Claims": a
+    baseline's CI says how precise the baseline is, not whether a change is zero).
+    """
+    rng = np.random.default_rng([seed, 3])
+    examples = task.n_examples
+    stacked = np.concatenate([base[None], masked])  # condition 0 is the base
+    chunk = _rows_per_chunk(examples * len(stacked))
+    changes = []
+    for lo in range(0, samples, chunk):
+        picked = rng.integers(0, examples, size=(min(chunk, samples - lo), examples))
+        values = _stacked_metric(task, stacked[:, picked].swapaxes(0, 1), task.gold[picked])  # [draws, conditions]
+        changes.append(values[:, 1:] - values[:, :1])
+    change = np.concatenate(changes)  # [samples, pairs]
+    tail = (1 - level) / 2 * 100
+
+    def bounds(values: np.ndarray) -> list[float]:
+        return [float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail))]
+
+    return bounds(change.mean(1)), [bounds(change[:, pair]) for pair in range(change.shape[1])]
+
+
+def at_floor(p_value: float | None, permutations: int) -> bool:
+    """Whether a permutation p-value sits at its floor 1 / (permutations + 1), where it is only a bound."""
+    return p_value is not None and permutations > 0 and p_value <= 1 / (permutations + 1) * (1 + 1e-9)
+
+
+def rank_p(value: float, null: np.ndarray, higher_is_better: bool = True) -> float:
+    """One-sided Monte Carlo p-value of `value` among draws from its null (e.g. one pruning order's
+    area among random orders'): (1 + draws at least as good) / (1 + draws) (Davison and Hinkley 1997)."""
+    null = np.asarray(null, dtype=np.float64)
+    as_good = null >= value if higher_is_better else null <= value
+    return float((1 + np.count_nonzero(as_good)) / (1 + len(null)))
 
 
 def permutations_for(requested: int, tests: int, alpha: float) -> int:

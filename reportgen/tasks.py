@@ -89,6 +89,7 @@ class Task:
     example_units: np.ndarray  # [examples, slots] unit index of each example's inputs
     gold: np.ndarray  # [examples] gold score / label index (zeros for mlm)
     settings: dict = field(default_factory=dict)  # what defines the task, for the cache key
+    calibration: tuple[float, float] | None = None  # (slope, intercept) of the similarity loss, once fitted
 
     primary: ClassVar[str] = ""
     metric_names: ClassVar[tuple[str, ...]] = ()
@@ -205,8 +206,11 @@ class Task:
 
 # -- statistics used by the metrics, vectorised over resample rows ---------------------------------
 def rank_rows(values: np.ndarray) -> np.ndarray:
-    """Ranks along the last axis with ties given their average rank (as Spearman needs)."""
-    order = np.argsort(values, axis=-1, kind="stable")
+    """Ranks along the last axis with ties given their average rank (as Spearman needs).
+
+    Equal values get the same average rank whatever their order, so an unstable sort (several
+    times faster than a stable one) gives exactly the same ranks."""
+    order = np.argsort(values, axis=-1)
     ordered = np.take_along_axis(values, order, axis=-1)
     count = values.shape[-1]
     position = np.broadcast_to(np.arange(count), values.shape)
@@ -317,13 +321,35 @@ class SimilarityTask(Task):
         second = unit_out[torch.as_tensor(self.example_units[:, 1], device=unit_out.device)]
         return F.cosine_similarity(first, second, dim=-1).unsqueeze(-1)
 
-    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
-        # Squared error between cosine and the grade rescaled to [0, 1], as in
-        # sentence-transformers' CosineSimilarityLoss.
+    def scaled_gold(self) -> np.ndarray:
+        """The grade rescaled to [0, 1], the target of sentence-transformers' CosineSimilarityLoss."""
         lowest, highest = self.gold.min(), self.gold.max()
-        scaled = (self.gold - lowest) / (highest - lowest if highest > lowest else 1.0)
-        target = torch.as_tensor(scaled, dtype=unit_out.dtype, device=unit_out.device)
-        return (self.example_outputs(unit_out)[:, 0] - target).pow(2).mean()
+        return (self.gold - lowest) / (highest - lowest if highest > lowest else 1.0)
+
+    def fit_calibration(self, outputs: np.ndarray) -> dict[str, float]:
+        """Fit target ~ slope * cosine + intercept by least squares on the unmasked model's outputs and
+        keep it for `loss`: (slope, intercept, share of the squared error the fit removes).
+
+        The metric is Spearman, which ignores any increasing linear map of the cosines, while the raw
+        squared error also charges the model for its scale and offset (calibration). Measured after
+        this fit, the loss (and so Michel et al.'s importance, its gradient) follows the errors that
+        can change the ranking instead.
+        """
+        cosine, target = outputs[:, 0].astype(np.float64), self.scaled_gold()
+        design = np.stack([cosine, np.ones_like(cosine)], axis=1)
+        (slope, intercept), *_ = np.linalg.lstsq(design, target, rcond=None)
+        before = float(np.mean((cosine - target) ** 2))
+        after = float(np.mean((slope * cosine + intercept - target) ** 2))
+        self.calibration = (float(slope), float(intercept))
+        return {"slope": float(slope), "intercept": float(intercept),
+                "error_removed": 1 - after / before if before > 0 else 0.0}
+
+    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
+        # Squared error between the (linearly calibrated, once fitted) cosine and the grade rescaled
+        # to [0, 1], as in sentence-transformers' CosineSimilarityLoss.
+        target = torch.as_tensor(self.scaled_gold(), dtype=unit_out.dtype, device=unit_out.device)
+        slope, intercept = self.calibration or (1.0, 0.0)
+        return (slope * self.example_outputs(unit_out)[:, 0] + intercept - target).pow(2).mean()
 
     def _why_undefined(self, outputs: np.ndarray) -> str | None:
         # A correlation needs two examples, and variation in both the gold scores and the predictions.

@@ -376,8 +376,17 @@ def test_report_shapes_and_json(model_dir, data, tmp_path):
     norms = np.linalg.norm(np.array(importance.importance), axis=1)
     assert norms == pytest.approx(np.ones(3))  # per-layer L2 normalisation
     assert importance.pruning.n_pruned == [0, 3, 6] and len(importance.pruning.order) == 6
-    # the random pruning order reuses the random-fraction masks
-    assert np.array(importance.random_order.values).T.tolist() == fractions.values
+    # the first random pruning orders reuse the random-fraction masks (one per seed); more are drawn up to the setting
+    orders = importance.random_order
+    assert orders.orders == 20 and np.array(orders.values).shape == (20, 3)
+    assert np.array(orders.values)[:2].T.tolist() == fractions.values
+    assert importance.area.floor == pytest.approx(1 / 21) and importance.area.p_value >= importance.area.floor
+    assert importance.comparison.fractions == [0.25, 0.5]  # nothing is pruned at 0
+    assert importance.non_inferiority.non_inferior[0] and importance.non_inferiority.change_ci[0] == [0.0, 0.0]
+    assert importance.calibration.error_removed >= 0
+    inferiority = fractions.non_inferiority
+    assert inferiority.margin == 0.01 and len(inferiority.change_ci) == 3 and inferiority.worst[1] in (0, 1)
+    assert halves.comparison.fractions == [0.25] and len(halves.same_mask) == 2
     last = {}
     for name, done, total in seen:
         assert done <= total and done >= last.get(name, 0)

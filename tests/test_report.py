@@ -34,7 +34,8 @@ RENDERING = ("jinja2", "altair", "mkdocs")
 ANALYSIS = {"torch", "transformers", "reportgen.attention", "reportgen.patterns", "reportgen.ablation",
             "reportgen.engine", "reportgen.stats", "reportgen.masking", "reportgen.tasks", "reportgen.model",
             "reportgen.corpus", "reportgen.findings", "reportgen.findings.sentence", "reportgen.findings.patterns",
-            "reportgen.findings.ablation", "reportgen.build", "reportgen.qk"}
+            "reportgen.findings.ablation", "reportgen.example_patterns", "reportgen.pattern_conventions",
+            "reportgen.build", "reportgen.qk"}
 
 
 def test_the_report_schema_is_a_valid_json_schema():
@@ -191,7 +192,8 @@ def test_the_site_stage_runs_without_torch_loaded():
 
 
 def test_analyses_import_no_rendering():
-    paths = [PACKAGE / f"{name}.py" for name in ("patterns", "ablation", "report", "attention", "tasks")]
+    analyses = ("patterns", "example_patterns", "pattern_conventions", "ablation", "report", "attention", "tasks")
+    paths = [PACKAGE / f"{name}.py" for name in analyses]
     for path in paths + sorted((PACKAGE / "findings").glob("*.py")):
         name = path.name
         imports = _imports(path)

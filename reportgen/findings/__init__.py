@@ -9,11 +9,11 @@ such, never left out. The findings page only prints what is here.
 
 from __future__ import annotations
 
-from reportgen.findings.ablation import ablation_findings, safe_fraction
+from reportgen.findings.ablation import ablation_findings
 from reportgen.findings.patterns import PATTERN_FINDINGS, pattern_findings
 from reportgen.report import Ablation, Finding, Headline, PatternStatistics
 
-__all__ = ["PATTERN_FINDINGS", "ablation_findings", "all_findings", "headline", "pattern_findings", "safe_fraction"]
+__all__ = ["PATTERN_FINDINGS", "ablation_findings", "all_findings", "headline", "pattern_findings"]
 
 
 def all_findings(statistics: PatternStatistics, ablation: Ablation | None) -> list[Finding]:

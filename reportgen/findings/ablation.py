@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reportgen.findings.sentence import SHOWN_SIGNIFICANT, Sentence, grid, head_name, percent, signed
+from reportgen.findings.sentence import SHOWN_SIGNIFICANT, Sentence, data_name, grid, head_name, plural
+from reportgen.formatting import change, fractions_list, interval, metric_value, p_text, percent, signed
 from reportgen.report import Ablation, Finding, Link, model_link
 
 
@@ -14,20 +15,6 @@ def _chart(anchor: str) -> list[Link]:
 
 
 DETAILS = [Link(label="details", href="ablation.html")]
-
-
-def _within(value: float, ci: list[float]) -> bool:
-    return ci[0] <= value <= ci[1]
-
-
-def safe_fraction(fractions: list[float], values: list[float | None], ci: list[float]) -> float:
-    """The largest fraction up to which every mean stays inside the baseline's CI."""
-    safe = 0.0
-    for fraction, value in zip(fractions, values, strict=True):
-        if value is None or not _within(value, ci):
-            break
-        safe = fraction
-    return safe
 
 
 def _undefined(ablation: Ablation) -> Finding:
@@ -39,21 +26,12 @@ def _undefined(ablation: Ablation) -> Finding:
                      {"metric": task.metric, "examples": task.examples, "reason": task.undefined})
 
 
-def _needs_baseline(fid: str, title: str, metric: str) -> Finding:
-    """An experiment that ran but whose statement compares with the baseline's confidence
-    interval, when the baseline experiment is off: its chart is there, its verdict is not."""
-    s = Sentence().strong(f"{title}: no verdict.").text(
-        f" The statement compares {metric} with the baseline's 95% confidence interval, and the baseline "
-        "experiment is off (").code("ablation.experiments.baseline: false").text(
-        "); the chart shows what was measured.")
-    return s.finding(fid, "ablation", False, _chart(fid), {"metric": metric, "needs_baseline": True})
-
-
 def _baseline(ablation: Ablation) -> Finding:
     base, metric = ablation.baseline, ablation.task.metric
     ci = base.ci[metric]
-    s = Sentence().strong(f"The model scores {metric} {base.value:.4f}").text(
-        f" (95% CI [{ci[0]:.4f}, {ci[1]:.4f}]) on {ablation.task.examples} task examples with all heads.")
+    s = Sentence().strong(f"The model scores {metric} {metric_value(base.value)}").text(
+        f" (95% CI [{metric_value(ci[0])}, {metric_value(ci[1])}]) on {ablation.task.examples} examples of "
+        f"{data_name(ablation.task.data)} with all heads.")
     return s.finding("ablation-baseline", "ablation", True, DETAILS,
                      {"metric": metric, "value": base.value, "examples": ablation.task.examples},
                      test=base.ci_method, ci=ci)
@@ -62,76 +40,149 @@ def _baseline(ablation: Ablation) -> Finding:
 def _single_heads(ablation: Ablation) -> Finding:
     tests, metric = ablation.single_heads, ablation.task.metric
     delta = grid(tests.delta)
-    heads = sorted(({"layer": int(layer), "head": int(head), "delta": float(delta[layer, head]),
-                     "p": tests.p_adjusted[layer][head]} for layer, head in np.argwhere(tests.significant)),
+    runs = tests.permutations
+
+    def numbers(layer: int, head: int) -> dict:
+        return {"layer": layer, "head": head, "delta": float(delta[layer, head]), "p": tests.p_adjusted[layer][head],
+                "raw": tests.p_value[layer][head]}
+
+    heads = sorted((numbers(int(layer), int(head)) for layer, head in np.argwhere(tests.significant)),
                    key=lambda x: x["delta"])
 
     def extreme(index) -> dict:
-        layer, head = int(index[0]), int(index[1])
-        return {"layer": layer, "head": head, "delta": float(delta[layer, head]), "p": tests.p_adjusted[layer][head]}
+        return numbers(int(index[0]), int(index[1]))
 
     worst = extreme(np.unravel_index(np.nanargmin(delta), delta.shape))
     best = extreme(np.unravel_index(np.nanargmax(delta), delta.shape))
     correction, total = tests.correction.capitalize(), int(delta.size)
     s = Sentence()
     if heads:
-        s.strong(f"{len(heads)} of {total} heads change {metric} significantly when masked alone;").text(
+        s.strong(f"{len(heads)} of {total} heads change{plural(len(heads), '', 's')} {metric} significantly when "
+                 "masked alone;").text(
             f" the other {total - len(heads)} show no significant change ({tests.test}, {correction}-corrected, "
             f"alpha {tests.alpha}). ")
         shown = heads[:SHOWN_SIGNIFICANT]
-        s.text("; ".join(f"{head_name(h, capital=i == 0)}: {signed(h['delta'])} (p = {h['p']:.3g})"
+        s.text("; ".join(f"{head_name(h, capital=i == 0)}: {signed(h['delta'])} ({p_text(h['p'], h['raw'], runs)})"
                          for i, h in enumerate(shown)) + ".")
     else:
         s.strong(f"No single head changes {metric} significantly when masked alone").text(
             f" ({tests.test}, {correction}-corrected over {total} heads, alpha {tests.alpha}). The largest drop is "
-            f"{signed(worst['delta'])} ({head_name(worst)}, corrected p = {worst['p']:.3g}); the largest gain "
-            f"{signed(best['delta'])} ({head_name(best)}, p = {best['p']:.3g}).")
+            f"{signed(worst['delta'])} ({head_name(worst)}, corrected {p_text(worst['p'], worst['raw'], runs)}); the "
+            f"largest gain {signed(best['delta'])} ({head_name(best)}, {p_text(best['p'], best['raw'], runs)}).")
     numbers = {"metric": metric, "significant": heads[:SHOWN_SIGNIFICANT], "count": len(heads), "total": total,
                "alpha": tests.alpha, "correction": tests.correction, "worst": worst, "best": best}
     return s.finding("ablation-single-heads", "ablation", bool(heads), _chart("ablation-single-heads"), numbers,
                      test=tests.test, p_value=(heads[0] if heads else worst)["p"])
 
 
-def _random_fraction(ablation: Ablation, ci: list[float]) -> Finding:
+def _random_fraction(ablation: Ablation) -> Finding:
+    """Non-inferiority, not "inside the baseline's CI" (REFERENCE, "Claims and the test that answers them")."""
     sweep, metric = ablation.random_fraction, ablation.task.metric
-    safe = safe_fraction(sweep.fractions, sweep.mean, ci)
-    tail = (f" (mean over {len(sweep.seeds)} seeds); at {percent(sweep.fractions[-1])} the mean relative change "
-            f"is {100 * sweep.relative_mean[-1]:+.1f}%.")
+    test = sweep.non_inferiority
+    seeds = len(sweep.seeds)
+    index = {fraction: i for i, fraction in enumerate(sweep.fractions)}
+    failing = next((f for f, ok in zip(sweep.fractions, test.non_inferior, strict=True) if not ok), None)
     s = Sentence()
-    if safe > 0:
-        s.strong(f"Up to {percent(safe)} of the heads can be masked at random with {metric} staying inside the "
-                 "baseline's 95% CI").text(tail)
+    if test.up_to > 0:
+        at = index[test.up_to]
+        worst = test.worst[at]
+        s.strong(f"Up to {percent(test.up_to)} of the heads can be masked at random losing less than "
+                 f"{percent(test.margin)} of {metric}:").text(
+            f" at every fraction up to {percent(test.up_to)}, the paired 95% CI of the relative change "
+            f"({seeds} seed{plural(seeds, 's')} pooled) lies above -{percent(test.margin)}; at {percent(test.up_to)} "
+            f"it is {interval(test.change_ci[at])}")
+        if worst is not None and seeds > 1:
+            s.text(f" (worst seed, {sweep.seeds[worst]}: {interval(test.worst_ci[at])})")
+        s.text(".")
     else:
-        s.strong(f"Masking even 10% of the heads at random moves {metric} outside the baseline's 95% CI").text(tail)
-    numbers = {"metric": metric, "safe_fraction": safe, "seeds": len(sweep.seeds),
-               "last_fraction": sweep.fractions[-1], "last_relative": sweep.relative_mean[-1]}
-    return s.finding("ablation-random-fraction", "ablation", safe > 0, _chart("ablation-random-fraction"), numbers,
-                     ci=ci)
+        s.strong(f"Masking heads at random is not shown to cost less than {percent(test.margin)} of {metric}")
+        s.text(f" at any fraction ({seeds} seed{plural(seeds, 's')} pooled).")
+    if failing is not None:
+        s.text(f" At {percent(failing)} the CI is {interval(test.change_ci[index[failing]])}.")
+    s.text(f" Test: {test.test}.")
+    numbers = {"metric": metric, "up_to": test.up_to, "margin": test.margin, "seeds": seeds, "failing": failing,
+               "ci": test.change_ci[index[test.up_to]] if test.up_to > 0 else None}
+    return s.finding("ablation-random-fraction", "ablation", test.up_to > 0, _chart("ablation-random-fraction"),
+                     numbers, test=test.test, ci=numbers["ci"])
 
 
 def _layer_halves(ablation: Ablation) -> Finding:
+    """Lower vs upper half compared per example at each fraction (never on the spread over seeds,
+    which is zero where every seed draws the whole half)."""
     halves, metric = ablation.layer_halves, ablation.task.metric
-    last = len(halves.fractions) - 1
-    lower, upper = halves.lower.relative_mean[last], halves.upper.relative_mean[last]
-    # over the seeds' spread: a difference smaller than it is not a finding
-    spread = max(halves.lower.relative_std[last], halves.upper.relative_std[last])
-    difference, fraction = abs(upper - lower), halves.fractions[last]
-    supported = difference > 2 * spread
-    more = "upper" if upper < lower else "lower"
+    test = halves.comparison
+    higher = ablation.task.higher_is_better[metric]
+    index = {fraction: i for i, fraction in enumerate(halves.fractions)}
+    # difference = metric(upper masked) - metric(lower masked): below 0 (for a higher-is-better metric) the upper
+    # layers cost more to lose
+    upper = [f for f, d, sig in zip(test.fractions, test.difference, test.significant, strict=True)
+             if sig and (d < 0) == higher]
+    lower = [f for f, d, sig in zip(test.fractions, test.difference, test.significant, strict=True)
+             if sig and (d < 0) != higher]
+    more, where = ("upper", upper) if len(upper) >= len(lower) else ("lower", lower)
+    less = "lower" if more == "upper" else "upper"
+    s = Sentence()
+    if where:
+        at = where[-1]
+        i, t = index[at], test.fractions.index(at)
+        s.strong(f"Masking heads in the {more} layers costs more {metric} than in the {less} layers at "
+                 f"{fractions_list(where)} of all heads").text(
+            f" ({p_text(test.p_adjusted[t], test.p_value[t], test.permutations)} at {percent(at)}; {test.test}). "
+            f"At {percent(at)}, masking only lower-layer heads changes {metric} by "
+            f"{change(halves.lower.relative_mean[i])}, only upper-layer heads by "
+            f"{change(halves.upper.relative_mean[i])}.")
+        other = lower if more == "upper" else upper
+        if other:
+            s.text(f" At {fractions_list(other)} the {less} layers cost more.")
+    else:
+        best = int(np.nanargmin([np.inf if p is None else p for p in test.p_adjusted]))
+        s.strong("Lower and upper layers do not differ significantly at any fraction").text(
+            f" (smallest corrected {p_text(test.p_adjusted[best], test.p_value[best], test.permutations)}, at "
+            f"{percent(test.fractions[best])}; {test.test}).")
+    deterministic = [f for f, same in zip(halves.fractions, halves.same_mask, strict=True)
+                     if same and f in test.fractions]
+    if deterministic:
+        s.text(f" At {fractions_list(deterministic)} every seed masks the same heads (the whole half), so the seeds "
+               "cannot spread; the test is over examples.")
+    numbers = {"metric": metric, "more": more if where else None, "fractions": where,
+               "tested": test.fractions, "p_adjusted": test.p_adjusted, "same_mask": deterministic}
+    return s.finding("ablation-layer-halves", "ablation", bool(where), _chart("ablation-layer-halves"), numbers,
+                     test=test.test)
+
+
+def _importance(ablation: Ablation) -> Finding:
+    """The importance order against many random orders: the rank of its area (a p-value), paired
+    tests per fraction, and how far it stays non-inferior; only what survives is claimed."""
+    importance, metric = ablation.importance, ablation.task.metric
+    area, test, orders = importance.area, importance.comparison, importance.random_order.orders
+    alpha = test.alpha
+    higher = ablation.task.higher_is_better[metric]
+    better = [f for f, d, sig in zip(test.fractions, test.difference, test.significant, strict=True)
+              if sig and (d > 0) == higher]
+    supported = area.p_value < alpha
+    rank = f"its pruning curve's area beats {area.better_than} of {orders} random orders (rank p = {area.p_value:.2g}"
+    rank += f", the smallest {orders} orders can give)" if area.p_value <= area.floor * (1 + 1e-9) else ")"
     s = Sentence()
     if supported:
-        s.strong(f"The {more} layers matter more:").text(
-            f" masking {percent(fraction)} of all heads only from the lower layers changes {metric} by "
-            f"{100 * lower:+.1f}%, only from the upper layers by {100 * upper:+.1f}% (difference "
-            f"{100 * difference:.1f} points, more than twice the spread over seeds).")
+        s.strong(f"Pruning the least important heads first keeps {metric} higher than random pruning orders:")
     else:
-        s.strong("Lower and upper layers do not differ clearly:").text(
-            f" masking {percent(fraction)} of all heads from the lower layers changes {metric} by {100 * lower:+.1f}%, "
-            f"from the upper by {100 * upper:+.1f}% (difference {100 * difference:.1f} points, within twice the "
-            "spread over seeds: not supported).")
-    numbers = {"metric": metric, "fraction": fraction, "lower": lower, "upper": upper, "more": more,
-               "difference": difference, "spread": spread}
-    return s.finding("ablation-layer-halves", "ablation", supported, _chart("ablation-layer-halves"), numbers)
+        s.strong(f"Pruning by importance is not shown to keep {metric} higher than random pruning orders:")
+    s.text(f" {rank}")
+    if better:
+        s.text(f"; it is significantly better at {fractions_list(better)} of the heads")
+    else:
+        s.text("; at no single fraction is it significantly better")
+    s.text(f" ({test.test}).")
+    if importance.non_inferiority and importance.non_inferiority.up_to > 0:
+        s.text(f" It loses less than {percent(importance.non_inferiority.margin)} of {metric} up to "
+               f"{percent(importance.non_inferiority.up_to)} of the heads pruned (paired 95% CI).")
+    s.text(f" Importance: Michel et al. 2019, normalised {importance.normalization}; loss: {importance.loss}.")
+    numbers = {"metric": metric, "orders": orders, "better_than": area.better_than, "p_value": area.p_value,
+               "better_at": better, "up_to": importance.non_inferiority.up_to if importance.non_inferiority else None,
+               "normalization": importance.normalization}
+    return s.finding("ablation-importance", "ablation", supported, _chart("ablation-importance"), numbers,
+                     test=f"rank of the area under the pruning curve among {orders} random orders; {test.test}",
+                     p_value=area.p_value)
 
 
 def _whole_layers(ablation: Ablation) -> Finding:
@@ -140,17 +191,18 @@ def _whole_layers(ablation: Ablation) -> Finding:
 
     def layer_numbers(layer: int) -> dict:
         return {"layer": layer, "delta": float(delta[layer]), "relative": tests.relative[layer],
-                "significant": tests.significant[layer], "p": tests.p_adjusted[layer]}
+                "significant": tests.significant[layer], "p": tests.p_adjusted[layer], "raw": tests.p_value[layer]}
 
     worst, best = layer_numbers(int(np.nanargmin(delta))), layer_numbers(int(np.nanargmax(delta)))
     improves = bool(best["delta"] > 0)
     s = Sentence().strong(f"Removing layer {worst['layer']} costs most:").text(
-        f" {signed(worst['delta'])} {metric} ({100 * worst['relative']:+.1f}%, "
-        f"{'significant' if worst['significant'] else 'not significant'}, corrected p = {worst['p']:.3g}). ")
+        f" {signed(worst['delta'])} {metric} ({change(worst['relative'])}, "
+        f"{'significant' if worst['significant'] else 'not significant'}, corrected "
+        f"{p_text(worst['p'], worst['raw'], tests.permutations)}; {tests.test}). ")
     if improves:
         s.text(f"Removing layer {best['layer']} improves it by {signed(best['delta'])}, "
                f"{'a significant improvement' if best['significant'] else 'not a significant change'} "
-               f"(p = {best['p']:.3g}).")
+               f"({p_text(best['p'], best['raw'], tests.permutations)}).")
     else:
         s.text("No whole-layer removal improves the metric.")
     links = _chart("ablation-whole-layers") + [Link(label="model view", href=model_link(worst["layer"]))]
@@ -159,47 +211,23 @@ def _whole_layers(ablation: Ablation) -> Finding:
                      test=tests.test, p_value=worst["p"])
 
 
-def _importance(ablation: Ablation, ci: list[float]) -> Finding:
-    importance, metric = ablation.importance, ablation.task.metric
-    pruned = safe_fraction(importance.pruning.fractions, importance.pruning.value, ci)
-    random = safe_fraction(importance.pruning.fractions, importance.random_order.mean, ci)
-    s = Sentence()
-    if pruned > random:
-        s.strong("Gradient-based importance finds which heads can go first:").text(
-            f" pruning the least important heads keeps {metric} inside the baseline's 95% CI up to "
-            f"{percent(pruned)} of the heads, against {percent(random)} in random order (Michel et al. 2019; "
-            f"importance normalised {importance.normalization}).")
-    else:
-        s.strong("Importance-ordered pruning does no better than random order here:").text(
-            f" both keep {metric} inside the baseline's 95% CI up to {percent(pruned)} (importance order) and "
-            f"{percent(random)} (random order) of the heads (not supported).")
-    numbers = {"metric": metric, "pruned_safe": pruned, "random_safe": random,
-               "normalization": importance.normalization}
-    return s.finding("ablation-importance", "ablation", pruned > random, _chart("ablation-importance"), numbers,
-                     ci=ci)
-
-
 def ablation_findings(ablation: Ablation) -> list[Finding]:
     """Statements about the head-ablation experiments that ran (see the statistics module for the tests)."""
     base = ablation.baseline
     if ablation.task.undefined or (base is not None and base.value is None):
         # e.g. Spearman of constant predictions: nothing can be said about what masking changes
         return [_undefined(ablation)]
-    metric = ablation.task.metric
-    ci = base.ci[metric] if base else None
     out = [_baseline(ablation)] if base else []
     if ablation.single_heads:
         out.append(_single_heads(ablation))
     if ablation.random_fraction:
-        out.append(_random_fraction(ablation, ci) if ci else
-                   _needs_baseline("ablation-random-fraction", "Random fractions of heads", metric))
+        out.append(_random_fraction(ablation))
     if ablation.layer_halves:
         out.append(_layer_halves(ablation))
     if ablation.whole_layers:
         out.append(_whole_layers(ablation))
     if ablation.importance:
-        out.append(_importance(ablation, ci) if ci else
-                   _needs_baseline("ablation-importance", "Importance-ordered pruning", metric))
+        out.append(_importance(ablation))
     return out
 
 

@@ -40,7 +40,7 @@ class Sentence:
                        spans=self.spans, links=links, numbers=numbers, **evidence)
 
 
-# -- how numbers are written ---------------------------------------------------------------------
+# -- how numbers are written (the rounding itself is reportgen.formatting) -------------------------
 def head_name(head: dict, capital: bool = False) -> str:
     return f"{'Layer' if capital else 'layer'} {head['layer']} head {head['head']}"
 
@@ -49,12 +49,9 @@ def plus_minus(head: dict) -> str:
     return f"{head['value']:.2f} ± {head['std'] or 0:.2f}"
 
 
-def percent(x: float) -> str:
-    return f"{100 * x:.0f}%"
-
-
-def signed(x: float) -> str:
-    return f"{x:+.4f}"
+def data_name(data: str) -> str:
+    """The task data as a sentence names it."""
+    return "the built-in query-title relevance set" if data == "builtin" else data
 
 
 def plural(count: int, many: str, one: str = "") -> str:

@@ -13,17 +13,9 @@ import numpy as np
 
 from reportgen.attention import ExampleRun
 from reportgen.config import PatternSettings, Thresholds
-from reportgen.patterns import (
-    STATS,
-    ExampleWeights,
-    delimiter_keys,
-    load_settings,
-    punctuation_keys,
-    resegment,
-    word_cells,
-    word_match_cells,
-)
+from reportgen.patterns import STATS, ExampleWeights, load_settings, word_cells, word_match_cells
 from reportgen.report import ExampleHead, ExamplePattern
+from reportgen.words import delimiter_keys, punctuation_keys, resegment
 
 SEED_PATTERNS = ("previous_token", "next_token", "same_token", "other_segment", "within_word", "delimiter")
 SHOWN = 3  # heads listed per pattern

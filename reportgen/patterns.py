@@ -58,16 +58,25 @@ so a score can be read against what a head with a simpler pattern gets.
 from __future__ import annotations
 
 import math
-import unicodedata
-from dataclasses import dataclass, replace
-from typing import Any, Iterable, Literal, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterable
 
 import numpy as np
 
 from reportgen.attention import ExampleRun
 from reportgen.config import PatternSettings, Thresholds, load_section
-from reportgen.errors import ConfigError, DataError
+from reportgen.errors import DataError
+from reportgen.head_similarity import js_divergence_sums, metric_mds
 from reportgen.pattern_conventions import conventions
+from reportgen.words import (
+    delimiter_keys,
+    punctuation_keys,
+    resegment,
+    word_codes,
+    word_level_attention,
+    word_level_run,
+    word_strings,
+)
 
 DIGITS = 6
 RESULT_VERSION = 2  # part of the patterns cache key: bump when the result's keys or definitions change
@@ -78,177 +87,6 @@ RESULT_VERSION = 2  # part of the patterns cache key: bump when the result's key
 def load_settings(overrides: dict[str, Any] | None = None) -> PatternSettings:
     """The shipped defaults merged with `overrides` (a user's `patterns:` mapping), validated."""
     return load_section(PatternSettings, "patterns", overrides)
-
-
-# ---------------------------------------------------------------- tokens and words
-
-_CONTINUATION = "##"  # WordPiece marks pieces inside a word
-_WORD_START = "\u0120\u2581"  # 'Ġ' (byte-level BPE) and '▁' (SentencePiece) mark a word's first piece
-PUNCTUATION = (".", ",")  # Clark et al.: "punctuation" is only these two
-
-
-def piece_text(token: str) -> str:
-    """The characters a piece contributes to its word, without tokenizer markers."""
-    if token.startswith(_CONTINUATION) and len(token) > len(_CONTINUATION):
-        return token[len(_CONTINUATION):]
-    return token.lstrip(_WORD_START) or token
-
-
-def word_strings(tokens: Sequence[str], word_ids: np.ndarray) -> list[str]:
-    """Per token, the lower-cased string of its word rebuilt from its pieces; '' for specials.
-
-    This is what "same word" means in same_token / other_segment: 'Store' and 'store'
-    match, and 'straw' + '##berries' is the word 'strawberries'.
-    """
-    parts: dict[int, list[str]] = {}
-    for token, word in zip(tokens, word_ids.tolist(), strict=True):
-        if word >= 0:
-            parts.setdefault(word, []).append(piece_text(token))
-    words = {w: "".join(p).lower() for w, p in parts.items()}
-    return [words.get(w, "") for w in word_ids.tolist()]
-
-
-def _codes(strings: Sequence[str], valid: np.ndarray) -> np.ndarray:
-    """Integer code per string (equal strings, equal codes); -1 where not valid."""
-    _, inverse = np.unique(np.asarray(strings, dtype=object).astype(str), return_inverse=True)
-    return np.where(valid, inverse.reshape(-1), -1)
-
-
-def delimiter_keys(run: ExampleRun) -> tuple[np.ndarray, np.ndarray]:
-    """(cls, sep) key selections: the special token at position 0 is [CLS] (or <s>); the others are [SEP] (or </s>)."""
-    cls = np.zeros(run.n_tokens, dtype=bool)
-    cls[0] = bool(run.special[0])
-    return cls, run.special & ~cls
-
-
-def punctuation_keys(run: ExampleRun) -> np.ndarray:
-    """Keys that are '.' or ',' (Clark's punctuation), markers like 'Ġ' stripped."""
-    text = np.array([piece_text(t) for t in run.tokens], dtype=object)
-    return np.isin(text, PUNCTUATION) & ~run.special
-
-
-# ---------------------------------------------------------------- character-level segmentation
-
-
-def _normalise(text: str) -> str:
-    """Lower case, accents and whitespace removed: how uncased (and Chinese) BERT tokenizers see text."""
-    decomposed = unicodedata.normalize("NFD", text.lower())
-    return "".join(c for c in decomposed if unicodedata.category(c) != "Mn" and not c.isspace())
-
-
-def _import_jieba():
-    try:
-        import jieba  # optional: only for `segmentation: jieba`
-    except ImportError:
-        raise ConfigError("patterns.segmentation is 'jieba' but the jieba package is not installed; "
-                          "run 'pip install jieba' or use 'spaces' with pre-segmented text") from None
-    return jieba
-
-
-def segment_words(text: str, mode: Literal["spaces", "jieba"]) -> list[str]:
-    """The words of `text`: split at spaces (pre-segmented input) or by jieba."""
-    if mode == "spaces":
-        return text.split()
-    if mode == "jieba":
-        return [w for w in _import_jieba().lcut(text) if w.strip()]
-    raise ValueError(f"unknown segmentation {mode!r}")
-
-
-def _is_unknown(token: str) -> bool:
-    return token in ("[UNK]", "<unk>", "<UNK>")
-
-
-def char_word_ids(tokens: Sequence[str], words: Sequence[str], start: int = 0) -> np.ndarray:
-    """Word index (start, start+1, ...) of each token of one segment, from a segmentation.
-
-    The tokens (special tokens excluded) are matched character by character against the
-    concatenated words, so each token takes the word of its first character; this gives
-    word boundaries to character-level tokenizations (Chinese BERT splits every CJK
-    character into its own "word"). An unknown token ([UNK]) takes the characters up to
-    where the next token matches. Raises DataError when a token cannot be aligned.
-    """
-    owner: list[int] = []
-    for index, word in enumerate(words):
-        owner.extend([start + index] * len(_normalise(word)))
-    chars = "".join(_normalise(w) for w in words)
-    texts = [_normalise(piece_text(t)) for t in tokens]
-    out = np.full(len(tokens), -1, dtype=np.int64)
-    cursor = 0
-    for index, (token, text) in enumerate(zip(tokens, texts, strict=True)):
-        if cursor >= len(chars):
-            raise DataError(f"cannot align token {token!r} with the segmentation {' '.join(words)!r}: text used up")
-        out[index] = owner[cursor]
-        if text and chars.startswith(text, cursor):
-            cursor += len(text)
-        elif _is_unknown(token):
-            following = next((t for t in texts[index + 1:] if t), None)
-            found = chars.find(following, cursor + 1) if following else -1
-            cursor = found if found > 0 else len(chars)
-        else:
-            raise DataError(f"cannot align token {token!r} with the segmentation {' '.join(words)!r} "
-                            f"at character {cursor}")
-    return out
-
-
-def resegment(run: ExampleRun, mode: Literal["none", "spaces", "jieba"]) -> ExampleRun:
-    """The run with word ids from a segmentation of its text (and pair); 'none' keeps the tokenizer's.
-
-    Word ids stay unique across the pair and -1 for special tokens, as in ExampleRun.
-    """
-    if mode == "none":
-        return run
-    word_ids = np.full(run.n_tokens, -1, dtype=np.int64)
-    texts = [run.spec.text] + ([run.spec.pair] if run.spec.pair is not None else [])
-    start = 0
-    for segment, text in enumerate(texts):
-        at = np.flatnonzero((run.segment_ids == segment) & ~run.special)
-        words = segment_words(text, mode)
-        word_ids[at] = char_word_ids([run.tokens[i] for i in at], words, start)
-        start += len(words)
-    return replace(run, word_ids=word_ids)
-
-
-# ---------------------------------------------------------------- word-level attention
-
-
-def token_units(word_ids: np.ndarray) -> np.ndarray:
-    """Unit index per token for the word-level view: one unit per word, each special token its own unit.
-
-    Units are numbered in order of their first token.
-    """
-    key = np.where(word_ids >= 0, word_ids, -1 - np.arange(len(word_ids)))  # specials: unique negative keys
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
-    return rank[inverse.reshape(-1)]
-
-
-def word_level_attention(attention: np.ndarray, word_ids: np.ndarray) -> np.ndarray:
-    """Attention between words, [..., U, U] from [..., T, T] (Clark et al. 2019, section 4.1 / app.).
-
-    Attention TO a split word is the sum over its pieces; attention FROM a split word
-    is the mean over its pieces, so rows still sum to 1. Special tokens are units alone.
-    """
-    units = token_units(word_ids)
-    assign = np.zeros((units.max() + 1, len(units)))
-    assign[units, np.arange(len(units))] = 1.0  # [U, T]
-    from_mean = assign / assign.sum(1, keepdims=True)
-    return from_mean @ attention.astype(np.float64) @ assign.T
-
-
-def word_level_run(run: ExampleRun) -> ExampleRun:
-    """The run converted to words: tokens are the words' pieces joined, attention as `word_level_attention`."""
-    units = token_units(run.word_ids)
-    first = np.unique(units, return_index=True)[1]
-    pieces: dict[int, list[str]] = {}
-    for token, unit in zip(run.tokens, units.tolist(), strict=True):
-        pieces.setdefault(unit, []).append(token if not pieces.get(unit) else piece_text(token))
-    tokens = ["".join(pieces[u]) for u in range(len(first))]
-    special = run.special[first]
-    word_ids = run.word_ids[first]  # each word keeps its id; specials stay -1
-    attention = word_level_attention(run.attention, run.word_ids).astype(np.float32)
-    return replace(run, tokens=tokens, word_ids=word_ids, segment_ids=run.segment_ids[first],
-                   special=special, attention=attention, extras={**run.extras, "token_units": units})
 
 
 # ---------------------------------------------------------------- per-example statistics
@@ -313,7 +151,7 @@ def word_match_cells(run: ExampleRun) -> dict[str, np.ndarray]:
     the other pieces of its own word); other_segment: occurrences of its word in the other sentence.
     """
     words = word_tokens(run)
-    code = _codes(word_strings(run.tokens, run.word_ids), words)
+    code = word_codes(word_strings(run.tokens, run.word_ids), words)
     same_string = (code[:, None] == code[None, :]) & words[:, None] & words[None, :]
     same_segment = run.segment_ids[:, None] == run.segment_ids[None, :]
     own_word = run.word_ids[:, None] == run.word_ids[None, :]
@@ -488,79 +326,6 @@ def _example_array(run: ExampleRun, word_level: bool) -> tuple[np.ndarray, Examp
 def example_statistics(run: ExampleRun, word_level: bool = False) -> dict[str, np.ndarray]:
     """Every statistic of one example, name -> [L, H] (NaN where it does not apply)."""
     return dict(zip(STATS, _example_array(run, word_level)[0], strict=True))
-
-
-# ---------------------------------------------------------------- head similarity
-
-
-def js_divergence_sums(attention: np.ndarray, max_block: int = 1 << 22) -> np.ndarray:
-    """[LH, LH] Jensen-Shannon divergence between heads' rows, summed over queries (nats).
-
-    Clark et al. 2019 smooth each row as 0.999 A + 0.001/n. JS(p, q) = (sum p ln p +
-    sum q ln q) / 2 - sum m ln m with m = (p + q) / 2, so only the m-term needs pairs;
-    it is computed for blocks of heads against all later heads (symmetry), at most
-    `max_block` numbers at a time so long inputs stay in bounded memory. The pair term
-    of a head with itself is its own sum p ln p, so taking the self terms from that
-    diagonal makes identical heads cancel exactly; float32 halves the time, and its
-    rounding (about 1e-6 nats per example) is far below the differences between heads.
-    """
-    layers, heads, length, _ = attention.shape
-    count = layers * heads
-    smoothed = (0.999 * attention.reshape(count, length, length) + 0.001 / length).astype(np.float32)
-    cross = np.zeros((count, count))
-    block = max(1, max_block // (count * length * length))
-    for start in range(0, count, block):
-        stop = min(start + block, count)
-        mixture = (smoothed[start:stop, None] + smoothed[None, start:]) * np.float32(0.5)  # [B, count - start, T, T]
-        part = (mixture * np.log(mixture)).sum((2, 3), dtype=np.float64)
-        cross[start:stop, start:] = part
-        cross[start:, start:stop] = part.T
-    self_term = np.diag(cross)
-    return np.maximum(0.5 * (self_term[:, None] + self_term[None, :]) - cross, 0.0)
-
-
-def classical_mds(dist: np.ndarray, dims: int = 2) -> np.ndarray:
-    """Torgerson's classical scaling of a distance matrix, [n, dims]; signs fixed for stable output."""
-    count = len(dist)
-    centre = np.eye(count) - 1.0 / count
-    gram = -0.5 * centre @ (dist ** 2) @ centre
-    values, vectors = np.linalg.eigh(gram)
-    order = np.argsort(values)[::-1][:dims]
-    coords = np.zeros((count, dims))
-    coords[:, : len(order)] = vectors[:, order] * np.sqrt(np.maximum(values[order], 0.0))
-    flip = np.sign(coords[np.abs(coords).argmax(0), np.arange(coords.shape[1])])
-    return coords * np.where(flip == 0, 1.0, flip)
-
-
-def _layout_distances(coords: np.ndarray) -> np.ndarray:
-    return np.sqrt(((coords[:, None] - coords[None, :]) ** 2).sum(-1))
-
-
-def metric_mds(dist: np.ndarray, dims: int = 2, iterations: int = 300, tol: float = 1e-9) -> tuple[np.ndarray, float]:
-    """Metric MDS by SMACOF (stress majorisation) from the classical solution; (coords, stress-1).
-
-    Clark et al. lay the heads out with metric MDS; starting from classical scaling makes
-    the result deterministic, and the Guttman transform only lowers the stress
-    (de Leeuw 1977; Borg and Groenen, "Modern Multidimensional Scaling").
-    """
-    count = len(dist)
-    coords = classical_mds(dist, dims)
-    if count < 3 or not np.any(dist):
-        return coords, 0.0
-    stress = np.inf
-    for _ in range(iterations):
-        fitted = _layout_distances(coords)
-        ratio = np.divide(dist, fitted, out=np.zeros_like(dist), where=fitted > 1e-12)
-        guttman = -ratio  # B(X) of the Guttman transform X <- B(X) X / n
-        np.fill_diagonal(guttman, 0.0)
-        np.fill_diagonal(guttman, -guttman.sum(1))
-        coords = guttman @ coords / count
-        new = ((dist - _layout_distances(coords)) ** 2).sum() / 2
-        if stress - new < tol * max(new, 1e-30):
-            stress = new
-            break
-        stress = new
-    return coords, float(np.sqrt(stress / max((dist ** 2).sum() / 2, 1e-30)))
 
 
 # ---------------------------------------------------------------- streaming aggregation

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from reportgen import patterns
+from reportgen import head_similarity, patterns, words
 from reportgen.attention import ExampleRun
 from reportgen.config import ExampleSpec, defaults
 from reportgen.errors import ConfigError, DataError
@@ -242,15 +242,15 @@ CHAR_SEGMENTS = [-1, 0, 0, 0, 0, 0, 0, -1]
 
 
 def test_char_word_ids_from_segmentation():
-    ids = patterns.char_word_ids(CHARS[1:-1], ["我", "喜欢", "吃", "草莓"])
+    ids = words.char_word_ids(CHARS[1:-1], ["我", "喜欢", "吃", "草莓"])
     assert ids.tolist() == [0, 1, 1, 2, 3, 3]
-    assert patterns.char_word_ids(["吃", "草", "莓"], ["吃", "草莓"], start=4).tolist() == [4, 5, 5]
+    assert words.char_word_ids(["吃", "草", "莓"], ["吃", "草莓"], start=4).tolist() == [4, 5, 5]
     # an unknown token takes the characters up to where the next token matches
-    assert patterns.char_word_ids(["我", "[UNK]", "吃"], ["我", "喜欢", "吃"]).tolist() == [0, 1, 2]
+    assert words.char_word_ids(["我", "[UNK]", "吃"], ["我", "喜欢", "吃"]).tolist() == [0, 1, 2]
     # WordPiece continuations and case inside mixed text
-    assert patterns.char_word_ids(["我", "用", "i", "##phone"], ["我", "用", "iPhone"]).tolist() == [0, 1, 2, 2]
+    assert words.char_word_ids(["我", "用", "i", "##phone"], ["我", "用", "iPhone"]).tolist() == [0, 1, 2, 2]
     with pytest.raises(DataError, match="cannot align"):
-        patterns.char_word_ids(["我", "你"], ["我", "喜欢"])
+        words.char_word_ids(["我", "你"], ["我", "喜欢"])
 
 
 def test_within_word_for_chinese_with_given_segmentation():
@@ -263,7 +263,7 @@ def test_within_word_for_chinese_with_given_segmentation():
     assert seg["within_word"]["mean"][0][0] == approx(1.0)
     assert seg["counts"]["within_word_queries"] == 4
     assert seg["labels"][0][0] == "within_word"
-    resegmented = patterns.resegment(run, "spaces")
+    resegmented = words.resegment(run, "spaces")
     assert resegmented.word_ids.tolist() == [-1, 0, 1, 1, 2, 3, 3, -1]
 
 
@@ -271,19 +271,19 @@ def test_chinese_pair_word_ids_stay_unique_across_segments():
     tokens = ["[CLS]", "草", "莓", "[SEP]", "吃", "草", "莓", "[SEP]"]
     run = make_run(tokens, [-1, 0, 1, -1, 2, 3, 4, -1], [-1, 0, 0, -1, 1, 1, 1, -1], [np.eye(8)],
                    text="草莓", pair="吃 草莓")
-    assert patterns.resegment(run, "spaces").word_ids.tolist() == [-1, 0, 0, -1, 1, 2, 2, -1]
+    assert words.resegment(run, "spaces").word_ids.tolist() == [-1, 0, 0, -1, 1, 2, 2, -1]
 
 
 def test_jieba_segmentation_when_installed():
     pytest.importorskip("jieba")
     run = make_run(CHARS, CHAR_WORDS, CHAR_SEGMENTS, [np.eye(8)], text="我喜欢吃草莓")
-    assert patterns.resegment(run, "jieba").word_ids.tolist() == [-1, 0, 1, 1, 2, 3, 3, -1]
+    assert words.resegment(run, "jieba").word_ids.tolist() == [-1, 0, 1, 1, 2, 3, 3, -1]
 
 
 def test_jieba_missing_gives_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "jieba", None)  # makes `import jieba` fail
     with pytest.raises(ConfigError, match="pip install jieba"):
-        patterns.segment_words("我喜欢吃草莓", "jieba")
+        words.segment_words("我喜欢吃草莓", "jieba")
 
 
 # ---------------------------------------------------------------- word level
@@ -291,11 +291,11 @@ def test_jieba_missing_gives_a_clear_error(monkeypatch):
 
 def test_word_level_conversion_hand_values():
     tokens = ["[CLS]", "straw", "##berries", "are", "red", "[SEP]"]
-    words = np.array([-1, 0, 0, 1, 2, -1])
+    word_ids = np.array([-1, 0, 0, 1, 2, -1])
     rng = np.random.default_rng(0)
     att = rng.random((2, 3, 6, 6))
     att /= att.sum(-1, keepdims=True)
-    out = patterns.word_level_attention(att, words)
+    out = words.word_level_attention(att, word_ids)
     assert out.shape == (2, 3, 5, 5)
     np.testing.assert_allclose(out.sum(-1), 1.0, atol=1e-12)
     head = att[1, 2]
@@ -306,7 +306,7 @@ def test_word_level_conversion_hand_values():
     assert out[1, 2, 3, 2] == approx(head[4, 3])
     assert out[1, 2, 1, 1] == approx((head[1, 1] + head[1, 2] + head[2, 1] + head[2, 2]) / 2)
     assert out[1, 2, 0, 4] == approx(head[0, 5])
-    run = patterns.word_level_run(make_run(tokens, words, [-1, 0, 0, 0, 0, -1], list(att[0])))
+    run = words.word_level_run(make_run(tokens, word_ids, [-1, 0, 0, 0, 0, -1], list(att[0])))
     assert run.tokens == ["[CLS]", "strawberries", "are", "red", "[SEP]"]
     assert run.word_ids.tolist() == [-1, 0, 1, 2, -1]
     assert run.special.tolist() == [True, False, False, False, True]
@@ -314,9 +314,9 @@ def test_word_level_conversion_hand_values():
 
 def test_word_level_option_changes_the_unit():
     tokens = ["[CLS]", "straw", "##berries", "are", "red", "[SEP]"]
-    words = [-1, 0, 0, 1, 2, -1]
+    word_ids = [-1, 0, 0, 1, 2, -1]
     head = one_hot_rows(6, [1, 2, 3, 4, 5, 5])  # next piece
-    run = make_run(tokens, words, [-1, 0, 0, 0, 0, -1], [head])
+    run = make_run(tokens, word_ids, [-1, 0, 0, 0, 0, -1], [head])
     pieces = patterns.head_statistics([run])
     assert pieces["next_token"]["mean"][0][0] == approx(1.0)
     words_out = patterns.head_statistics([run], settings(word_level=True))
@@ -364,7 +364,7 @@ def test_streaming_equals_batch():
         np.testing.assert_array_equal(streamed[name]["example"], np.nanargmax(stack, axis=0), err_msg=name)
     assert streamed == patterns.head_statistics(runs)
     # JS distances summed per example equal those of the whole corpus
-    total = sum(patterns.js_divergence_sums(r.attention) for r in runs) / sum(r.n_tokens for r in runs)
+    total = sum(head_similarity.js_divergence_sums(r.attention) for r in runs) / sum(r.n_tokens for r in runs)
     np.testing.assert_allclose(streamed["similarity"]["distance"], total, atol=2e-6)
 
 
@@ -384,7 +384,7 @@ def test_js_distance_of_identical_heads_is_zero_and_of_different_ones_positive()
     att = rng.random((1, 3, 6, 6))
     att /= att.sum(-1, keepdims=True)
     att[0, 1] = att[0, 0]
-    js = patterns.js_divergence_sums(att)
+    js = head_similarity.js_divergence_sums(att)
     assert js[0, 1] == approx(0.0, abs=1e-12)
     assert js[0, 2] > 0.01
     np.testing.assert_allclose(js, js.T)
@@ -396,13 +396,13 @@ def test_js_distance_of_identical_heads_is_zero_and_of_different_ones_positive()
               + 0.5 * (second * np.log(second / mixture)).sum(-1)).sum()
     assert js[0, 2] == approx(direct, rel=1e-9)
     # small blocks (long inputs) give the same answer
-    np.testing.assert_allclose(patterns.js_divergence_sums(att, max_block=1), js, atol=1e-12)
+    np.testing.assert_allclose(head_similarity.js_divergence_sums(att, max_block=1), js, atol=1e-12)
 
 
 def test_mds_recovers_a_square():
     corners = np.array([[0, 0], [1, 0], [1, 1], [0, 1]], dtype=float)
     dist = np.sqrt(((corners[:, None] - corners[None]) ** 2).sum(-1))
-    coords, stress = patterns.metric_mds(dist)
+    coords, stress = head_similarity.metric_mds(dist)
     layout = np.sqrt(((coords[:, None] - coords[None]) ** 2).sum(-1))
     np.testing.assert_allclose(layout, dist, atol=1e-6)
     assert stress < 1e-6

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from reportgen import charts
+from reportgen import charts, names
 from reportgen.htmlsafe import chart_text
+from reportgen.pages import prose
 from reportgen.report import (
     Ablation,
     ExampleViews,
     Importance,
     LayerHalves,
+    NonInferiority,
     PatternStatistics,
     Report,
     Sweep,
@@ -22,31 +24,57 @@ from reportgen.report import (
     model_link,
 )
 
-# The pattern atlas, one section per statistic: (report key, anchor, title, what it measures, extra tooltips).
+
+def _extra(*keys: str) -> dict[str, str]:
+    """Statistics shown beside a section's own, by their names: tooltip fields and table columns."""
+    return {key: names.name(key) for key in keys}
+
+
+# The pattern atlas, one section per statistic: (report key, anchor, title, what it measures, statistics
+# shown beside it). Titles are the names in reportgen.names.
 PATTERN_SECTIONS = [
-    ("previous_token", "previous-token", "Previous token",
-     "Mean attention on the token just before (Clark et al. 2019, over the queries that have one); "
-     "the tooltip adds Voita et al.'s test, the share of queries whose largest weight is on that token.",
-     {"previous_token_argmax": "argmax share (Voita)"}),
-    ("next_token", "next-token", "Next token",
-     "Mean attention on the token just after, with Voita et al.'s argmax share in the tooltip.",
-     {"next_token_argmax": "argmax share (Voita)"}),
-    ("same_token", "same-word", "Same word",
-     "Attention to the token itself and to other occurrences of the same word in the same sentence.", {}),
-    ("other_segment", "other-sentence", "Same word in the other sentence",
-     "For sentence pairs: attention from a word to its occurrences in the other sentence "
+    ("previous_token", "previous-token", names.name("previous_token"),
+     "Mean attention on the token just before, over the tokens that have one. Beside it: Voita et al.'s "
+     "argmax share (the share of tokens whose largest weight is on that token) and Clark's /n value.",
+     _extra("previous_token_argmax", "previous_token_clark")),
+    ("next_token", "next-token", names.name("next_token"),
+     "Mean attention on the token just after, over the tokens that have one, with the argmax share and "
+     "Clark's /n value beside it.",
+     _extra("next_token_argmax", "next_token_clark")),
+    ("same_token", "same-word", names.name("same_token"),
+     "Attention on the token itself and on other occurrences of the same word in the same sentence.", {}),
+    ("other_segment", "other-sentence", names.name("other_segment"),
+     "For sentence pairs: attention from a word on its occurrences in the other sentence "
      "(term-matching heads), over the tokens whose word occurs there.", {}),
-    ("within_word", "within-word", "Pieces of the same word",
-     "Attention from a word piece to the other pieces of its word (e.g. straw / ##berries): "
-     "heads that learn word boundaries.", {}),
-    ("cls", "cls", "[CLS]", "Share of attention on [CLS] (or <s>).", {}),
-    ("sep", "sep", "[SEP]",
+    ("within_word", "within-word", names.name("within_word"),
+     "Attention from a word piece on the other pieces of its word (e.g. straw and ##berries). On short "
+     "words the other piece is a neighbour, so a positional head scores high here too: read it with the "
+     "boundary selectivity beside it.",
+     _extra("boundary_selectivity", "distant_within_word")),
+    ("boundary_selectivity", "boundary-selectivity", names.name("boundary_selectivity"),
+     "Word structure beyond position: the mean weight on a neighbouring token in the same word minus the "
+     "mean weight on a neighbouring token across a word boundary. 0 for any purely positional head; above 0 "
+     "for a head that keeps to the pieces of a word.",
+     _extra("adjacent_same_word", "adjacent_boundary")),
+    ("cls", "cls", names.name("cls"), "Share of attention on [CLS] (or <s>).", {}),
+    ("sep", "sep", names.name("sep"),
      "Share of attention on [SEP] (or </s>), often a no-op for the head (Clark et al. 2019).", {}),
-    ("punctuation", "punctuation", "Punctuation", "Share of attention on '.' and ',' (Clark et al. 2019).", {}),
-    ("entropy", "broad", "Broad attention",
+    ("punctuation", "punctuation", names.name("punctuation"),
+     "Share of attention on '.' and ',' (Clark et al. 2019).", {}),
+    ("entropy", "broad", names.name("broad"),
      "Mean entropy of the attention rows in nats; high values mean the head spreads its attention.",
-     {"effective_share": "exp(entropy) / n"}),
+     _extra("effective_share")),
 ]
+# Where each of the report's conventions (PatternStatistics.conventions) is stated: the sections (anchors)
+# it applies to, "intro" for the page's introduction and "labels" for the head labels. A convention not
+# listed here goes to the introduction; word_level is stated by the template itself.
+CONVENTIONS_AT = {"averaging": ("intro",), "segmentation": ("intro",), "nulls": ("intro",), "word_level": (),
+                  "positional": ("labels",), "broad": ("labels", "broad"),
+                  "denominator": ("previous-token", "next-token"), "entropy_smoothing": ("broad",),
+                  "punctuation": ("same-word", "punctuation"), "other_sentence": ("other-sentence",),
+                  "within_word": ("labels", "within-word", "boundary-selectivity")}
+NULLS = ("uniform", "previous", "next")  # the fields of PatternNull, in the order shown
+LEGEND = {"share": "share", "nats": "entropy (nats)", "difference": "difference"}  # per names.Scale
 TOP_HEADS = 5  # rows of each top-heads table
 MATRICES = 3  # top heads per pattern shown as an attention matrix
 
@@ -54,15 +82,28 @@ MATRICES = 3  # top heads per pattern shown as an attention matrix
 def statistics_charts(stats: PatternStatistics) -> dict:
     return {
         "entropy": charts.head_heatmap(charts.head_rows(stats.entropy.mean, std=stats.entropy.std),
-                                       "Attention entropy (nats)", "entropy", {"std": "std over examples"}),
+                                       "Attention entropy (nats)", "entropy", {"std": "std over examples"},
+                                       names.domain("entropy")),
         "cls_sep": charts.head_heatmap(charts.head_rows(stats.cls_sep.mean, std=stats.cls_sep.std),
-                                       "Share of attention on [CLS]/[SEP]", "share", {"std": "std over examples"}),
+                                       f"Share of attention on {names.name('cls_sep')}", "share",
+                                       {"std": "std over examples"}, names.domain("cls_sep")),
     }
 
 
+def conventions(stats: PatternStatistics) -> dict[str, list[Markup]]:
+    """The conventions as sentences grouped by where the patterns page states them (CONVENTIONS_AT)."""
+    placed: dict[str, list[Markup]] = {}
+    for key, sentence in stats.conventions.items():
+        for where in CONVENTIONS_AT.get(key, ("intro",)):
+            placed.setdefault(where, []).append(prose(sentence))
+    return placed
+
+
 def pattern_sections(stats: PatternStatistics, views: list[ExampleViews]) -> list[dict]:
-    """Per pattern: heatmap spec, top heads, attention matrices of the strongest heads."""
-    return [_pattern_section(stats, views, *section) for section in PATTERN_SECTIONS]
+    """Per pattern: heatmap spec, top heads, their nulls, attention matrices of the strongest heads."""
+    placed = conventions(stats)
+    return [dict(_pattern_section(stats, views, *section), conventions=placed.get(section[1], []))
+            for section in PATTERN_SECTIONS]
 
 
 def _pattern_section(stats: PatternStatistics, views: list[ExampleViews], key: str, anchor: str, title: str,
@@ -73,28 +114,50 @@ def _pattern_section(stats: PatternStatistics, views: list[ExampleViews], key: s
     for row in rows:
         if row["example"] is not None and row["example"] >= 0:
             row["url"] = head_link(row["example"], row["layer"], row["head"])
+    top = _top_heads(stats, key, extra)
+    scale = names.pattern(key).scale
+    return {"key": key, "id": anchor, "title": title, "description": prose(description), "count": statistic.count,
+            "heatmap": charts.head_heatmap(rows, title, LEGEND[scale], {"std": "std over examples", **extra},
+                                           names.domain(key)),
+            "scale": scale, "columns": [prose(column) for column in extra.values()], "top": top,
+            "nulls": _null_rows(stats, key, extra), "matrices": _matrices(views, top) if key != "entropy" else []}
+
+
+def _top_heads(stats: PatternStatistics, key: str, extra: dict[str, str]) -> list[dict]:
+    """The strongest heads of a statistic, with the statistics beside it and a link to their strongest example."""
     # The link is built here from numbers, so it is marked as markup on purpose (templates
     # print every plain string as inert text, which would break its '#' and '&').
-    top = [dict(head.model_dump(), url=Markup(_source_link(head.example, head.layer, head.head))
-                if head.example >= 0 else None)
-           for head in stats.top_heads[key][:TOP_HEADS]]
+    return [dict(head.model_dump(), extra=[stats[name].mean[head.layer][head.head] for name in extra],
+                 url=Markup(_source_link(head.example, head.layer, head.head)) if head.example >= 0 else None)
+            for head in stats.top_heads[key][:TOP_HEADS]]
+
+
+def _null_rows(stats: PatternStatistics, key: str, extra: dict[str, str]) -> list[dict]:
+    """What a uniform, a pure previous-token and a pure next-token head score on the same inputs, in the
+    columns of the top-heads table; empty when the report has no null for the statistic."""
+    if key not in stats.nulls:
+        return []
+    return [{"name": prose(names.NULL_HEADS[null]), "value": stats.nulls[key][null],
+             "extra": [stats.nulls[name][null] if name in stats.nulls else None for name in extra]}
+            for null in NULLS]
+
+
+def _matrices(views: list[ExampleViews], top: list[dict]) -> list[dict]:
+    """The attention matrices of the strongest heads, each on the example where it shows the pattern most."""
     matrices = []
-    if key != "entropy":
-        for head in top[:MATRICES]:
-            example = views[head["example"]] if head["example"] >= 0 else None
-            weights = example.matrices.get((head["layer"], head["head"])) if example else None
-            if weights is not None:
-                matrices.append(charts.attention_matrix(
-                    [chart_text(t) for t in example.tokens], weights,
-                    f"Layer {head['layer']}, head {head['head']}, example {head['example'] + 1}"))
-    return {"key": key, "id": anchor, "title": title, "description": description, "count": statistic.count,
-            "heatmap": charts.head_heatmap(rows, title, "mean", {"std": "std over examples", **extra}),
-            "top": top, "matrices": matrices}
+    for head in top[:MATRICES]:
+        example = views[head["example"]] if head["example"] >= 0 else None
+        weights = example.matrices.get((head["layer"], head["head"])) if example else None
+        if weights is not None:
+            matrices.append(charts.attention_matrix(
+                [chart_text(t) for t in example.tokens], weights,
+                f"Layer {head['layer']}, head {head['head']}, example {head['example'] + 1}"))
+    return matrices
 
 
-def _source_link(example: int, layer: int, head: int) -> str:
+def _source_link(example: int, layer: int, head: int, token: int | None = None, key: int | None = None) -> str:
     """A head link as Markdown names it: the source page (.md), which MkDocs checks and rewrites."""
-    page, anchor = head_link(example, layer, head).split("#")
+    page, anchor = head_link(example, layer, head, token, key).split("#")
     return f"{page.removesuffix('.html')}.md#{anchor}"
 
 
@@ -119,12 +182,33 @@ def ablation_charts(ablation: Ablation) -> dict:
         sweep = ablation.random_fraction
         out["random_fraction"] = charts.metric_curves(
             _curve_rows(sweep.fractions, sweep, "random heads"),
-            f"Relative change in {metric}, heads masked at random", "heads masked", "relative change")
+            f"Relative change in {metric}, heads masked at random", "heads masked", "relative change",
+            **_reference_lines(ablation))
     if ablation.layer_halves:
         out["layer_halves"] = _layer_halves_chart(ablation.layer_halves, metric)
     if ablation.importance:
         out.update(_importance_charts(ablation.importance, metric))
     return out
+
+
+def _reference_lines(ablation: Ablation) -> dict:
+    """The baseline's 95% CI (as a relative change: how precise the unmasked score is) and the
+    non-inferiority margin (what counts as no loss), for a relative-change chart."""
+    out: dict = {}
+    base, sweep = ablation.baseline, ablation.random_fraction
+    if base is not None and base.value:
+        low, high = base.ci[base.metric]
+        if low is not None and high is not None:
+            out["band"] = {"low": (low - base.value) / abs(base.value), "high": (high - base.value) / abs(base.value),
+                           "label": "baseline 95% CI"}
+    if sweep is not None:
+        out["rules"] = _margin_rule(sweep.non_inferiority)
+    return out
+
+
+def _margin_rule(test: NonInferiority | None) -> list[dict]:
+    """The non-inferiority margin as a labelled line of a relative-change chart."""
+    return [] if test is None else [{"y": -test.margin, "label": f"margin -{100 * test.margin:g}%"}]
 
 
 def _layer_halves_chart(halves: LayerHalves, metric: str) -> dict:
@@ -144,11 +228,11 @@ def _importance_charts(importance: Importance, metric: str) -> dict:
     spread = [[v for v in column if v is not None]  # per fraction, over the orders
               for column in zip(*random_order.relative, strict=True)]
     curve += [{"x": f, "mean": random_order.relative_mean[i], "low": min(spread[i], default=None),
-               "high": max(spread[i], default=None), "group": "random order"}
+               "high": max(spread[i], default=None), "group": f"{random_order.orders} random orders (mean, range)"}
               for i, f in enumerate(pruning.fractions)]
     return {"importance": charts.head_heatmap(rows, "Head importance (Michel et al. 2019)", "importance"),
-            "pruning": charts.metric_curves(curve, f"Pruning: relative change in {metric}",
-                                            "heads pruned", "relative change")}
+            "pruning": charts.metric_curves(curve, f"Pruning: relative change in {metric}", "heads pruned",
+                                            "relative change", rules=_margin_rule(importance.non_inferiority))}
 
 
 def _curve_rows(fractions: list[float], sweep: Sweep, group: str) -> list[dict]:
@@ -165,23 +249,24 @@ def comparison_sections(report: Report) -> list[dict]:
     """Per pattern (and ablation result): both models' heatmaps and, when shapes agree, their difference."""
     other = report.comparison
     # User text (a directory name, compare.name) in chart and tooltip titles: one line, nothing Vega cannot show.
-    names = tuple(chart_text(" ".join(info.name.split()), tooltip_title=True)
+    model_names = tuple(chart_text(" ".join(info.name.split()), tooltip_title=True)
                   for info in (report.model, other.model))
     sections = []
     grids = [(key, anchor, title) for key, anchor, title, _, _ in PATTERN_SECTIONS]
     grids += [("delimiter", "delimiter", "[CLS], [SEP] and punctuation")]
     for key, anchor, title in grids:
         first, second = report.statistics[key].mean, other.statistics[key].mean
-        sections.append(_comparison(f"compare-{anchor}", title, first, second, names, other.same_shape))
+        sections.append(_comparison(f"compare-{anchor}", title, first, second, model_names, other.same_shape,
+                                    names.domain(key)))
     both = report.ablation and other.ablation
     if both and report.ablation.single_heads and other.ablation.single_heads:
         first, second = report.ablation.single_heads.delta, other.ablation.single_heads.delta
         metric = report.ablation.task.metric
         sections.append(_comparison("compare-ablation-single-heads", f"Change in {metric}, one head masked",
-                                    first, second, names, other.same_shape))
+                                    first, second, model_names, other.same_shape))
     if both and report.ablation.whole_layers and other.ablation.whole_layers:
         rows = [{"x": layer, "group": name, "value": value}
-                for name, ablation in zip(names, (report.ablation, other.ablation), strict=True)
+                for name, ablation in zip(model_names, (report.ablation, other.ablation), strict=True)
                 for layer, value in enumerate(ablation.whole_layers.delta)]
         sections.append({"id": "compare-ablation-whole-layers", "title": "Change with a whole layer masked",
                          "charts": [charts.grouped_bars(rows, "Change in the metric per masked layer",
@@ -189,17 +274,18 @@ def comparison_sections(report: Report) -> list[dict]:
     return sections
 
 
-def _comparison(anchor: str, title: str, first: list, second: list, names: tuple[str, str],
-                same_shape: bool) -> dict:
-    specs = [charts.head_heatmap(charts.head_rows(grid), name, "mean")
-             for grid, name in zip((first, second), names, strict=True)]
+def _comparison(anchor: str, title: str, first: list, second: list, model_names: tuple[str, str],
+                same_shape: bool, domain: tuple[float, float] | None = None) -> dict:
+    """Both models' heatmaps on one colour scale (fixed for shares) and, when shapes agree, their difference."""
+    specs = [charts.head_heatmap(charts.head_rows(grid), name, "mean", domain=domain)
+             for grid, name in zip((first, second), model_names, strict=True)]
     if same_shape:
         rows = []
         for row in charts.head_rows(first):
             other = second[row["layer"]][row["head"]]
             difference = None if row["value"] is None or other is None else other - row["value"]
             rows.append(dict(row, a=row["value"], b=other, value=difference))
-        specs.append(charts.difference_heatmap(rows, "Difference", names))
+        specs.append(charts.difference_heatmap(rows, "Difference", model_names))
     return {"id": anchor, "title": title, "charts": specs}
 
 
@@ -210,7 +296,9 @@ def similarity_chart(stats: PatternStatistics) -> dict | None:
     for point in stats.similarity.points:
         source = stats[stats.label_stats.get(point.label, "entropy")]
         example = source.example[point.layer][point.head]
-        points.append(dict(point.model_dump(), url=head_link(max(example, 0), point.layer, point.head)))
+        # The legend names each label as every page does (reportgen.names), never by its key.
+        points.append(dict(point.model_dump(), label=names.name(point.label),
+                           url=head_link(max(example, 0), point.layer, point.head)))
     return charts.head_scatter(points, "Heads placed by the similarity of their attention")
 
 

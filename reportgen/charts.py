@@ -30,10 +30,15 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
     """A layers x heads heatmap of `rows` (see head_rows); the tooltip shows exact values.
 
     `tooltips` maps extra row fields to their titles. A row with a "url" field makes its cell a link.
+    `domain` fixes the colour scale (reportgen.names.domain: 0-1 for every share of attention, so
+    one colour is one value on every pattern); a domain around 0 (lower bound < 0) gets diverging
+    colours. Values outside it take the colour of its end. Without one the scale follows the data.
     """
     tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value:Q", title=label, format=".4f")]
     tooltip += [alt.Tooltip(f"{name}:Q", title=title_, format=".4f") for name, title_ in (tooltips or {}).items()]
-    scale = alt.Scale(scheme="viridis", **({"domain": list(domain)} if domain else {}))
+    scale = alt.Scale(scheme="viridis")
+    if domain is not None:
+        scale = alt.Scale(scheme="redblue" if domain[0] < 0 else "viridis", domain=list(domain), clamp=True)
     encoding = dict(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
                     color=alt.Color("value:Q", title=label, scale=scale), tooltip=tooltip)
     if any("url" in row for row in rows):
@@ -89,22 +94,39 @@ def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
     return with_rows((cells + marks).properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
 
 
-def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str) -> dict:
+def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str, band: dict | None = None,
+                  rules: list[dict] = ()) -> dict:
     """Lines of the mean over seeds with a band for the spread, one colour per `group`.
 
-    Rows: {"x", "mean", "low", "high", "group"}.
+    Rows: {"x", "mean", "low", "high", "group"}. `band` ({"low", "high", "label"}) shades a
+    horizontal band, e.g. the baseline's 95% CI as a relative change; `rules` ([{"y", "label"}])
+    draws labelled horizontal lines, e.g. the non-inferiority margin.
     """
-    base = alt.Chart(ROWS, title=title).encode(
+    base = alt.Chart().encode(  # no data of its own: the rows are the layered chart's (with_rows)
         x=alt.X("x:Q", title=x_title, axis=alt.Axis(format="%")),
         color=alt.Color("group:N", title=None))
-    band = base.mark_area(opacity=0.2).encode(y=alt.Y("low:Q", title=y_title), y2="high:Q")
+    spread = base.mark_area(opacity=0.2).encode(y=alt.Y("low:Q", title=y_title), y2="high:Q")
     line = base.mark_line(point=True).encode(
         y=alt.Y("mean:Q", title=y_title),
         tooltip=[alt.Tooltip("group:N"), alt.Tooltip("x:Q", title="fraction masked", format=".0%"),
                  alt.Tooltip("mean:Q", format="+.4f"), alt.Tooltip("low:Q", format="+.4f"),
                  alt.Tooltip("high:Q", format="+.4f")])
-    rule = alt.Chart(alt.Data(values=[{"zero": 0}])).mark_rule(strokeDash=[4, 4], color="gray").encode(y="zero:Q")
-    return with_rows((band + line + rule).properties(width=460, height=280), rows)
+    layers = [spread, line]
+    guides = [{"y": 0.0, "label": ""}, *rules]
+    if band is not None:
+        tooltip = [alt.Tooltip("label:N", title="band"), alt.Tooltip("low:Q", format="+.2%"),
+                   alt.Tooltip("high:Q", format="+.2%")]
+        layers.insert(0, alt.Chart(alt.Data(values=[band])).mark_rect(color="gray", opacity=0.15).encode(
+            y="low:Q", y2="high:Q", tooltip=tooltip))
+        guides.append({"y": band["high"], "label": band["label"]})
+    lines = alt.Chart(alt.Data(values=guides)).encode(y="y:Q")
+    layers += [lines.mark_rule(strokeDash=[4, 4], color="gray"),
+               lines.mark_text(align="left", baseline="bottom", x=4, dy=-2, color="#555").encode(text="label:N")]
+    spec = with_rows(alt.layer(*layers, title=title).properties(width=460, height=280), rows)
+    for layer in spec["layer"]:  # the layers without data of their own draw the rows
+        if layer.get("data") == {"name": "empty"}:
+            del layer["data"]
+    return spec
 
 
 def layer_bars(rows: list[dict], title: str, label: str) -> dict:

@@ -3,17 +3,23 @@
 Templates get plain data (the report dict and small per-page dicts), never tensors.
 Every plain string a template prints is made inert by the environment itself (`finalize`,
 see `_inert`), so no template can print user text as Markdown or HTML by forgetting a
-filter; markup the site builds on purpose (charts, views, anchors, internal links) is
-`Markup`, made in Python. `|script_json` makes data safe inside a <script type="application/json">.
+filter, and it is shielded from the glossary's term links (glossary.shield); markup the site
+builds on purpose (charts, views, anchors, internal links) is `Markup`, made in Python, and the
+site's own sentences made in Python are `prose` (inert, but open to term links).
+`|script_json` makes data safe inside a <script type="application/json">; `|pattern` prints a
+pattern's name from reportgen.names, `|metric` a metric's.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import jinja2
 from markupsafe import Markup, escape
 
+from reportgen import formatting, names
+from reportgen.glossary import shield
 from reportgen.htmlsafe import inert_text, script_json
 from reportgen.report import Link, Span
 
@@ -31,9 +37,53 @@ def environment(templates: Path) -> jinja2.Environment:
     env.filters["script_json"] = lambda data: Markup(script_json(data))
     env.filters["thousands"] = lambda n: f"{n:,}"
     env.filters["num"] = lambda x, digits=4: "undefined" if x is None else f"{x:.{digits}f}"
+    env.filters["fixed"] = fixed
+    env.filters["metric_value"] = lambda x: "\u2013" if x is None else formatting.metric_value(x)
     env.filters["sentence"] = sentence_markdown
     env.filters["links"] = links_markdown
+    env.filters["pattern"] = lambda key: prose(names.name(key))
+    env.filters["metric"] = names.metric
+    env.filters["task_type"] = lambda key: names.TASK_TYPES.get(key, key)
+    env.filters["task_data"] = names.task_data
+    env.filters["plural"] = plural
+    env.filters["anchor"] = anchor
+    env.filters["change"] = formatting.change
+    env.filters["interval"] = formatting.interval
+    env.filters["percent"] = formatting.percent
+    env.filters["p_text"] = formatting.p_text
     return env
+
+
+def fixed(value: float | None, digits: int = 2) -> str:
+    """A share of attention (or a pattern score) as every page rounds it, 2 decimals (reportgen.formatting
+    has the other kinds of number); a dash for a value that was not measured (null in report.json)."""
+    if value is None:
+        return "\u2013"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0.00"
+
+
+def prose(text: str) -> Markup:
+    """One of the site's own sentences (not user text), made inert for Markdown and HTML like any
+    printed string, but left open to the glossary's term links."""
+    return Markup(inert_text(text))
+
+
+_ANCHOR = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+def anchor(name: str) -> Markup:
+    """An element id the site names (a finding's, a section's, a glossary term's), printed as it is:
+    checked to be a plain slug, so it needs no escaping and no glossary shield (which would write it
+    with character references, unreadable to anything that compares ids as text)."""
+    if not _ANCHOR.fullmatch(str(name)):
+        raise ValueError(f"not an anchor: {name!r}")
+    return Markup(name)
+
+
+def plural(count: int, one: str, many: str) -> str:
+    """`one` or `many` by count, for the words around a number ("1 head matters", "2 heads matter")."""
+    return one if count == 1 else many
 
 
 def sentence_markdown(spans: list[Span]) -> Markup:
@@ -73,13 +123,14 @@ def _inert_keeping_edges(text: str) -> str:
 
 def _inert(value):
     """What a template prints, unless it is Markup: numbers as they are, anything else as
-    text that neither Markdown nor HTML reads as syntax (`htmlsafe.inert_text`).
+    text that neither Markdown nor HTML reads as syntax (`htmlsafe.inert_text`) and in which
+    no glossary term is found (`glossary.shield`): it may be user text.
 
     Applied by Jinja to every `{{ ... }}`, before autoescape (which leaves the Markup alone).
     """
     if isinstance(value, Markup) or value is None or isinstance(value, (bool, int, float)):
         return value
-    return Markup(inert_text(str(value)))
+    return Markup(shield(inert_text(str(value))))
 
 
 class Charts:

@@ -15,10 +15,10 @@ from pathlib import Path
 import yaml
 from markupsafe import Markup
 
-from reportgen import chartdata, exports, output, pages, views
+from reportgen import chartdata, exports, glossary, names, output, pages, views
 from reportgen.mkdocs_site import mkdocs_build
 from reportgen.progress import Callback, silent
-from reportgen.report import Example, ExampleViews, Report
+from reportgen.report import Example, ExampleHead, ExamplePattern, ExampleViews, Report, head_link
 
 PACKAGE_DIR = Path(__file__).parent
 
@@ -56,12 +56,14 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
     recorder = pages.Charts()
     stats = report.statistics
     pages.render(env, "home.md.j2", docs / "index.md", report=report, findings=report.findings,
-                 headline=report.headline)
+                 headline=report.headline,
+                 task_data=names.task_data(report.ablation.task.data) if report.ablation else None)
     pages.render(env, "statistics.md.j2", docs / "statistics.md", recorder, report=report, stats=stats,
                  charts=chartdata.statistics_charts(stats))
     pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
                  sections=chartdata.pattern_sections(stats, example_views),
-                 similarity=chartdata.similarity_chart(stats))
+                 conventions=chartdata.conventions(stats), similarity=chartdata.similarity_chart(stats))
+    write_glossary(env, docs)
     if report.ablation:
         pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report,
                      ablation=report.ablation, charts=chartdata.ablation_charts(report.ablation))
@@ -74,29 +76,63 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                  config_yaml=Markup(html.escape(yaml.safe_dump(manifest["config"], sort_keys=True,
                                                                allow_unicode=True))))
     example_nav = [{"All examples": "examples.md"}]
+    selectivity = stats.settings["thresholds"].get("boundary_selectivity")
     for done, (example, example_view) in enumerate(zip(report.examples, example_views, strict=True), 1):
-        example_nav.append({f"Example {example.id}": write_example(env, recorder, docs, example, example_view)})
+        example_nav.append({f"Example {example.id}": write_example(env, recorder, docs, example, example_view,
+                                                                   selectivity)})
         progress("Writing pages", done, len(example_views))
     exports.export_charts(recorder.recorded, docs / "charts", progress)
     return [{"Findings": "index.md"}, {"Attention statistics": "statistics.md"},
             {"Attention patterns": "patterns.md"},
             *([{"Head ablation": "ablation.md"}] if report.ablation else []),
             *([{"Model comparison": "compare.md"}] if report.comparison else []),
-            {"Examples": example_nav}, {"Run manifest": "manifest.md"}]
+            {"Examples": example_nav}, {"Glossary": glossary.PAGE}, {"Run manifest": "manifest.md"}]
+
+
+def write_glossary(env, docs: Path) -> None:
+    """The glossary page: every term the pages link to (reportgen.glossary), then the pattern names."""
+    terms = [{"id": term.id, "name": term.name, "definition": pages.prose(term.definition)}
+             for term in glossary.TERMS]
+    patterns = [{"key": key, "name": entry.name, "short": pages.prose(entry.short),
+                 "term": glossary.BY_ID[entry.term] if entry.term else None}
+                for key, entry in names.PATTERNS.items()]
+    pages.render(env, "glossary.md.j2", docs / glossary.PAGE, terms=terms, patterns=patterns)
 
 
 SEGMENT_CLASS = {0: "a", 1: "b", -1: "special"}
 
 
-def write_example(env, recorder: pages.Charts, docs: Path, example: Example, example_view: ExampleViews) -> str:
-    """An example's page (and its query/key page); returns the page's name for the nav."""
+def write_example(env, recorder: pages.Charts, docs: Path, example: Example, example_view: ExampleViews,
+                  selectivity: float | None = None) -> str:
+    """An example's page (and its query/key page); returns the page's name for the nav.
+
+    `selectivity`: the boundary-selectivity threshold a head must pass to be listed for "other
+    pieces of the same word" (the page says why the list can be empty)."""
     page = f"example-{example.id}.md"
     tokens = [{"text": text, "segment": SEGMENT_CLASS[segment]}
               for text, segment in zip(example_view.tokens, example_view.segments, strict=True)]
     pages.render(env, "example.md.j2", docs / page, recorder, ex=example, tokens=tokens,
                  views=Markup(views.views_html(example_view.payload)), ln_n=math.log(example.n_tokens),
-                 summary_chart=chartdata.example_entropy_chart(example.entropy))
+                 patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
+                 selectivity=selectivity, summary_chart=chartdata.example_entropy_chart(example.entropy))
     if example.qk_page:
         pages.render(env, "example_qk.md.j2", docs / f"example-{example.id}-qk.md", ex=example,
                      qk=Markup(views.qk_html(example_view.qk_payload)))
     return page
+
+
+def example_pattern(index: int, found: ExamplePattern) -> dict:
+    """One seed pattern on one example as its page lists it: the pattern's name, whether it is weak,
+    and each head with a link that opens the head view there (0-based example `index`)."""
+    return {"key": found.pattern, "name": pages.prose(names.name(found.pattern)), "threshold": found.threshold,
+            "weak": found.weak, "heads": [_example_head(index, head) for head in found.heads]}
+
+
+def _example_head(index: int, head: ExampleHead) -> dict:
+    """A head of an example's pattern list, linked to the head view with the token that shows it pinned:
+    the query when there is one, else the key (e.g. [CLS] for the delimiter pattern)."""
+    # Built here from numbers, so marked as markup on purpose: an anchor on the same page (MkDocs
+    # leaves it as it is), the views' own state (views-core.js parseHash), which a click applies.
+    _, anchor = head_link(index, head.layer, head.head, head.query, head.key).split("#")
+    return {"layer": head.layer, "head": head.head, "value": head.value, "url": Markup("#" + anchor),
+            "query_token": head.query_token, "key_token": head.key_token, "weight": head.weight}

@@ -151,7 +151,7 @@ def test_a_pruning_curve_one_step_better_by_chance_is_not_a_finding():
     assert lucky.pruning.relative[2] > random_mean[2]  # the old rule read this as "prunes further"
     finding = _finding(_record(importance=lucky), "ablation-importance")
     assert lucky.area.p_value >= 0.05 and not finding.supported
-    assert "not shown to keep spearman higher" in finding.sentence
+    assert "not shown to keep Spearman higher" in finding.sentence
     assert f"beats {lucky.area.better_than} of 20 random orders" in finding.sentence
 
 

@@ -110,7 +110,7 @@ class _Findings(HTMLParser):
             self.blocks[self._current] = {"text": "", "links": []}
         if self._current is not None:
             self._depth += tag == "div"
-            if tag == "a":
+            if tag == "a" and "rg-term" not in (attrs.get("class") or ""):  # glossary terms are not its links
                 self.blocks[self._current]["links"].append(attrs["href"])
 
     def handle_endtag(self, tag):

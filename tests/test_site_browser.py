@@ -270,3 +270,123 @@ def test_a_512_token_example_builds_and_renders(tmp_path, open_page):
     assert first_render < 2000
     assert "truncated" in view.page.inner_text("article").lower()
     assert view.errors == [] and view.remote_requests == []
+
+
+# -- patterns, nulls, per-example patterns, the glossary (issue 12) ----------------------------------------
+VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
+
+
+@pytest.fixture
+def open_sized(browser):
+    """open_sized(url, viewport) -> BrowserPage at one of VIEWPORTS, network blocked, errors collected."""
+    from tests.helpers import BrowserPage
+
+    contexts = []
+
+    def _open(url: str, viewport: str) -> BrowserPage:
+        width, height = VIEWPORTS[viewport]
+        contexts.append(browser.new_context(viewport={"width": width, "height": height}))
+        view = BrowserPage(contexts[-1].new_page())
+        view.page.goto(url)
+        view.page.wait_for_load_state("load")
+        view.page.wait_for_timeout(300)
+        return view
+
+    yield _open
+    for context in contexts:
+        context.close()
+
+
+def test_seed_example_lists_its_patterns_as_the_independent_check_found(default_site):
+    """Issue 12: on the seed pair L0H2 is previous (0.99), L1H8 next (about 0.65), L0H4 straw -> ##berries,
+    L2H7 on [CLS]; same word and same word in the other sentence are weak and must be said to be."""
+    found = {p["pattern"]: p for p in check_report(default_site)["examples"][0]["patterns"]}
+    first = {key: (p["heads"][0]["layer"], p["heads"][0]["head"]) for key, p in found.items() if p["heads"]}
+    assert first["previous_token"] == (0, 2) and found["previous_token"]["heads"][0]["value"] > 0.95
+    assert first["next_token"] == (1, 8) and 0.55 < found["next_token"]["heads"][0]["value"] < 0.75
+    within = found["within_word"]["heads"][0]
+    assert first["within_word"] == (0, 4) and (within["query_token"], within["key_token"]) == ("straw", "##berries")
+    assert first["delimiter"] == (2, 7) and found["delimiter"]["heads"][0]["key_token"] == "[CLS]"
+    assert found["same_token"]["weak"] and found["other_segment"]["weak"]
+    assert not found["previous_token"]["weak"] and not found["within_word"]["weak"]
+
+
+@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+def test_example_pattern_links_open_the_head_view_with_the_token(default_site, open_sized, viewport):
+    report = check_report(default_site)
+    within = next(p for p in report["examples"][0]["patterns"] if p["pattern"] == "within_word")["heads"][0]
+    view = open_sized((default_site / "example-1.html").as_uri(), viewport)
+    section = view.page.locator("#patterns + p + ul")
+    text = " ".join(section.inner_text().split())
+    assert "Same word: no head shows it strongly on this example" in text
+    assert "Same word in the other sentence: no head shows it strongly on this example" in text
+    assert f"(straw \u2192 ##berries: {within['weight']:.2f})" in text
+    href = f"#view=head&layer={within['layer']}&head={within['head']}&token={within['query']}"
+    link = section.locator(f"a[href='{href}']")
+    assert link.count() == 1
+    link.scroll_into_view_if_needed()
+    link.click()
+    view.page.wait_for_selector(f".rgv[data-rgv-state*='token={within['query']}']", timeout=10_000)
+    assert view.page.locator("select.rgv-layer").input_value() == str(within["layer"])
+    pressed = view.page.eval_on_selector_all(".rgv-head-toggle[aria-pressed='true']",
+                                             "els => els.map(e => e.dataset.head)")
+    assert pressed == [str(within["head"])]
+    # The pinned query shows its weights: the largest of them on the key the page names.
+    weights = view.page.eval_on_selector_all(
+        f"span.rgv-num[data-q='{within['query']}'][data-head='{within['head']}']",
+        "els => els.map(e => [+e.dataset.k, +e.dataset.w])")
+    assert max(weights, key=lambda kw: kw[1])[0] == within["key"]
+    assert view.remote_requests == [] and view.errors == []
+
+
+def test_glossary_terms_show_their_definition_and_link_to_the_glossary(default_site, open_sized):
+    from reportgen import glossary
+
+    view = open_sized((default_site / "patterns.html").as_uri(), "desktop")
+    term = view.page.locator("article a.rg-term[href='glossary.html#null']").first
+    term.scroll_into_view_if_needed()
+    term.hover()
+    view.page.wait_for_selector(".md-tooltip2--active", timeout=5_000)
+    assert glossary.BY_ID["null"].definition in " ".join(view.page.inner_text(".md-tooltip2--active").split())
+    term.click()
+    view.page.wait_for_url("**/glossary.html#null", timeout=10_000)
+    assert view.page.locator("[id='null']").is_visible()
+    for page_name in ("index.html", "patterns.html", "statistics.html", "ablation.html", "example-1.html"):
+        html = (default_site / page_name).read_text(encoding="utf-8")
+        assert 'href="glossary.html"' in html, page_name  # the nav
+    assert view.remote_requests == [] and view.errors == []
+
+
+def test_every_pattern_section_states_its_nulls_and_shares_share_one_scale(default_site, open_page):
+    report = check_report(default_site)
+    view = open_page((default_site / "patterns.html").as_uri())
+    nulls = view.page.locator("p.rg-nulls").all_inner_texts()
+    assert len(nulls) == 10  # one per heatmap of the atlas
+    within = report["statistics"]["nulls"]["within_word"]
+    line = next(text for text in nulls if f"pure previous-token head {within['previous']:.2f}," in text)
+    assert line.startswith("Nulls on the same inputs: uniform head") and 0.5 < within["previous"] < 0.6
+    view.page.wait_for_selector("#chart-within-word svg", timeout=10_000)
+    for chart in ("chart-previous-token", "chart-within-word", "chart-cls", "chart-punctuation"):
+        domain = view.page.evaluate(f"() => document.getElementById('{chart}').rgView.scale('color').domain()")
+        assert domain == [0, 1], chart
+    assert view.remote_requests == [] and view.errors == []
+
+
+@pytest.mark.parametrize("viewport", list(VIEWPORTS))
+def test_pages_fit_the_screen_and_nothing_is_clipped(default_site, open_sized, viewport):
+    """No page scrolls sideways as a whole: wide tables and charts scroll inside their own box."""
+    for page_name in ("index.html", "patterns.html", "statistics.html", "example-1.html", "examples.html",
+                      "glossary.html"):
+        view = open_sized((default_site / page_name).as_uri(), viewport)
+        overflow = view.page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, (page_name, viewport, overflow)
+        clipped = view.page.evaluate("""() => [...document.querySelectorAll('article table, article .rg-chart')]
+            .filter(el => {
+                let box = el.parentElement;
+                const scrolls = node => ['auto', 'scroll'].includes(getComputedStyle(node).overflowX);
+                if (scrolls(el)) return false;
+                while (box && box.tagName !== 'ARTICLE' && !scrolls(box)) box = box.parentElement;
+                return el.scrollWidth > (box ? box.clientWidth : window.innerWidth) + 1 && !(box && scrolls(box));
+            }).map(el => el.outerHTML.slice(0, 80))""")
+        assert clipped == [], (page_name, viewport, clipped)
+        assert view.remote_requests == [] and view.errors == [], page_name

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from reportgen.findings.sentence import SHOWN_SIGNIFICANT, Sentence, data_name, grid, head_name, plural
+from reportgen import names
+from reportgen.findings.sentence import SHOWN_SIGNIFICANT, Sentence, grid, head_name, plural
 from reportgen.formatting import change, fractions_list, interval, metric_value, p_text, percent, signed
 from reportgen.report import Ablation, Finding, Link, model_link
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _chart(anchor: str) -> list[Link]:
@@ -20,7 +25,8 @@ DETAILS = [Link(label="details", href="ablation.html")]
 def _undefined(ablation: Ablation) -> Finding:
     task = ablation.task
     reason = task.undefined or "for instance, the model gives every pair the same score"
-    s = Sentence().strong(f"{task.metric.capitalize()} is undefined on these {task.examples} task examples").text(
+    said = _capital(names.metric(task.metric))
+    s = Sentence().strong(f"{said} is undefined on these {task.examples} task examples").text(
         f" ({reason}), so no ablation finding can be stated.")
     return s.finding("ablation-undefined", "ablation", False, DETAILS,
                      {"metric": task.metric, "examples": task.examples, "reason": task.undefined})
@@ -28,10 +34,11 @@ def _undefined(ablation: Ablation) -> Finding:
 
 def _baseline(ablation: Ablation) -> Finding:
     base, metric = ablation.baseline, ablation.task.metric
+    said = names.metric(metric)  # as the pages write it
     ci = base.ci[metric]
-    s = Sentence().strong(f"The model scores {metric} {metric_value(base.value)}").text(
+    s = Sentence().strong(f"The model scores {said} {metric_value(base.value)}").text(
         f" (95% CI [{metric_value(ci[0])}, {metric_value(ci[1])}]) on {ablation.task.examples} examples of "
-        f"{data_name(ablation.task.data)} with all heads.")
+        f"{names.task_data(ablation.task.data)} with all heads.")
     return s.finding("ablation-baseline", "ablation", True, DETAILS,
                      {"metric": metric, "value": base.value, "examples": ablation.task.examples},
                      test=base.ci_method, ci=ci)
@@ -39,6 +46,7 @@ def _baseline(ablation: Ablation) -> Finding:
 
 def _single_heads(ablation: Ablation) -> Finding:
     tests, metric = ablation.single_heads, ablation.task.metric
+    said = names.metric(metric)  # as the pages write it
     delta = grid(tests.delta)
     runs = tests.permutations
 
@@ -57,7 +65,7 @@ def _single_heads(ablation: Ablation) -> Finding:
     correction, total = tests.correction.capitalize(), int(delta.size)
     s = Sentence()
     if heads:
-        s.strong(f"{len(heads)} of {total} heads change{plural(len(heads), '', 's')} {metric} significantly when "
+        s.strong(f"{len(heads)} of {total} heads change{plural(len(heads), '', 's')} {said} significantly when "
                  "masked alone;").text(
             f" the other {total - len(heads)} show no significant change ({tests.test}, {correction}-corrected, "
             f"alpha {tests.alpha}). ")
@@ -65,7 +73,7 @@ def _single_heads(ablation: Ablation) -> Finding:
         s.text("; ".join(f"{head_name(h, capital=i == 0)}: {signed(h['delta'])} ({p_text(h['p'], h['raw'], runs)})"
                          for i, h in enumerate(shown)) + ".")
     else:
-        s.strong(f"No single head changes {metric} significantly when masked alone").text(
+        s.strong(f"No single head changes {said} significantly when masked alone").text(
             f" ({tests.test}, {correction}-corrected over {total} heads, alpha {tests.alpha}). The largest drop is "
             f"{signed(worst['delta'])} ({head_name(worst)}, corrected {p_text(worst['p'], worst['raw'], runs)}); the "
             f"largest gain {signed(best['delta'])} ({head_name(best)}, {p_text(best['p'], best['raw'], runs)}).")
@@ -78,6 +86,7 @@ def _single_heads(ablation: Ablation) -> Finding:
 def _random_fraction(ablation: Ablation) -> Finding:
     """Non-inferiority, not "inside the baseline's CI" (REFERENCE, "Claims and the test that answers them")."""
     sweep, metric = ablation.random_fraction, ablation.task.metric
+    said = names.metric(metric)  # as the pages write it
     test = sweep.non_inferiority
     seeds = len(sweep.seeds)
     index = {fraction: i for i, fraction in enumerate(sweep.fractions)}
@@ -87,7 +96,7 @@ def _random_fraction(ablation: Ablation) -> Finding:
         at = index[test.up_to]
         worst = test.worst[at]
         s.strong(f"Up to {percent(test.up_to)} of the heads can be masked at random losing less than "
-                 f"{percent(test.margin)} of {metric}:").text(
+                 f"{percent(test.margin)} of {said}:").text(
             f" at every fraction up to {percent(test.up_to)}, the paired 95% CI of the relative change "
             f"({seeds} seed{plural(seeds, 's')} pooled) lies above -{percent(test.margin)}; at {percent(test.up_to)} "
             f"it is {interval(test.change_ci[at])}")
@@ -95,7 +104,7 @@ def _random_fraction(ablation: Ablation) -> Finding:
             s.text(f" (worst seed, {sweep.seeds[worst]}: {interval(test.worst_ci[at])})")
         s.text(".")
     else:
-        s.strong(f"Masking heads at random is not shown to cost less than {percent(test.margin)} of {metric}")
+        s.strong(f"Masking heads at random is not shown to cost less than {percent(test.margin)} of {said}")
         s.text(f" at any fraction ({seeds} seed{plural(seeds, 's')} pooled).")
     if failing is not None:
         s.text(f" At {percent(failing)} the CI is {interval(test.change_ci[index[failing]])}.")
@@ -110,6 +119,7 @@ def _layer_halves(ablation: Ablation) -> Finding:
     """Lower vs upper half compared per example at each fraction (never on the spread over seeds,
     which is zero where every seed draws the whole half)."""
     halves, metric = ablation.layer_halves, ablation.task.metric
+    said = names.metric(metric)  # as the pages write it
     test = halves.comparison
     higher = ablation.task.higher_is_better[metric]
     index = {fraction: i for i, fraction in enumerate(halves.fractions)}
@@ -125,10 +135,10 @@ def _layer_halves(ablation: Ablation) -> Finding:
     if where:
         at = where[-1]
         i, t = index[at], test.fractions.index(at)
-        s.strong(f"Masking heads in the {more} layers costs more {metric} than in the {less} layers at "
+        s.strong(f"Masking heads in the {more} layers costs more {said} than in the {less} layers at "
                  f"{fractions_list(where)} of all heads").text(
             f" ({p_text(test.p_adjusted[t], test.p_value[t], test.permutations)} at {percent(at)}; {test.test}). "
-            f"At {percent(at)}, masking only lower-layer heads changes {metric} by "
+            f"At {percent(at)}, masking only lower-layer heads changes {said} by "
             f"{change(halves.lower.relative_mean[i])}, only upper-layer heads by "
             f"{change(halves.upper.relative_mean[i])}.")
         other = lower if more == "upper" else upper
@@ -154,6 +164,7 @@ def _importance(ablation: Ablation) -> Finding:
     """The importance order against many random orders: the rank of its area (a p-value), paired
     tests per fraction, and how far it stays non-inferior; only what survives is claimed."""
     importance, metric = ablation.importance, ablation.task.metric
+    said = names.metric(metric)  # as the pages write it
     area, test, orders = importance.area, importance.comparison, importance.random_order.orders
     alpha = test.alpha
     higher = ablation.task.higher_is_better[metric]
@@ -164,9 +175,9 @@ def _importance(ablation: Ablation) -> Finding:
     rank += f", the smallest {orders} orders can give)" if area.p_value <= area.floor * (1 + 1e-9) else ")"
     s = Sentence()
     if supported:
-        s.strong(f"Pruning the least important heads first keeps {metric} higher than random pruning orders:")
+        s.strong(f"Pruning the least important heads first keeps {said} higher than random pruning orders:")
     else:
-        s.strong(f"Pruning by importance is not shown to keep {metric} higher than random pruning orders:")
+        s.strong(f"Pruning by importance is not shown to keep {said} higher than random pruning orders:")
     s.text(f" {rank}")
     if better:
         s.text(f"; it is significantly better at {fractions_list(better)} of the heads")
@@ -174,7 +185,7 @@ def _importance(ablation: Ablation) -> Finding:
         s.text("; at no single fraction is it significantly better")
     s.text(f" ({test.test}).")
     if importance.non_inferiority and importance.non_inferiority.up_to > 0:
-        s.text(f" It loses less than {percent(importance.non_inferiority.margin)} of {metric} up to "
+        s.text(f" It loses less than {percent(importance.non_inferiority.margin)} of {said} up to "
                f"{percent(importance.non_inferiority.up_to)} of the heads pruned (paired 95% CI).")
     s.text(f" Importance: Michel et al. 2019, normalised {importance.normalization}; loss: {importance.loss}.")
     numbers = {"metric": metric, "orders": orders, "better_than": area.better_than, "p_value": area.p_value,
@@ -187,6 +198,7 @@ def _importance(ablation: Ablation) -> Finding:
 
 def _whole_layers(ablation: Ablation) -> Finding:
     tests, metric = ablation.whole_layers, ablation.task.metric
+    said = names.metric(metric)  # as the pages write it
     delta = np.array(tests.delta, dtype=float)
 
     def layer_numbers(layer: int) -> dict:
@@ -196,7 +208,7 @@ def _whole_layers(ablation: Ablation) -> Finding:
     worst, best = layer_numbers(int(np.nanargmin(delta))), layer_numbers(int(np.nanargmax(delta)))
     improves = bool(best["delta"] > 0)
     s = Sentence().strong(f"Removing layer {worst['layer']} costs most:").text(
-        f" {signed(worst['delta'])} {metric} ({change(worst['relative'])}, "
+        f" {signed(worst['delta'])} {said} ({change(worst['relative'])}, "
         f"{'significant' if worst['significant'] else 'not significant'}, corrected "
         f"{p_text(worst['p'], worst['raw'], tests.permutations)}; {tests.test}). ")
     if improves:

@@ -172,12 +172,13 @@ def _other_sentence(n: dict) -> Sentence:
         s.strong(f"{n['count']} head{plural(n['count'], 's')} match{plural(n['count'], '', 'es')} words across "
                  "the two sentences:").text(
             f" {head_name(top)} puts {plus_minus(top)} of a word's attention on its occurrences in the other "
-            f"sentence ({n['applies_to']} pairs; ")
+            f"sentence ({n['applies_to']} pair{plural(n['applies_to'], 's')}; ")
         return view(s, top).text(")." + uniform)
     if n["strongest"]:
         strongest = n["strongest"]
         s.strong("No head mainly matches words across sentences").text(
-            f" (not supported: none above {n['threshold']} over {n['applies_to']} pairs); the strongest is "
+            f" (not supported: none above {n['threshold']} over {n['applies_to']} pair{plural(n['applies_to'], 's')}); "
+            "the strongest is "
             f"{head_name(strongest)} with {plus_minus(strongest)} (")
         return view(s, strongest).text(")." + uniform)
     return s.strong("Cross-sentence matching was not measured:").text(" no input pair shares a word.")

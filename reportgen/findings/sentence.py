@@ -49,11 +49,6 @@ def plus_minus(head: dict) -> str:
     return f"{head['value']:.2f} ± {head['std'] or 0:.2f}"
 
 
-def data_name(data: str) -> str:
-    """The task data as a sentence names it."""
-    return "the built-in query-title relevance set" if data == "builtin" else data
-
-
 def plural(count: int, many: str, one: str = "") -> str:
     return one if count == 1 else many
 

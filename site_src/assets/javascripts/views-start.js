@@ -37,8 +37,15 @@
     }
   }
 
+  // A link on the page to a view state (e.g. a head in "Patterns in this example") changes only
+  // the hash: apply it and bring the view into sight. The widgets' own updates use replaceState,
+  // which fires no hashchange, so using the controls never scrolls.
   window.addEventListener('hashchange', function () {
-    if (owner) owner.applyHash(true);
+    if (!owner) return;
+    owner.applyHash(true);
+    if (/(^#|&)(view|layer)=/.test(location.hash) && owner.root.scrollIntoView) {
+      owner.root.scrollIntoView({ block: 'start' });
+    }
   });
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);

@@ -1,0 +1,113 @@
+"""What the site calls each attention pattern and each task metric: one table for every page.
+
+A pattern key (a statistic in report.json, or a head label) is never printed as it is
+("within_word"), nor turned into words on the spot: the pages, the chart titles and legends
+and the label table all read its name here, so a pattern is called the same thing everywhere.
+
+`scale` says how a heatmap of the statistic is coloured. A share of attention is drawn on
+the fixed range 0-1, so the same colour means the same share on every pattern; entropy has
+its own scale in nats, and a difference of two shares is drawn on -1..1 around 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Scale = Literal["share", "nats", "difference"]
+SCALE_DOMAIN: dict[Scale, tuple[float, float] | None] = {"share": (0.0, 1.0), "nats": None, "difference": (-1.0, 1.0)}
+
+
+@dataclass(frozen=True)
+class PatternName:
+    name: str  # as a title: "Same word in the other sentence"
+    short: str  # what it measures, one plain sentence (tooltips, the glossary, the label table)
+    term: str | None = None  # the glossary entry that explains how it is measured (glossary.TERMS id)
+    scale: Scale = "share"
+
+
+PATTERNS: dict[str, PatternName] = {
+    "previous_token": PatternName("Previous token", "Attention on the token just before.", "argmax-test"),
+    "next_token": PatternName("Next token", "Attention on the token just after.", "argmax-test"),
+    "previous_token_argmax": PatternName(
+        "Previous token, argmax share", "Share of the tokens whose largest weight is on the token just before.",
+        "argmax-test"),
+    "next_token_argmax": PatternName(
+        "Next token, argmax share", "Share of the tokens whose largest weight is on the token just after.",
+        "argmax-test"),
+    "previous_token_clark": PatternName(
+        "Previous token (Clark's /n)", "Attention on the token just before, summed and divided by all n tokens.",
+        "denominator"),
+    "next_token_clark": PatternName(
+        "Next token (Clark's /n)", "Attention on the token just after, summed and divided by all n tokens.",
+        "denominator"),
+    "same_token": PatternName(
+        "Same word", "Attention on the token itself and on other occurrences of its word in the same sentence."),
+    "other_segment": PatternName(
+        "Same word in the other sentence", "Attention from a word on its occurrences in the other sentence of a pair."),
+    "within_word": PatternName(
+        "Other pieces of the same word", "Attention from a word piece on the other pieces of its word.",
+        "boundary-selectivity"),
+    "adjacent_same_word": PatternName(
+        "Neighbour in the same word", "Attention on a neighbouring token that is a piece of the same word.",
+        "boundary-selectivity"),
+    "adjacent_boundary": PatternName(
+        "Neighbour across a word boundary", "Attention on a neighbouring token that belongs to another word.",
+        "boundary-selectivity"),
+    "boundary_selectivity": PatternName(
+        "Boundary selectivity",
+        "Attention on a neighbour in the same word minus attention on a neighbour across a word boundary.",
+        "boundary-selectivity", "difference"),
+    "distant_within_word": PatternName(
+        "Non-adjacent pieces of the same word", "Attention from a word piece on the pieces of its word that are "
+        "not its neighbours.", "boundary-selectivity"),
+    "cls": PatternName("[CLS]", "Attention on [CLS] (or <s>).", "no-op"),
+    "sep": PatternName("[SEP]", "Attention on [SEP] (or </s>).", "no-op"),
+    "cls_sep": PatternName("[CLS] and [SEP]", "Attention on [CLS] and [SEP] together.", "no-op"),
+    "punctuation": PatternName("Punctuation", "Attention on '.' and ',' (only these two).", "no-op"),
+    "delimiter": PatternName("[CLS], [SEP] and punctuation", "Attention on [CLS], [SEP], '.' and ',' together.",
+                             "no-op"),
+    "entropy": PatternName("Entropy", "How spread the attention is, in nats.", "entropy", "nats"),
+    "effective_share": PatternName(
+        "Effective share", "exp(entropy) / n: the share of the tokens uniform attention would cover to be as spread.",
+        "effective-share"),
+    "max_weight": PatternName("Largest weight", "The largest weight of a token's attention, averaged over tokens."),
+    "broad": PatternName("Broad attention", "Attention spread over many tokens (a high effective share).",
+                         "effective-share"),
+    "mixed": PatternName("Mixed", "No single pattern passes its threshold."),
+}
+
+# The heads with a known simple pattern whose scores on the same inputs are each statistic's nulls
+# (report.PatternNull): uniform attention, and all weight on the previous or the next token.
+NULL_HEADS = {"uniform": "uniform head", "previous": "pure previous-token head", "next": "pure next-token head"}
+
+# The six patterns each example page lists its strongest heads for (issue 12, "per-example patterns").
+SEED_PATTERNS = ("previous_token", "next_token", "same_token", "other_segment", "within_word", "delimiter")
+
+METRICS = {"spearman": "Spearman", "pearson": "Pearson", "accuracy": "accuracy", "macro_f1": "macro-F1",
+           "mcc": "MCC", "loss": "loss"}
+TASK_TYPES = {"similarity": "similarity", "classification": "classification", "mlm": "masked-token prediction"}
+BUILTIN_DATA = "the built-in query-title relevance set"
+
+
+def pattern(key: str) -> PatternName:
+    """The pattern's names; a key missing from the table is shown as it is (tests keep the table complete)."""
+    return PATTERNS.get(key) or PatternName(key, key)
+
+
+def name(key: str) -> str:
+    return pattern(key).name
+
+
+def domain(key: str) -> tuple[float, float] | None:
+    """The colour domain of the statistic's heatmaps: fixed for shares and differences, free for entropy."""
+    return SCALE_DOMAIN[pattern(key).scale]
+
+
+def metric(key: str) -> str:
+    return METRICS.get(key, key)
+
+
+def task_data(data: str) -> str:
+    """The task's data as the pages name it: the built-in set by its description, a file by its path."""
+    return BUILTIN_DATA if data == "builtin" else data

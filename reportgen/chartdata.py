@@ -164,7 +164,7 @@ def _source_link(example: int, layer: int, head: int, token: int | None = None, 
 def ablation_charts(ablation: Ablation) -> dict:
     """Chart specs for each ablation experiment that ran; heads link to their view on example 1."""
     out = {}
-    metric = ablation.task.metric
+    metric = names.metric(ablation.task.metric)  # as the pages write it
     if ablation.single_heads:
         tests = ablation.single_heads
         rows = charts.head_rows(tests.delta, metric=tests.value, p_adjusted=tests.p_adjusted,
@@ -261,7 +261,7 @@ def comparison_sections(report: Report) -> list[dict]:
     both = report.ablation and other.ablation
     if both and report.ablation.single_heads and other.ablation.single_heads:
         first, second = report.ablation.single_heads.delta, other.ablation.single_heads.delta
-        metric = report.ablation.task.metric
+        metric = names.metric(report.ablation.task.metric)
         sections.append(_comparison("compare-ablation-single-heads", f"Change in {metric}, one head masked",
                                     first, second, model_names, other.same_shape))
     if both and report.ablation.whole_layers and other.ablation.whole_layers:

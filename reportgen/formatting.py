@@ -9,6 +9,15 @@ the page templates alike.
 from __future__ import annotations
 
 
+def share(value: float | None, digits: int = 2) -> str:
+    """A share of attention (or a pattern score), 2 decimals; a dash for a value that was not
+    measured (null in report.json); never "-0.00"."""
+    if value is None:
+        return "\u2013"
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.") else text
+
+
 def percent(x: float) -> str:
     return f"{100 * x:.0f}%"
 

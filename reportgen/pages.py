@@ -37,7 +37,7 @@ def environment(templates: Path) -> jinja2.Environment:
     env.filters["script_json"] = lambda data: Markup(script_json(data))
     env.filters["thousands"] = lambda n: f"{n:,}"
     env.filters["num"] = lambda x, digits=4: "undefined" if x is None else f"{x:.{digits}f}"
-    env.filters["fixed"] = fixed
+    env.filters["fixed"] = formatting.share
     env.filters["metric_value"] = lambda x: "\u2013" if x is None else formatting.metric_value(x)
     env.filters["sentence"] = sentence_markdown
     env.filters["links"] = links_markdown
@@ -52,15 +52,6 @@ def environment(templates: Path) -> jinja2.Environment:
     env.filters["percent"] = formatting.percent
     env.filters["p_text"] = formatting.p_text
     return env
-
-
-def fixed(value: float | None, digits: int = 2) -> str:
-    """A share of attention (or a pattern score) as every page rounds it, 2 decimals (reportgen.formatting
-    has the other kinds of number); a dash for a value that was not measured (null in report.json)."""
-    if value is None:
-        return "\u2013"
-    text = f"{value:.{digits}f}"
-    return text[1:] if text.startswith("-") and not text.strip("-0.") else text  # no "-0.00"
 
 
 def prose(text: str) -> Markup:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from reportgen.findings.sentence import SHOWN_HEADS, Sentence, grid, head_name, plural, plus_minus, view
-from reportgen.formatting import percent
+from reportgen.formatting import percent, share
 from reportgen.report import Finding, Link, PatternStatistics
 
 # Pattern findings: (id, statistic, label, threshold key in settings.thresholds, chart anchor on the patterns page).
@@ -40,10 +40,6 @@ def _strongest(stats: PatternStatistics, stat: str, eligible: np.ndarray | None 
 
 def _nulls(stats: PatternStatistics, stat: str) -> dict:
     return stats.nulls[stat].model_dump() if stat in stats.nulls else {}
-
-
-def _number(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
 
 
 def pattern_numbers(stats: PatternStatistics, stat: str, label: str, threshold: float,
@@ -83,7 +79,7 @@ def _positional(n: dict, which: str) -> Sentence:
     s = Sentence()
     tests = (f"Clark et al.'s test (mean weight above {n['threshold']}) or Voita et al.'s (largest weight on it "
              f"for at least {percent(n['argmax_threshold'])} of tokens)")
-    uniform = f" A uniform head scores {_number(n['null'].get('uniform'))} on these inputs."
+    uniform = f" A uniform head scores {share(n['null'].get('uniform'))} on these inputs."
     if n["count"]:
         s.strong(f"{n['count']} head{plural(n['count'], 's')} attend{plural(n['count'], '', 's')} "
                  f"to the {which} token").text(f" by {tests}. ")
@@ -102,7 +98,7 @@ def _positional(n: dict, which: str) -> Sentence:
 
 def _delimiter(n: dict, total: int) -> Sentence:
     s = Sentence()
-    uniform = f" A uniform head puts {_number(n['null'].get('uniform'))} there on these inputs."
+    uniform = f" A uniform head puts {share(n['null'].get('uniform'))} there on these inputs."
     if n["count"]:
         top = n["heads"][0]
         s.strong(f"{n['count']} of {total} heads put more than {percent(n['threshold'])} of their attention on "
@@ -135,14 +131,14 @@ def within_word_numbers(stats: PatternStatistics, thresholds: dict) -> dict:
 def _within_word(n: dict) -> Sentence:
     s = Sentence()
     inputs = f"{n['applies_to']} input{plural(n['applies_to'], 's')} with split words"
-    position = (f" A pure previous-token head scores {_number(n['null'].get('previous'))} within word on these "
-                f"inputs and {_number(n['selectivity_null'].get('previous'))} selectivity.")
+    position = (f" A pure previous-token head scores {share(n['null'].get('previous'))} within word on these "
+                f"inputs and {share(n['selectivity_null'].get('previous'))} selectivity.")
     if n["count"]:
         top = n["heads"][0]
         s.strong(f"{n['count']} head{plural(n['count'], 's')} link{plural(n['count'], '', 's')} the pieces of "
                  "split words beyond position:").text(
             f" {head_name(top)} puts {plus_minus(top)} of a word piece's attention on the other pieces of its word, "
-            f"and {_number(top['selectivity'])} more weight on a neighbour inside its word than on one across a "
+            f"and {share(top['selectivity'])} more weight on a neighbour inside its word than on one across a "
             f"word boundary (boundary selectivity, above {n['selectivity_threshold']}; {inputs}; ")
         view(s, top).text(").")
         if n["labelled"] == 0:
@@ -155,10 +151,10 @@ def _within_word(n: dict) -> Sentence:
         f" (not supported: no head puts more than {n['threshold']} of a piece's attention on the other pieces of "
         f"its word with a boundary selectivity above {n['selectivity_threshold']}, over {inputs})." + position)
     s.text(f" The highest within-word score, {head_name(strongest)}'s {plus_minus(strongest)}, comes with a "
-           f"selectivity of {_number(strongest['selectivity'])}")
+           f"selectivity of {share(strongest['selectivity'])}")
     if selective and round(selective["value"], 2) > 0:
         s.text(f"; the most selective head, {head_name(selective)}, puts {plus_minus(selective)} more weight on a "
-               f"neighbour inside its word than across a boundary, with {_number(selective['within_word'])} "
+               f"neighbour inside its word than across a boundary, with {share(selective['within_word'])} "
                "within word (")
         return view(s, selective).text(").")
     return s.text("; no head puts more weight on a neighbour inside its word than across a boundary.")
@@ -166,7 +162,7 @@ def _within_word(n: dict) -> Sentence:
 
 def _other_sentence(n: dict) -> Sentence:
     s = Sentence()
-    uniform = f" A uniform head scores {_number(n['null'].get('uniform'))} on these pairs."
+    uniform = f" A uniform head scores {share(n['null'].get('uniform'))} on these pairs."
     if n["count"]:
         top = n["heads"][0]
         s.strong(f"{n['count']} head{plural(n['count'], 's')} match{plural(n['count'], '', 'es')} words across "
@@ -186,7 +182,7 @@ def _other_sentence(n: dict) -> Sentence:
 
 def _same_word(n: dict) -> Sentence:
     s = Sentence()
-    uniform = f" A uniform head scores {_number(n['null'].get('uniform'))} on these inputs."
+    uniform = f" A uniform head scores {share(n['null'].get('uniform'))} on these inputs."
     if n["count"]:
         top = n["heads"][0]
         s.strong(f"{n['count']} head{plural(n['count'], 's')} attend{plural(n['count'], '', 's')} to the same "
@@ -201,15 +197,15 @@ def _same_word(n: dict) -> Sentence:
 
 def _broad(stats: PatternStatistics) -> Finding:
     """Broad: the rule the labels apply, mean over inputs of exp(entropy)/n at least broad_share."""
-    share = stats.settings["thresholds"]["broad_share"]
-    passing = np.nan_to_num(grid(stats.effective_share.mean), nan=-1) >= share
+    threshold = stats.settings["thresholds"]["broad_share"]
+    passing = np.nan_to_num(grid(stats.effective_share.mean), nan=-1) >= threshold
     broad = [(int(layer), int(head)) for layer, head in np.argwhere(passing)]
     labelled = sum(row.count("broad") for row in stats.labels)
-    numbers = {"stat": "effective_share", "threshold": share, "count": len(broad), "labelled": labelled,
+    numbers = {"stat": "effective_share", "threshold": threshold, "count": len(broad), "labelled": labelled,
                "layers": sorted({layer for layer, _ in broad}), "baseline": stats.entropy.uniform_baseline,
                "null": _nulls(stats, "effective_share")}
-    rule = (f"the mean over inputs of exp(entropy)/n is at least {share}: attention as spread as uniform attention "
-            f"over {percent(share)} of the tokens or more")
+    rule = (f"the mean over inputs of exp(entropy)/n is at least {threshold}: attention as spread as uniform attention "
+            f"over {percent(threshold)} of the tokens or more")
     s = Sentence()
     if broad:
         layers = numbers["layers"]
@@ -219,8 +215,8 @@ def _broad(stats: PatternStatistics) -> Finding:
             s.text(f" {len(broad) - labelled} of them carry a stronger pattern's label.")
     else:
         s.strong("No head attends broadly").text(f" (not supported: for no head is {rule}).")
-    s.text(f" A uniform head scores 1; a pure previous-token head {_number(numbers['null'].get('previous'))} "
-           "on these inputs.")
+    s.text(f" A uniform head scores {share(numbers['null'].get('uniform'))}; a pure previous-token head "
+           f"{share(numbers['null'].get('previous'))} on these inputs.")
     return s.finding("patterns-broad", "patterns", bool(broad), [Link(label="chart", href="patterns.html#broad")],
                      numbers)
 

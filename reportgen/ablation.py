@@ -36,6 +36,7 @@ import numpy as np
 
 from reportgen.config import AblationSettings
 from reportgen.engine import CODE_VERSION, Engine, Progress, ResultCache, Runner
+from reportgen.formatting import margin
 from reportgen.report import (
     Ablation,
     AblationTask,
@@ -283,7 +284,7 @@ def _non_inferiority(ctx: Context, fractions: list[float], outputs: np.ndarray) 
         margin=settings.margin, confidence=0.95, bootstrap_samples=settings.bootstrap_samples,
         change_ci=_numbers(pooled), worst=worst, worst_ci=_numbers(worst_ci), non_inferior=passes, up_to=up_to,
         test=f"paired percentile bootstrap over examples ({settings.bootstrap_samples} resamples): the 95% CI of the "
-             f"relative change lies above -{settings.margin:.0%}, fractions tested in increasing order")
+             f"relative change lies above -{margin(settings.margin)}, fractions tested in increasing order")
 
 
 def _paired_comparison(ctx: Context, labels: tuple[str, str], fractions: list[float], first: np.ndarray,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from markupsafe import Markup
 
-from reportgen import charts, names
+from reportgen import charts, formatting, names
 from reportgen.htmlsafe import chart_text
 from reportgen.pages import prose
 from reportgen.report import (
@@ -208,7 +208,7 @@ def _reference_lines(ablation: Ablation) -> dict:
 
 def _margin_rule(test: NonInferiority | None) -> list[dict]:
     """The non-inferiority margin as a labelled line of a relative-change chart."""
-    return [] if test is None else [{"y": -test.margin, "label": f"margin -{100 * test.margin:g}%"}]
+    return [] if test is None else [{"y": -test.margin, "label": f"margin -{formatting.margin(test.margin)}"}]
 
 
 def _layer_halves_chart(halves: LayerHalves, metric: str) -> dict:

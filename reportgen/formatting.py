@@ -22,6 +22,11 @@ def percent(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
+def margin(x: float) -> str:
+    """A configured share such as the non-inferiority margin, as exact as it was set: 1%, 0.5%."""
+    return f"{100 * x:g}%"
+
+
 def metric_value(x: float) -> str:
     return f"{x:.3f}"
 

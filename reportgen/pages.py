@@ -50,6 +50,7 @@ def environment(templates: Path) -> jinja2.Environment:
     env.filters["change"] = formatting.change
     env.filters["interval"] = formatting.interval
     env.filters["percent"] = formatting.percent
+    env.filters["margin"] = formatting.margin
     env.filters["p_text"] = formatting.p_text
     return env
 

@@ -117,7 +117,9 @@ def test_a_change_within_the_margin_is_called_harmless_and_the_sequence_stops_at
     test = ablation._non_inferiority(ctx, [0.0, 0.1, 0.2, 0.3], outputs)
     assert test.non_inferior == [True, True, False, True]
     assert test.up_to == 0.1  # 30% passes again but the claim "up to" stops at 20%
-    assert test.change_ci[1][0] > -0.01
+    assert test.change_ci[1][0] > -0.01 and "above -1%" in test.test
+    half = ablation._non_inferiority(_context(task, base, margin=0.005), [0.0, 0.1], outputs[:2])
+    assert half.margin == 0.005 and "above -0.5%" in half.test  # the margin as set, not rounded to 0%
 
 
 # -- claim 3: importance order vs random orders ------------------------------------------------------------

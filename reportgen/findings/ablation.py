@@ -7,7 +7,7 @@ import numpy as np
 
 from reportgen import names
 from reportgen.findings.sentence import SHOWN_SIGNIFICANT, Sentence, grid, head_name, plural
-from reportgen.formatting import change, fractions_list, interval, metric_value, p_text, percent, signed
+from reportgen.formatting import change, fractions_list, interval, margin, metric_value, p_text, percent, signed
 from reportgen.report import Ablation, Finding, Link, model_link
 
 
@@ -96,15 +96,15 @@ def _random_fraction(ablation: Ablation) -> Finding:
         at = index[test.up_to]
         worst = test.worst[at]
         s.strong(f"Up to {percent(test.up_to)} of the heads can be masked at random losing less than "
-                 f"{percent(test.margin)} of {said}:").text(
+                 f"{margin(test.margin)} of {said}:").text(
             f" at every fraction up to {percent(test.up_to)}, the paired 95% CI of the relative change "
-            f"({seeds} seed{plural(seeds, 's')} pooled) lies above -{percent(test.margin)}; at {percent(test.up_to)} "
+            f"({seeds} seed{plural(seeds, 's')} pooled) lies above -{margin(test.margin)}; at {percent(test.up_to)} "
             f"it is {interval(test.change_ci[at])}")
         if worst is not None and seeds > 1:
             s.text(f" (worst seed, {sweep.seeds[worst]}: {interval(test.worst_ci[at])})")
         s.text(".")
     else:
-        s.strong(f"Masking heads at random is not shown to cost less than {percent(test.margin)} of {said}")
+        s.strong(f"Masking heads at random is not shown to cost less than {margin(test.margin)} of {said}")
         s.text(f" at any fraction ({seeds} seed{plural(seeds, 's')} pooled).")
     if failing is not None:
         s.text(f" At {percent(failing)} the CI is {interval(test.change_ci[index[failing]])}.")
@@ -185,7 +185,7 @@ def _importance(ablation: Ablation) -> Finding:
         s.text("; at no single fraction is it significantly better")
     s.text(f" ({test.test}).")
     if importance.non_inferiority and importance.non_inferiority.up_to > 0:
-        s.text(f" It loses less than {percent(importance.non_inferiority.margin)} of {said} up to "
+        s.text(f" It loses less than {margin(importance.non_inferiority.margin)} of {said} up to "
                f"{percent(importance.non_inferiority.up_to)} of the heads pruned (paired 95% CI).")
     s.text(f" Importance: Michel et al. 2019, normalised {importance.normalization}; loss: {importance.loss}.")
     numbers = {"metric": metric, "orders": orders, "better_than": area.better_than, "p_value": area.p_value,

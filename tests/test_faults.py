@@ -27,6 +27,8 @@ ablation:
   fractions: [0.0, 0.5]
   bootstrap_samples: 200
   permutations: 200
+  importance:
+    random_orders: 4
 """
 
 

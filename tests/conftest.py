@@ -39,12 +39,23 @@ def embedded_model_path() -> Path:
 
 @pytest.fixture(scope="session")
 def default_site(tmp_path_factory) -> Path:
-    """The embedded default, built once per session as a user would: `reportgen build` with no config.
+    """The embedded default, built once per test run as a user would: `reportgen build` with no config.
 
-    A subprocess build of the embedded model: every test using it is marked slow."""
-    work = tmp_path_factory.mktemp("default-build")
-    subprocess.run([sys.executable, "-m", "reportgen", "build"], cwd=work, check=True,
-                   capture_output=True, text=True)
+    A subprocess build of the embedded model (~3 min): every test using it is marked slow. Under
+    pytest-xdist the workers share one build: the first to get the lock builds it in the run's common
+    temporary directory, the others wait and reuse it. Tests must not change it.
+    """
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's directory: each worker's own sits inside it
+    work = shared / "default-build"
+    with FileLock(str(shared / "default-build.lock")):
+        if not (work / "site" / "index.html").exists():
+            work.mkdir(exist_ok=True)
+            subprocess.run([sys.executable, "-m", "reportgen", "build"], cwd=work, check=True,
+                           capture_output=True, text=True)
     return work / "site"
 
 

@@ -79,14 +79,27 @@ TOP_HEADS = 5  # rows of each top-heads table
 MATRICES = 3  # top heads per pattern shown as an attention matrix
 
 
+def strongest_links(rows: list[dict], examples: list[list[int]]) -> list[dict]:
+    """Gives each head's row the link to its head view on the example where it shows the statistic
+    most (HeadStatistic.example); a head with no such example (-1) gets no link and no pointer."""
+    for row in rows:
+        example = examples[row["layer"]][row["head"]]
+        if example is not None and example >= 0:
+            row["url"] = head_link(example, row["layer"], row["head"])
+    return rows
+
+
 def statistics_charts(stats: PatternStatistics) -> dict:
+    """The statistics page's heatmaps; a cell opens that head on the example where it shows the value most."""
+    entropy, cls_sep = stats.entropy, stats.cls_sep
     return {
-        "entropy": charts.head_heatmap(charts.head_rows(stats.entropy.mean, std=stats.entropy.std),
-                                       "Attention entropy (nats)", "entropy", {"std": "std over examples"},
-                                       names.domain("entropy")),
-        "cls_sep": charts.head_heatmap(charts.head_rows(stats.cls_sep.mean, std=stats.cls_sep.std),
-                                       f"Share of attention on {names.name('cls_sep')}", "share",
-                                       {"std": "std over examples"}, names.domain("cls_sep")),
+        "entropy": charts.head_heatmap(
+            strongest_links(charts.head_rows(entropy.mean, std=entropy.std), entropy.example),
+            "Attention entropy (nats)", "entropy", {"std": "std over examples"}, names.domain("entropy")),
+        "cls_sep": charts.head_heatmap(
+            strongest_links(charts.head_rows(cls_sep.mean, std=cls_sep.std), cls_sep.example),
+            f"Share of attention on {names.name('cls_sep')}", "share", {"std": "std over examples"},
+            names.domain("cls_sep")),
     }
 
 
@@ -109,11 +122,8 @@ def pattern_sections(stats: PatternStatistics, views: list[ExampleViews]) -> lis
 def _pattern_section(stats: PatternStatistics, views: list[ExampleViews], key: str, anchor: str, title: str,
                      description: str, extra: dict[str, str]) -> dict:
     statistic = stats[key]
-    rows = charts.head_rows(statistic.mean, std=statistic.std, example=statistic.example,
-                            **{name: stats[name].mean for name in extra})
-    for row in rows:
-        if row["example"] is not None and row["example"] >= 0:
-            row["url"] = head_link(row["example"], row["layer"], row["head"])
+    rows = strongest_links(charts.head_rows(statistic.mean, std=statistic.std, example=statistic.example,
+                                            **{name: stats[name].mean for name in extra}), statistic.example)
     top = _top_heads(stats, key, extra)
     scale = names.pattern(key).scale
     return {"key": key, "id": anchor, "title": title, "description": prose(description), "count": statistic.count,
@@ -151,7 +161,8 @@ def _matrices(views: list[ExampleViews], top: list[dict]) -> list[dict]:
         if weights is not None:
             matrices.append(charts.attention_matrix(
                 [chart_text(t) for t in example.tokens], weights,
-                f"Layer {head['layer']}, head {head['head']}, example {head['example'] + 1}"))
+                f"Layer {head['layer']}, head {head['head']}, example {head['example'] + 1}",
+                head_link(head["example"], head["layer"], head["head"])))
     return matrices
 
 
@@ -303,4 +314,12 @@ def similarity_chart(stats: PatternStatistics) -> dict | None:
 
 
 def example_entropy_chart(entropy: list[list[float | None]]) -> dict:
-    return charts.head_heatmap(charts.head_rows(entropy), "Attention entropy on this example (nats)", "entropy")
+    """An example's entropy per head; a cell opens that head in the head view above it on the same page.
+
+    The link is the views' own state as a same-page anchor (as the page's pattern list writes it): the
+    views apply it on hashchange and scroll to themselves, with no reload of the page's attention data.
+    """
+    rows = charts.head_rows(entropy)
+    for row in rows:
+        row["url"] = "#" + head_link(0, row["layer"], row["head"]).partition("#")[2]
+    return charts.head_heatmap(rows, "Attention entropy on this example (nats)", "entropy")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import altair as alt
 
 CELL = 28  # pixels per heatmap cell
@@ -18,6 +20,24 @@ def with_rows(chart: alt.TopLevelMixin, rows: list[dict]) -> dict:
     return spec
 
 
+def links(rows: list[dict]) -> tuple[dict, dict]:
+    """(mark properties, encoding channels) that make each item of a mark a link to its row's "url".
+
+    Vega-Lite gives every item of a mark with an href channel the pointer cursor, and writes a
+    missing url as the text "undefined" (a link to no page). So where only some rows have a url,
+    the link and the pointer are conditional on it, and rows without one get neither: nothing
+    looks clickable that does nothing. Vega follows an item's href in the same tab (charts.js).
+    """
+    linked = sum(1 for row in rows if row.get("url"))
+    if not linked:
+        return {}, {}
+    if linked == len(rows):
+        return {}, {"href": alt.Href("url:N")}
+    test = "isValid(datum.url) && datum.url !== ''"
+    return ({"cursor": alt.expr(f"{test} ? 'pointer' : 'default'")},
+            {"href": alt.condition(test, alt.Href("url:N"), alt.value(None))})
+
+
 def head_rows(mean: list[list[float | None]], **fields: list[list]) -> list[dict]:
     """One row per head: {"layer", "head", "value", **fields}; the data behind a heatmap and its CSV."""
     return [{"layer": layer, "head": head, "value": value,
@@ -29,7 +49,8 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
                  domain: tuple[float, float] | None = None) -> dict:
     """A layers x heads heatmap of `rows` (see head_rows); the tooltip shows exact values.
 
-    `tooltips` maps extra row fields to their titles. A row with a "url" field makes its cell a link.
+    `tooltips` maps extra row fields to their titles. A row with a "url" field makes its cell a link
+    (see links); a chart without any is not clickable and shows no pointer.
     `domain` fixes the colour scale (reportgen.names.domain: 0-1 for every share of attention, so
     one colour is one value on every pattern); a domain around 0 (lower bound < 0) gets diverging
     colours. Values outside it take the colour of its end. Without one the scale follows the data.
@@ -39,35 +60,44 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
     scale = alt.Scale(scheme="viridis")
     if domain is not None:
         scale = alt.Scale(scheme="redblue" if domain[0] < 0 else "viridis", domain=list(domain), clamp=True)
-    encoding = dict(x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
-                    color=alt.Color("value:Q", title=label, scale=scale), tooltip=tooltip)
-    if any("url" in row for row in rows):
-        encoding["href"] = alt.Href("url:N")
-    chart = alt.Chart(ROWS, title=title).mark_rect(cursor="pointer").encode(**encoding)
+    mark, link = links(rows)
+    chart = alt.Chart(ROWS, title=title).mark_rect(**mark).encode(
+        x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
+        color=alt.Color("value:Q", title=label, scale=scale), tooltip=tooltip, **link)
     return with_rows(chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
 
 
 def head_scatter(points: list[dict], title: str) -> dict:
     """The head-similarity map: one point per head, placed by MDS, coloured by its pattern label."""
-    chart = alt.Chart(ROWS, title=title).mark_circle(size=90, opacity=0.85).encode(
+    mark, link = links(points)
+    chart = alt.Chart(ROWS, title=title).mark_circle(size=90, opacity=0.85, **mark).encode(
         x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None),
         color=alt.Color("label:N", title="pattern"),
-        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("label:N", title="pattern")],
-        **({"href": alt.Href("url:N")} if points and "url" in points[0] else {}),
-    )
+        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("label:N", title="pattern")], **link)
     return with_rows(chart.properties(width=420, height=360), points)
 
 
-def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str) -> dict:
-    """One head's attention on one example: queries down, keys across."""
+def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, link: str | None = None) -> dict:
+    """One head's attention on one example: queries down, keys across.
+
+    `link` (the head view of this head on this example, reportgen.report.head_link) makes each cell
+    open it with the cell's query token pinned. The address is computed in the chart from the row's
+    query index, so a matrix of 64 tokens carries one expression instead of 4,096 addresses.
+    """
     rows = [{"q": q, "k": k, "query": f"{q}: {tokens[q]}", "key": f"{k}: {tokens[k]}", "weight": w}
             for q, row in enumerate(matrix) for k, w in enumerate(row)]
     order = [f"{i}: {t}" for i, t in enumerate(tokens)]
-    chart = alt.Chart(ROWS, title=title).mark_rect().encode(
+    chart = alt.Chart(ROWS, title=title)
+    link_channels = {}
+    if link is not None:
+        chart = chart.transform_calculate(url=f"{json.dumps(link + '&token=')} + datum.q")
+        link_channels = {"href": alt.Href("url:N")}
+    chart = chart.mark_rect().encode(
         x=alt.X("key:N", sort=order, title="attended token"),
         y=alt.Y("query:N", sort=order, title="attending token"),
         color=alt.Color("weight:Q", scale=alt.Scale(scheme="blues", domain=[0, 1]), legend=None),
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")],
+        **link_channels,
     )
     return with_rows(chart.properties(width=alt.Step(14), height=alt.Step(14)), rows)
 
@@ -75,23 +105,22 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str) -
 def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
     """Layers x heads of a change in the metric (diverging colours around 0); significant cells ringed.
 
-    Rows: {"layer", "head", "value", "significant", ...tooltip fields, optional "url"}.
+    Rows: {"layer", "head", "value", "significant", ...tooltip fields, optional "url"}. The star is
+    drawn on top of its cell, so it carries the cell's tooltip and link: hovering or clicking a
+    significant head does what it does on any other head.
     """
     extent = max([abs(r["value"]) for r in rows if r["value"] is not None] + [1e-9])
-    base = alt.Chart(ROWS, title=title).encode(
-        x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"))
     tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value:Q", title=label, format="+.4f"),
                alt.Tooltip("metric:Q", title="metric with the head masked", format=".4f"),
                alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
                alt.Tooltip("significant:N", title="significant")]
-    encoding = dict(color=alt.Color("value:Q", title=label,
-                                    scale=alt.Scale(scheme="redblue", domain=[-extent, extent])),
-                    tooltip=tooltip)
-    if any("url" in r for r in rows):
-        encoding["href"] = alt.Href("url:N")
-    cells = base.mark_rect(cursor="pointer").encode(**encoding)
-    marks = base.mark_text(text="*", fontSize=16, baseline="middle").transform_filter("datum.significant")
-    return with_rows((cells + marks).properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
+    mark, link = links(rows)
+    base = alt.Chart(ROWS, title=title).encode(
+        x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"), tooltip=tooltip, **link)
+    cells = base.mark_rect(**mark).encode(
+        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent])))
+    stars = base.mark_text(text="*", fontSize=16, baseline="middle", **mark).transform_filter("datum.significant")
+    return with_rows((cells + stars).properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
 
 
 def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str, band: dict | None = None,
@@ -130,16 +159,22 @@ def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str, band
 
 
 def layer_bars(rows: list[dict], title: str, label: str) -> dict:
-    """One bar per layer: the change in the metric with that whole layer masked; significant bars starred."""
-    base = alt.Chart(ROWS, title=title).encode(x=alt.X("layer:O", title="layer masked"))
-    bars = base.mark_bar(cursor="pointer").encode(
-        y=alt.Y("value:Q", title=label),
-        color=alt.condition("datum.value < 0", alt.value("#c62828"), alt.value("#1565c0")),
+    """One bar per layer: the change in the metric with that whole layer masked; significant bars starred.
+
+    A row's "url" (the model view at that layer) makes its bar a link; its star carries the same
+    link and tooltip, so the star never hides them.
+    """
+    mark, link = links(rows)
+    base = alt.Chart(ROWS, title=title).encode(
+        x=alt.X("layer:O", title="layer masked"),
         tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("value:Q", title=label, format="+.4f"),
                  alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
-                 alt.Tooltip("significant:N")],
-        **({"href": alt.Href("url:N")} if rows and "url" in rows[0] else {}))
-    stars = base.mark_text(text="*", dy=-8, fontSize=16).encode(y="value:Q").transform_filter("datum.significant")
+                 alt.Tooltip("significant:N")], **link)
+    bars = base.mark_bar(**mark).encode(
+        y=alt.Y("value:Q", title=label),
+        color=alt.condition("datum.value < 0", alt.value("#c62828"), alt.value("#1565c0")))
+    stars = base.mark_text(text="*", dy=-8, fontSize=16, **mark).encode(y="value:Q").transform_filter(
+        "datum.significant")
     return with_rows((bars + stars).properties(width=alt.Step(40), height=240), rows)
 
 

@@ -1,8 +1,14 @@
-"""Bytes of the head view for the seed pair: bertviz 1.4.1 vs reportgen's per-example page data.
+"""Bytes of the views: bertviz 1.4.1 vs reportgen's page data, and what a built site weighs.
 
 Acceptance (issue 3): reportgen's data for head view + model view (the payload in the
 page, not the shared views-*.js/views.css every page caches) is at most 5% of bertviz's
 head view HTML for the same input.
+
+With `--site DIR` (issue 13) it also prints, for a built site: its total bytes and files, the
+largest page, the seed pair's example and query/key pages (each with what its first view loads:
+the page plus the data files it draws first), and a 512-token example made here by running the
+embedded model on a long text: its page with all data inline (as before issue 13) and what its
+first view loads now (page + the data file of layer 0 head 0). `--no-bertviz` skips the comparison.
 
 bertviz runs in its own virtual environment (default /tmp/bertviz-venv, or
 $BERTVIZ_VENV), created on first use:
@@ -14,13 +20,15 @@ bertviz's own requirements would pull a CUDA build of torch from PyPI (gigabytes
 that venv gets --no-deps plus IPython, and a .pth file that lets it import the torch
 of the interpreter running this script (bertviz only uses torch to stack tensors).
 
-Run: .venv/bin/python benchmarks/views_size.py
+Run: .venv/bin/python benchmarks/views_size.py [--site site/] [--no-bertviz]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -73,12 +81,17 @@ def bertviz_python() -> Path:
     return python
 
 
-def run_pair():
-    from reportgen.attention import run_example
+def embedded_model():
     from reportgen.model import load, resolve
 
     _, path = resolve("default")
-    model, tokenizer = load(path, "cpu")
+    return load(path, "cpu")
+
+
+def run_pair():
+    from reportgen.attention import run_example
+
+    model, tokenizer = embedded_model()
     return run_example(model, tokenizer, PAIR, 512)
 
 
@@ -93,7 +106,88 @@ def bertviz_bytes(run) -> int:
     return int(out.stdout)
 
 
+def payload_of(html: str) -> tuple[dict, int]:
+    """(the views' payload, the length of its data element's text) of a page."""
+    match = re.search(r'<script type="application/json" class="rgv-data">(.*?)</script>', html, re.S)
+    return json.loads(match.group(1)), len(match.group(1).encode("utf-8"))
+
+
+def first_files(payload: dict) -> list[str]:
+    """The data files a page's first view loads (its default state): layer 0 of the query/key page;
+    layer 0's heads of an example page, only head 0 past 64 tokens (views-core.js LONG_INPUT)."""
+    if payload["kind"] == "qk":
+        files = payload.get("files")
+        return [files["urls"]["qk-l0"]] if files else []
+    files = payload["attention"].get("files")
+    if not files:
+        return []
+    _, heads, n, _ = payload["attention"]["shape"]
+    return [files["urls"][f"l0h{head}"] for head in (range(heads) if n <= 64 else [0])]
+
+
+def first_view(page: Path) -> tuple[int, int]:
+    """(page bytes, bytes its first view loads: the page and its first data files)."""
+    payload, _ = payload_of(page.read_text(encoding="utf-8"))
+    size = page.stat().st_size
+    return size, size + sum((page.parent / url).stat().st_size for url in first_files(payload))
+
+
+def seed_pair_id(site: Path) -> int:
+    report = json.loads((site / "report.json").read_text(encoding="utf-8"))
+    for example in report["examples"]:
+        if example["text"] == PAIR.text and example["pair"] == PAIR.pair:
+            return example["id"]
+    return 1
+
+
+def long_example(shell: int) -> tuple[int, int, int]:
+    """A 512-token example's page (the seed pair's page around it, `shell` bytes): (bytes with all data
+    inline, bytes its first view loads with the data files of reportgen.view_files, number of files)."""
+    from reportgen import view_files
+    from reportgen.attention import run_example
+    from reportgen.views import example_payload, views_html
+
+    model, tokenizer = embedded_model()
+    text = " ".join(f"word{i % 50} and the next one" for i in range(200))  # as tests/test_site_builds_browser.py
+    run = run_example(model, tokenizer, ExampleSpec(text=text), 512)
+    payload = example_payload(run)
+    inline = shell + len(views_html(payload).encode("utf-8"))
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp, "example-1.html")
+        page.write_text(view_files.example_html(Path(tmp), 1, payload), encoding="utf-8")
+        _, loaded = first_view(page)  # the snippet and its first data files
+        files = len(list(Path(tmp, "example-1-data").glob("*.js")))
+    return inline, shell + loaded, files
+
+
+def site_figures(site: Path) -> None:
+    files = [path for path in site.rglob("*") if path.is_file()]
+    pages = [path for path in files if path.suffix == ".html"]
+    largest = max(pages, key=lambda path: path.stat().st_size)
+    pair = seed_pair_id(site)
+    example, example_first = first_view(site / f"example-{pair}.html")
+    qk, qk_first = first_view(site / f"example-{pair}-qk.html")
+    _, data_len = payload_of((site / f"example-{pair}.html").read_text(encoding="utf-8"))
+    inline, loaded, chunks = long_example(example - data_len)
+    print(f"site {site}: {sum(path.stat().st_size for path in files):,} bytes in {len(files)} files")
+    print(f"largest page: {largest.relative_to(site)} {largest.stat().st_size:,} bytes")
+    print(f"seed pair example-{pair}.html: {example:,} bytes; first view loads {example_first:,}")
+    print(f"seed pair example-{pair}-qk.html: {qk:,} bytes; first view loads {qk_first:,}")
+    print(f"512-token example: {inline:,} bytes with all data inline; first view loads {loaded:,} "
+          f"(page and one of {chunks} data files)")
+
+
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--site", type=Path, help="a built site: print its sizes")
+    parser.add_argument("--no-bertviz", action="store_true", help="skip the bertviz comparison")
+    args = parser.parse_args()
+    if args.site:
+        site_figures(args.site)
+    return 0 if args.no_bertviz else bertviz_comparison()
+
+
+def bertviz_comparison() -> int:
     run = run_pair()
     ours = len(views_html(example_payload(run)).encode("utf-8"))
     theirs = bertviz_bytes(run)

@@ -250,7 +250,8 @@ def example_views(runs: list[ExampleRun], statistics: PatternStatistics) -> list
     return [ExampleViews(tokens=list(run.tokens), segments=[int(s) for s in run.segment_ids],
                          payload=views.example_payload(run),
                          qk_payload=views.qk_payload(run) if "queries" in run.extras else None,
-                         matrices={(layer, head): run.attention[layer, head].round(4).tolist()
+                         # 4 decimals as float64: rounded in float32 they print as 0.9606000185012817
+                         matrices={(layer, head): run.attention[layer, head].astype(float).round(4).tolist()
                                    for layer, head in sorted(wanted.get(i, ()))})
             for i, run in enumerate(runs)]
 

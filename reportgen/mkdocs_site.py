@@ -1,28 +1,17 @@
-"""Running MkDocs (Material) on the rendered Markdown pages."""
+"""Running MkDocs (Material) on the rendered Markdown pages, and trimming what it writes."""
 
 from __future__ import annotations
 
 import html
 import logging
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 import yaml
-
-
-class ThemeTitle(str):
-    """The site title (user text) as Material's templates need it.
-
-    They print site_name unescaped into <title>, the header and the nav, so the value is the
-    HTML-escaped title. The header logo's title attribute is printed through `|e`, and
-    Material's tooltips copy that attribute's text into the page as HTML: there `__html__`
-    (which `|e` calls) escapes once more, so the tooltip shows the title as text too.
-    """
-
-    def __html__(self) -> str:
-        return html.escape(self, quote=True)
+from markupsafe import Markup
 
 
 def mkdocs_build(base_config: Path, overrides: Path, title: str, site_url: str | None, docs: Path,
@@ -42,8 +31,15 @@ def mkdocs_build(base_config: Path, overrides: Path, title: str, site_url: str |
     logging.getLogger("mkdocs").setLevel(logging.WARNING)
     with _source_date(reproducible):
         mkdocs_config = load_config(str(config_file))
-        mkdocs_config["site_name"] = ThemeTitle(html.escape(" ".join(title.split()), quote=True))
+        # The title is user text. Material prints site_name unescaped into <title>, the header and the
+        # navigation, and through `|e` into the logo's title attribute: as Markup (escaped here, once),
+        # it reads the same in all of them.
+        mkdocs_config["site_name"] = Markup(html.escape(" ".join(title.split()), quote=True))
         build(mkdocs_config)
+    theme_dirs = [Path(folder) for folder in mkdocs_config.theme.dirs if Path(folder).resolve() != overrides.resolve()]
+    remove_unused_theme_files(site_dir, docs, theme_dirs, mkdocs_config.plugins["material/search"].config.lang)
+    if not site_url:
+        relative_error_page(site_dir / "404.html")
 
 
 @contextmanager
@@ -59,3 +55,59 @@ def _source_date(reproducible: bool) -> Iterator[None]:
             os.environ.pop("SOURCE_DATE_EPOCH")
         elif reproducible:
             os.environ["SOURCE_DATE_EPOCH"] = previous
+
+
+SEARCH_SCRIPTS = Path("assets/javascripts/lunr")
+
+
+def search_scripts(langs: list[str]) -> set[str]:
+    """The files under assets/javascripts/lunr that Material's search worker imports for `langs`.
+
+    Its loader (Material 9, workers/search.*.js) imports nothing for English alone; otherwise the
+    stemmer support, lunr.<lang> for each language but English, the multi-language plugin for more
+    than one, and a word segmenter for Japanese, Hindi and Thai.
+    """
+    files = {f"min/lunr.{lang}.min.js" for lang in langs if lang != "en"}
+    if len(langs) > 1:
+        files.add("min/lunr.multi.min.js")
+    if "ja" in langs:
+        files.add("tinyseg.js")
+    if {"hi", "th"} & set(langs):
+        files.add("wordcut.js")
+    return files | {"min/lunr.stemmer.support.min.js"} if files else files
+
+
+def remove_unused_theme_files(site_dir: Path, docs: Path, theme_dirs: list[Path], langs: list[str]) -> None:
+    """Takes out of the site what the theme copied in and no page loads: the source maps of its
+    JavaScript and CSS (1.3 MB) and the search language packs of languages the site is not searched
+    in (964 KB for English, which needs none).
+
+    Only a file that one of `theme_dirs` holds and the docs (reportgen's own files) do not is removed."""
+    needed = {SEARCH_SCRIPTS / name for name in search_scripts(langs)}
+    for path in sorted(site_dir.rglob("*"), reverse=True):  # a folder's files before the folder
+        relative = path.relative_to(site_dir)
+        in_search = relative.is_relative_to(SEARCH_SCRIPTS)
+        if path.is_dir():
+            if in_search and not any(path.iterdir()):
+                path.rmdir()
+            continue
+        unused = relative.suffix == ".map" or (in_search and relative not in needed)
+        if unused and not (docs / relative).exists() and any((theme / relative).is_file() for theme in theme_dirs):
+            path.unlink()
+
+
+# How MkDocs links the error page without a site_url: from the server root ("/assets/...").
+_ROOT_LINK = re.compile(r'(\s(?:href|src)=")/(?!/)')
+_ROOT_CONFIG = re.compile(r'("(?:base|search)":\s*")/')
+
+
+def relative_error_page(page: Path) -> None:
+    """404.html with links relative to the site's folder, as every other page has them.
+
+    MkDocs links the error page from the server root unless site_url says where the site lives (a
+    missing page may be asked for at any depth), so opened from file://, or served below a server's
+    root, it loaded none of its styles and scripts. The site's pages all sit in one folder: relative
+    links serve the error page for any missing page there. With a site_url, MkDocs' links stay."""
+    text = _ROOT_LINK.sub(r"\1", page.read_text(encoding="utf-8"))
+    text = _ROOT_CONFIG.sub(r"\1", text).replace('"base": ""', '"base": "."')
+    page.write_text(text, encoding="utf-8")

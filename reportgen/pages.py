@@ -16,9 +16,10 @@ import re
 from pathlib import Path
 
 import jinja2
+import yaml
 from markupsafe import Markup, escape
 
-from reportgen import formatting, names
+from reportgen import exports, formatting, names
 from reportgen.glossary import shield
 from reportgen.htmlsafe import inert_text, script_json
 from reportgen.report import Link, Span
@@ -130,28 +131,48 @@ class Charts:
 
     Every chart gets a stable anchor (its id), a copy-link control and download links for
     PNG, SVG, CSV and JSON, which the site stage writes after rendering (see exports.export_charts).
+    `chart.grid(id, prefix, specs)` places several charts side by side, each drawn on its own, and offers
+    them together as one picture and one table (exports.GRID_FORMATS).
     """
 
     def __init__(self):
-        self.recorded: list[tuple[str, str, dict]] = []  # (page stem, chart id, spec)
+        self.recorded: list[exports.Recorded] = []
         self.page = ""
 
     def __call__(self, chart_id: str, spec: dict) -> Markup:
-        self.recorded.append((self.page, chart_id, spec))
-        stem = escape(f"charts/{self.page}--{chart_id}")
-        links = " · ".join(f'<a href="{stem}.{ext}" download>{ext.upper()}</a>'
-                           for ext in ("png", "svg", "csv", "json"))
-        return Markup(
-            f'<div class="rg-chart" id="{escape(chart_id)}"></div>\n'
-            f'<script type="application/json" data-rg-chart="{escape(chart_id)}">{script_json(spec)}</script>\n'
-            f'<p class="rg-downloads">{links} · <button class="rg-copy-link" type="button" '
-            f'data-anchor="{escape(chart_id)}">Copy link</button></p>'
-        )
+        self.recorded.append(exports.Recorded(self.page, chart_id, spec, exports.FORMATS))
+        return Markup(_placed(chart_id, spec) + self._downloads(chart_id, exports.FORMATS))
+
+    def grid(self, grid_id: str, prefix: str, specs: list[dict]) -> Markup:
+        """`specs` in a grid (reportgen.css .rg-grid), a cell each, three to a row on a laptop and one on
+        a phone, with the ids <prefix>-1, <prefix>-2, ...; the downloads are the whole grid's."""
+        self.recorded.append(exports.Recorded(self.page, grid_id, exports.side_by_side(specs), exports.GRID_FORMATS))
+        cells = "".join(f'<div class="rg-grid-cell">\n{_placed(f"{prefix}-{number}", spec)}</div>\n'
+                        for number, spec in enumerate(specs, 1))
+        return Markup(f'<div class="rg-grid" id="{escape(grid_id)}">\n{cells}</div>\n'
+                      + self._downloads(grid_id, exports.GRID_FORMATS))
+
+    def _downloads(self, anchor: str, formats: tuple[str, ...]) -> str:
+        stem = escape(f"charts/{self.page}--{anchor}")
+        links = " · ".join(f'<a href="{stem}.{ext}" download>{ext.upper()}</a>' for ext in formats)
+        return (f'<p class="rg-downloads">{links} · <button class="rg-copy-link" type="button" '
+                f'data-anchor="{escape(anchor)}">Copy link</button></p>')
 
 
-def render(env: jinja2.Environment, template: str, target: Path, recorder: Charts | None = None, **context) -> None:
+def _placed(chart_id: str, spec: dict) -> str:
+    """Where charts.js draws a chart: its element and, beside it, its spec."""
+    return (f'<div class="rg-chart" id="{escape(chart_id)}"></div>\n'
+            f'<script type="application/json" data-rg-chart="{escape(chart_id)}">{script_json(spec)}</script>\n')
+
+
+def render(env: jinja2.Environment, template: str, target: Path, recorder: Charts | None = None,
+           front_matter: dict | None = None, **context) -> None:
+    """Renders `template` into the Markdown page `target`; `front_matter` (the site's own settings, such
+    as Material's `hide`) goes before it as YAML, where MkDocs reads a page's metadata."""
     target.parent.mkdir(parents=True, exist_ok=True)
     if recorder is not None:
         recorder.page = target.stem
     text = env.get_template(template).render(chart=recorder, **context)
+    if front_matter:
+        text = f"---\n{yaml.safe_dump(front_matter, sort_keys=True)}---\n\n{text}"
     target.write_text(text, encoding="utf-8")

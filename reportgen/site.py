@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from markupsafe import Markup
 
-from reportgen import chartdata, exports, glossary, names, output, pages, views
+from reportgen import chartdata, exports, glossary, names, output, pages, view_files, views
 from reportgen.mkdocs_site import mkdocs_build
 from reportgen.progress import Callback, silent
 from reportgen.report import Example, ExampleHead, ExamplePattern, ExampleViews, Report, head_link
@@ -100,6 +100,9 @@ def write_glossary(env, docs: Path) -> None:
 
 
 SEGMENT_CLASS = {0: "a", 1: "b", -1: "special"}
+# Example and query/key pages: no table of contents, so the views get the page's width, and the
+# navigation in the header's menu on a desktop too (reportgen.css).
+WIDE = {"hide": ["toc"]}
 
 
 def write_example(env, recorder: pages.Charts, docs: Path, example: Example, example_view: ExampleViews,
@@ -111,13 +114,16 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
     page = f"example-{example.id}.md"
     tokens = [{"text": text, "segment": SEGMENT_CLASS[segment]}
               for text, segment in zip(example_view.tokens, example_view.segments, strict=True)]
-    pages.render(env, "example.md.j2", docs / page, recorder, ex=example, tokens=tokens,
-                 views=Markup(views.views_html(example_view.payload)), ln_n=math.log(example.n_tokens),
+    pages.render(env, "example.md.j2", docs / page, recorder, front_matter=WIDE, ex=example, tokens=tokens,
+                 views=Markup(view_files.example_html(docs, example.id, example_view.payload,
+                                                          qk_href=example.qk_page)),
+                 qk_max_tokens=views.QK_MAX_TOKENS, ln_n=math.log(example.n_tokens),
                  patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
                  selectivity=selectivity, summary_chart=chartdata.example_entropy_chart(example.entropy))
     if example.qk_page:
-        pages.render(env, "example_qk.md.j2", docs / f"example-{example.id}-qk.md", ex=example,
-                     qk=Markup(views.qk_html(example_view.qk_payload)))
+        pages.render(env, "example_qk.md.j2", docs / f"example-{example.id}-qk.md", front_matter=WIDE, ex=example,
+                     check=example_view.qk_payload["check"],
+                     qk=Markup(view_files.example_html(docs, example.id, example_view.qk_payload, qk=True)))
     return page
 
 

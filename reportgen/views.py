@@ -18,6 +18,28 @@ fixed-point steps so that the decoded row sums to ~1.
 
 Layout: `q` is one base64 string per (layer, head) so the browser decodes only
 the heads it draws; `floor` and `scale` are little-endian float32 [L*H*T], base64.
+Long examples keep `q` in data files beside the page instead (reportgen.view_files).
+
+The query/key page stores the query and key vectors at 12 bits (encoding "i12-vector"),
+symmetric with one scale per vector (one token's q or k in one head):
+
+    v[t, d] = code[t, d] * s[t],   code in -2047..2047,   s[t] = max_d |v[t, d]| / 2047
+
+so each component is off by at most e[t] = s[t] / 2. For a query q and key k of dimension D
+(hats: decoded) |q . k - q^ . k^| <= |q^|_1 e_k + |k^|_1 e_q + D e_q e_k, at most
+D max|q| max|k| (1/2047 + 1/4094^2). The scores are the dot products times the model's scaling
+(1/sqrt(D) in BERT), and softmax moves by at most half the largest change of a score in its row
+(its Jacobian diag(p) - p p^T has rows of absolute sum 2 p (1 - p) <= 1/2), so
+
+    |softmax(decoded)[k] - softmax(float32)[k]| <= 1/2 max_k scaling |q . k - q^ . k^|.
+
+`qk_score_bound` computes the per-pair bound from the stored codes and scales, and the tests
+check decoded scores and softmax against it (tests/test_views_encoding.py). Why 12 bits: at 8
+the softmax of the seed pair's decoded vectors is up to 0.012 off the float32 one, six times the
+attention encoding's error; at 12 it is 0.0007, below it, for 1.5 bytes per component (two
+codes in three bytes). The page compares that softmax with the model's weights (stored with the
+attention encoding, within 0.5/255); `qk_payload` records the largest difference over the
+example and the bound rounding allows, and the page prints them.
 """
 
 from __future__ import annotations
@@ -35,10 +57,15 @@ if TYPE_CHECKING:  # the model-running side imports torch; the pages only need i
     from reportgen.attention import ExampleRun
 
 ENCODING = "u8-row-affine"
-# The q/k page carries float32 query and key vectors for every layer and head
-# (L*H*T*head_dim*8 bytes, ~1.2 MB at 64 tokens on a 6x12 model), so it is only
-# built for examples up to this many tokens.
+QK_ENCODING = "i12-vector"
+# The q/k table lists every key of one query, with two vector strips per key: past this
+# many tokens it is no longer a table one reads, so longer examples get no q/k page
+# (their example page says why, from this number).
 QK_MAX_TOKENS = 64
+QK_CODE_MAX = 2047  # symmetric 12-bit codes: -2047..2047 (-2048 unused, so code * scale is symmetric)
+# Added to the rounding bound the q/k page states: the model computes its weights in float32 from
+# float32 vectors, and the page's softmax in float64; they differ by ~1e-7 even without rounding.
+FLOAT32_SLACK = 1e-5
 # The views' classic scripts under assets/javascripts, in load order (also the `extra_javascript`
 # order in mkdocs.yml, where charts.js comes right after the core, whose copy-link it uses).
 VIEW_SCRIPTS = ("views-core.js", "views-widget.js", "views-head.js", "views-model.js", "views-qk.js",
@@ -193,10 +220,6 @@ def decode_attention(encoded: dict) -> np.ndarray:
     return _decode(codes, floor.reshape(layers, heads, n), scale.reshape(layers, heads, n))
 
 
-def _encode_f32(array: np.ndarray) -> str:
-    return _b64(np.ascontiguousarray(array, dtype="<f4").tobytes())
-
-
 def _example_fields(run: ExampleRun) -> dict:
     spec = run.spec
     return {
@@ -219,8 +242,119 @@ def example_payload(run: ExampleRun) -> dict:
     return payload
 
 
+def quantise_vectors(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes int16 [..., D], scale float32 [...]): each vector along the last axis as code * scale.
+
+    The scale is the float32 nearest max|v| / 2047 and the codes are rounded from it, so every
+    component is within scale / 2 of its value (a rounded-down scale leaves |v| / scale at most
+    a float32 ulp over 2047, which still rounds to 2047).
+    """
+    top = np.abs(vectors.astype(np.float64)).max(axis=-1)
+    scale = (top / QK_CODE_MAX).astype(np.float32)
+    safe = np.where(scale > 0, scale, 1).astype(np.float64)
+    codes = np.rint(vectors.astype(np.float64) / safe[..., None])
+    return np.clip(codes, -QK_CODE_MAX, QK_CODE_MAX).astype(np.int16), scale
+
+
+def dequantise_vectors(codes: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The browser's decoding of `quantise_vectors`, in float64."""
+    return codes.astype(np.float64) * scale.astype(np.float64)[..., None]
+
+
+def qk_score_bound(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_scale: np.ndarray,
+                   scaling: float) -> np.ndarray:
+    """[..., Tq, Tk]: how far scaling * (q . k) of the float vectors can be from that of the decoded ones.
+
+    scaling * (|q^|_1 e_k + |k^|_1 e_q + D e_q e_k) with e = scale / 2 (see the module docstring).
+    """
+    q_err, k_err = q_scale.astype(np.float64) / 2, k_scale.astype(np.float64) / 2
+    q_l1 = np.abs(dequantise_vectors(q_codes, q_scale)).sum(axis=-1)
+    k_l1 = np.abs(dequantise_vectors(k_codes, k_scale)).sum(axis=-1)
+    dim = q_codes.shape[-1]
+    bound = (q_l1[..., :, None] * k_err[..., None, :] + k_l1[..., None, :] * q_err[..., :, None]
+             + dim * q_err[..., :, None] * k_err[..., None, :])
+    return abs(scaling) * bound
+
+
+def decoded_softmax(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_scale: np.ndarray,
+                    scaling: float) -> np.ndarray:
+    """softmax(scaling * q^ . k^) over the keys [..., Tq, Tk], as the query/key page computes it."""
+    scores = np.einsum("...qd,...kd->...qk", dequantise_vectors(q_codes, q_scale),
+                       dequantise_vectors(k_codes, k_scale)) * scaling
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def pack12(codes: np.ndarray) -> np.ndarray:
+    """Codes in -2047..2047, an even number of them, as 12-bit pairs in three bytes (uint8 [3/2 * size]).
+
+    With u = code + 2048: bytes u0 & 255, (u0 >> 8) | (u1 & 15) << 4, u1 >> 4 (views-core.js unpack12).
+    """
+    values = (codes.reshape(-1, 2).astype(np.int32) + 2048).astype(np.uint16)
+    first, second = values[:, 0], values[:, 1]
+    out = np.stack([first & 255, (first >> 8) | ((second & 15) << 4), second >> 4], axis=-1)
+    return out.astype(np.uint8).reshape(-1)
+
+
+def unpack12(packed: np.ndarray) -> np.ndarray:
+    """Inverse of `pack12`: int16 codes."""
+    triples = packed.reshape(-1, 3).astype(np.int32)
+    first = triples[:, 0] | ((triples[:, 1] & 15) << 8)
+    second = (triples[:, 1] >> 4) | (triples[:, 2] << 4)
+    return (np.stack([first, second], axis=-1).reshape(-1) - 2048).astype(np.int16)
+
+
+# Per head of a q/k layer, in order: (name, bytes per token, decoded dtype). "codes" holds the
+# head's q codes then its k codes ([T * D] each) as 12-bit pairs; the rest are little-endian.
+def _qk_fields(n: int, dim: int) -> list[tuple[str, int, str]]:
+    return [("codes", 3 * n * dim, "packed"), ("q_scale", 4 * n, "<f4"), ("k_scale", 4 * n, "<f4"),
+            ("floor", 4 * n, "<f4"), ("scale", 4 * n, "<f4"), ("attention", n * n, "u1")]
+
+
+def _qk_layers(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_scale: np.ndarray,
+               attention: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[str]:
+    """One base64 string per layer: each head's block (`_qk_fields`), heads in order."""
+    layers, heads = q_codes.shape[:2]
+
+    def flat(array: np.ndarray, dtype: str) -> np.ndarray:
+        return np.ascontiguousarray(array, dtype=dtype).view(np.uint8).reshape(layers, heads, -1)
+
+    codes, floor, scale = attention
+    both = np.concatenate([q_codes.reshape(layers, heads, -1), k_codes.reshape(layers, heads, -1)], axis=-1)
+    packed = pack12(both).reshape(layers, heads, -1)
+    blocks = np.concatenate([packed, flat(q_scale, "<f4"), flat(k_scale, "<f4"), flat(floor, "<f4"),
+                             flat(scale, "<f4"), flat(codes, "u1")], axis=-1)
+    return [_b64(blocks[layer].tobytes()) for layer in range(layers)]
+
+
+def decode_qk_layer(text: str, heads: int, n: int, dim: int) -> dict[str, np.ndarray]:
+    """Inverse of one layer of `_qk_layers` (for tests and checks): codes and scales per head."""
+    raw = np.frombuffer(base64.b64decode(text), dtype=np.uint8).reshape(heads, -1)
+    out, offset = {}, 0
+    for name, size, dtype in _qk_fields(n, dim):
+        part = np.ascontiguousarray(raw[:, offset:offset + size])
+        out[name] = unpack12(part).reshape(heads, 2, n, dim) if dtype == "packed" else part.view(dtype)
+        offset += size
+    out["q_codes"], out["k_codes"] = out["codes"][:, 0], out.pop("codes")[:, 1]
+    out["attention"] = out["attention"].reshape(heads, n, n)
+    return out
+
+
+def qk_check(decoded: np.ndarray, model_decoded: np.ndarray, score_bound: np.ndarray) -> dict[str, float]:
+    """What the query/key page says about its two columns: the largest difference between the softmax
+    of the decoded vectors and the model's decoded weights over the example, and the largest the
+    rounding of both allows (half the row's largest score bound, plus 0.5/255, plus float32 slack),
+    each rounded up to 4 decimals."""
+    rounding = 0.5 * score_bound.max(axis=-1) + 0.5 / 255 + FLOAT32_SLACK
+
+    def up(value: float) -> float:  # rounded up to the 4 decimals the page prints, so it stays a bound
+        return math.ceil(value * 1e4) / 1e4
+
+    return {"difference": up(float(np.abs(decoded - model_decoded).max())), "rounding": up(float(rounding.max()))}
+
+
 def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS) -> dict:
-    """Data for the query/key page: float32 q and k per (layer, head), plus the model's attention to compare.
+    """Data for the query/key page: 12-bit q and k per vector and the model's 8-bit attention, per layer.
 
     The vectors come from `run.extras` (filled by `reportgen.attention.run_example(..., keep_qk=True)`),
     with the factor on q . k where the model gives one (else 1/sqrt(head_dim)).
@@ -233,32 +367,34 @@ def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS) -> dict:
     if keys.shape != queries.shape or n != run.n_tokens or run.attention.shape[:2] != (layers, heads):
         raise ValueError(f"queries {queries.shape}, keys {keys.shape} and attention {run.attention.shape} disagree")
     scaling = float(run.extras["scaling"]) if "scaling" in run.extras else 1.0 / math.sqrt(dim)
+    (q_codes, q_scale), (k_codes, k_scale) = quantise_vectors(queries), quantise_vectors(keys)
+    attention = quantise_rows(run.attention)
+    check = qk_check(decoded_softmax(q_codes, q_scale, k_codes, k_scale, scaling), _decode(*attention),
+                     qk_score_bound(q_codes, q_scale, k_codes, k_scale, scaling))
     payload = _example_fields(run)
-    payload.update(
-        kind="qk",
-        head_dim=int(dim),
-        scaling=float(scaling),
-        queries=[_encode_f32(queries[layer, head]) for layer in range(layers) for head in range(heads)],
-        keys=[_encode_f32(keys[layer, head]) for layer in range(layers) for head in range(heads)],
-        attention=encode_attention(run.attention),
-    )
+    payload.update(kind="qk", encoding=QK_ENCODING, shape=[layers, heads, n, int(dim)], head_dim=int(dim),
+                   scaling=scaling, check=check,
+                   layers=_qk_layers(q_codes, q_scale, k_codes, k_scale, attention))
     return payload
 
 
-def _snippet(kind: str, payload: dict) -> str:
+def _snippet(kind: str, payload: dict, qk_href: str | None = None) -> str:
     # One line per element and no blank lines: Markdown keeps a raw HTML block intact
     # only until the first blank line.
     label = html.escape(payload.get("name") or payload.get("text") or "example", quote=True)
+    qk = f' data-qk-href="{html.escape(qk_href, quote=True)}"' if qk_href else ""
     return (
-        f'<div class="rgv" data-rgv="{kind}" aria-label="attention views: {label}">'
+        f'<div class="rgv" data-rgv="{kind}"{qk} aria-label="attention views: {label}">'
         f'<script type="application/json" class="rgv-data">{script_json(payload)}</script>'
         '<noscript>The attention views need JavaScript.</noscript></div>'
     )
 
 
-def views_html(payload: dict) -> str:
-    """HTML for an example page: head view + model view, drawn by the views' scripts from the embedded payload."""
-    return _snippet("views", payload)
+def views_html(payload: dict, qk_href: str | None = None) -> str:
+    """HTML for an example page: head view + model view, drawn by the views' scripts from the embedded payload.
+
+    `qk_href`: the example's query/key page, if it has one; the toolbar links there with the current state."""
+    return _snippet("views", payload, qk_href)
 
 
 def qk_html(payload: dict) -> str:

@@ -408,7 +408,7 @@ def check_shown(page, site: Path, seen: dict, text: dict[str, str], report: dict
 
     index = (site / "index.html").as_uri()
     assert element_text(page, index, ".rg-title") == fold(text["title"])
-    assert page.page.text_content(".md-header__topic .md-ellipsis").strip() == fold(text["title"])
+    assert page.page.text_content(".md-header__topic .rg-ellipsis").strip() == fold(text["title"])
     assert fold(text["title"]) in seen["index.html"]["title"] and fold(text["title"]) in seen["patterns.html"]["title"]
     example = (site / "example-1.html").as_uri()
     assert element_text(page, example, ".rg-example-name") == fold(text["example name"])

@@ -78,3 +78,68 @@ test('long inputs keep only the 8 most recently used decoded heads', () => {
   assert.strictEqual(attention.matrix(0, 0), first);
   assert.notStrictEqual(attention.matrix(0, 1), second);
 });
+
+// ------------------------------------------------------------ query/key layers (issue 13)
+
+// One layer made with reportgen.views._qk_layers from the vectors in the comment (1 layer, 2 heads, 3 tokens,
+// head_dim 2) and ATTENTION above as the model's weights; the expectations are numpy's decoding, printed with repr.
+//   q head 0: (1, -0.5), (0.25, 2), (-3, 0)      k head 0: (2, 1), (-1, 0.25), (0, -4)
+//   q head 1: (0.1, 0.2), (-0.3, 0.4), (0.5, -0.6)   k head 1: (1.5, -1.5), (0.7, 0), (-0.2, 0.9)
+const QK_LAYER = '/w9AAPn/AQCA/w/AAQCgABgAAhAAOgIQgDoDGMA6AhCAOgIQADoCEAA7IJcCOgiG9TkAAAAAU8YzO+QuZzvGXqs6/0kkDv8O//////v/' +
+  'AfL/qh4A/x8A/w+AOfb/aubMOGrmTDnQrJk5AxhAOpxJszk2g+Y5AKCqMgAAAAC4Dbk5gICAO4CAADvaV347/wAAf4D/AAL/';
+const QK_QUERIES = [
+  [0.9999999998835847, -0.5002442598342896, 0.2501221299171448, 1.9999999997671694, -2.999999999650754, 0.0],
+  [0.09995115098718088, 0.20000000593427103, -0.2999511569214519, 0.40000001186854206, 0.5000488916411996,
+    -0.6000000475905836],
+];
+const QK_KEYS = [
+  [1.9999999997671694, 1.000488519668579, -0.9999999998835847, 0.2501221299171448, 0.0, -3.9999999995343387],
+  [1.499999999825377, -1.499999999825377, 0.6999999760882929, 0.0, -0.2000488413614221, 0.8999999522347935],
+];
+
+test('unpack12 reads two signed 12-bit codes from three bytes, as reportgen/views.py pack12 writes them', () => {
+  // pack12([-2047, 2047, 0, -1]) in Python
+  assert.deepStrictEqual(Array.from(views.unpack12(Uint8Array.from([1, 240, 255, 0, 248, 127]), 0, 4)), [-2047, 2047, 0, -1]);
+  assert.deepStrictEqual(Array.from(views.unpack12(Uint8Array.from([9, 1, 240, 255]), 1, 2)), [-2047, 2047]);
+});
+
+test('decodeQKLayer gives the vectors and the model weights exactly as numpy decodes them', () => {
+  const heads = views.decodeQKLayer(QK_LAYER, 2, 3, 2);
+  assert.strictEqual(heads.length, 2);
+  for (let head = 0; head < 2; head++) {
+    assert.deepStrictEqual(Array.from(heads[head].q), QK_QUERIES[head]);
+    assert.deepStrictEqual(Array.from(heads[head].k), QK_KEYS[head]);
+    assert.deepStrictEqual(Array.from(heads[head].model), DECODED[head].flat());
+  }
+  // each component within half a step (max |v| / 4094) of the vector it came from
+  assert.ok(Math.abs(heads[0].q[1] - -0.5) <= 2 / 4094 && Math.abs(heads[1].k[5] - 0.9) <= 1.5 / 4094);
+});
+
+test('decodeQKLayer refuses data of the wrong size', () => {
+  assert.throws(() => views.decodeQKLayer(QK_LAYER, 2, 3, 3), /query\/key data of 150 bytes, not 168/);
+});
+
+// ------------------------------------------------------------ data files (issue 13)
+
+test('attention in data files: nothing to draw until its file delivers it, then the same decoding', () => {
+  const { q, ...rest } = ENCODED;
+  const files = { key: 'example-99', urls: { l0h0: 'example-99-data/l0h0.js', l0h1: 'example-99-data/l0h1.js' }, bytes: 80 };
+  const attention = new views.Attention({ ...rest, files });
+  assert.strictEqual(attention.isLoaded(0, 1), false);
+  assert.throws(() => attention.matrix(0, 1), /layer 0 head 1 is not loaded yet/);
+  views.deliver('example-98', 'l0h1', q[1]); // another page's data does not count
+  assert.strictEqual(attention.isLoaded(0, 1), false);
+  views.deliver('example-99', 'l0h1', q[1]);
+  assert.strictEqual(attention.isLoaded(0, 1), true);
+  assert.strictEqual(attention.ensure([[0, 1]], () => assert.fail('nothing to load')), null);
+  assert.deepStrictEqual(Array.from(attention.matrix(0, 1)), DECODED[1].flat());
+  let done = null;
+  attention.request([[0, 1]], (error) => { done = error; }); // all there: answers at once, without loading
+  assert.strictEqual(done, null);
+});
+
+test('loading notes quote what loads and its size', () => {
+  assert.strictEqual(views.sizeText(350000), '350 KB');
+  assert.strictEqual(views.sizeText(25200000), '25.2 MB');
+  assert.strictEqual(views.sizeText(12), '1 KB');
+});

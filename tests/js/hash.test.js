@@ -9,7 +9,7 @@ const views = require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'ja
 
 const LIMITS = { layers: 6, heads: 12, tokens: 19 };
 const NOTHING = { view: null, layer: null, head: null, heads: null, token: null, key: null, filter: null, topk: null,
-  min: null };
+  min: null, problems: [] };
 
 test('formatHash writes the fields in a fixed order, lists with plain commas, and leaves out nulls', () => {
   const text = views.formatHash({ min: 0.02, topk: 5, filter: 'AB', key: 9, token: 4, head: [0, 3], layer: 2,
@@ -30,7 +30,7 @@ test('the link reportgen/site.py head_link writes is the head view of one head',
 test('parseHash reads back what formatHash wrote', () => {
   const state = { view: 'head', layer: 5, head: [0, 3, 11], token: null, key: 18, filter: 'BA', topk: 19, min: 0.5 };
   const parsed = views.parseHash('#' + views.formatHash(state), LIMITS);
-  assert.deepStrictEqual(parsed, { ...state, head: null, heads: [0, 3, 11] }); // a list is not one head
+  assert.deepStrictEqual(parsed, { ...state, head: null, heads: [0, 3, 11], problems: [] }); // a list is not one head
 });
 
 test('parseHash ignores anchors that are not ours', () => {
@@ -42,9 +42,12 @@ test('parseHash ignores anchors that are not ours', () => {
 
 test('parseHash drops values out of range or malformed, field by field', () => {
   const parsed = views.parseHash('view=qk&layer=6&head=3,4&token=-1&key=1.5&filter=XY&topk=0&min=2', LIMITS);
-  assert.deepStrictEqual(parsed, { ...NOTHING, view: 'qk', heads: [3, 4] });
+  const dropped = [['layer', '6'], ['token', '-1'], ['key', '1.5'], ['filter', 'XY'], ['min', '2']]; // topk=0: no top-k
+  assert.deepStrictEqual(parsed, { ...NOTHING, view: 'qk', heads: [3, 4],
+    problems: dropped.map(([field, given]) => ({ field, given })) });
   const edges = views.parseHash('layer=5&head=11&token=18&key=007&topk=20&min=1', LIMITS);
-  assert.deepStrictEqual(edges, { ...NOTHING, layer: 5, head: 11, heads: [11], token: 18, key: 7, min: 1 });
+  assert.deepStrictEqual(edges, { ...NOTHING, layer: 5, head: 11, heads: [11], token: 18, key: 7, min: 1,
+    problems: [{ field: 'topk', given: '20' }] });
   assert.strictEqual(views.parseHash('topk=19&min=-0.1', LIMITS).topk, 19);
   assert.strictEqual(views.parseHash('topk=19&min=-0.1', LIMITS).min, null);
 });
@@ -55,4 +58,43 @@ test('parseHash: head lists are distinct, sorted and in range; "heads" is anothe
   assert.strictEqual(views.parseHash('heads=2', LIMITS).head, null); // the single head is read from "head" only
   assert.deepStrictEqual(views.parseHash('head=4&heads=2', LIMITS).heads, [4]);
   assert.deepStrictEqual(views.parseHash('head=', LIMITS).heads, []); // given but empty: no head selected
+});
+
+test('parseHash lists what it dropped: a head list keeps its good heads and names the bad ones', () => {
+  const mixed = views.parseHash('view=head&head=3,99,x,3', LIMITS);
+  assert.deepStrictEqual(mixed.heads, [3]);
+  assert.deepStrictEqual(mixed.problems, [{ field: 'head', given: '99,x' }]);
+  const none = views.parseHash('view=head&head=abc', LIMITS);
+  assert.deepStrictEqual([none.heads, none.problems], [[], [{ field: 'head', given: 'abc' }]]);
+  assert.deepStrictEqual(views.parseHash('view=head&head=', LIMITS).problems, []); // the "None" button's link
+  assert.deepStrictEqual(views.parseHash('min=&topk=', LIMITS).problems, [{ field: 'topk', given: '' },
+    { field: 'min', given: '' }]);
+  const long = views.parseHash('layer=' + '9'.repeat(60), LIMITS).problems[0].given;
+  assert.strictEqual(long.length, 24); // cut: the note quotes it
+});
+
+test('hashNote says what the link asked for, what the model has, and what the view shows instead', () => {
+  const shown = { view: 'head view', layer: 0, heads: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11] };
+  const note = (hash) => views.hashNote(views.parseHash(hash, LIMITS).problems, LIMITS, shown);
+  assert.strictEqual(note('view=head&layer=9'),
+    'The link asked for layer 9; this model has layers 0\u20135. Showing layer 0.');
+  assert.strictEqual(note('view=head&head=abc'),
+    'The link asked for head \u201cabc\u201d; this model has heads 0\u201311. Showing all heads.');
+  assert.strictEqual(note('view=head&token=40'),
+    'The link asked for token 40; this example has tokens 0\u201318. No token pinned.');
+  assert.strictEqual(views.hashNote([{ field: 'view', given: 'grid' }], LIMITS, shown),
+    'The link asked for the \u201cgrid\u201d view; showing the head view.');
+  assert.match(note('view=head&layer=7&filter=XY&min=3'),
+    /^The link asked for layer 7;.*Showing layer 0\. .*filter .*XY.*minimum weight of 3/);
+  assert.strictEqual(note('view=head&layer=2&head=1,4'), ''); // nothing dropped, nothing to say
+  const one = { layers: 1, heads: 1, tokens: 3 };
+  assert.strictEqual(views.hashNote([{ field: 'head', given: '2' }], one, { layer: 0, heads: [0] }),
+    'The link asked for head 2; this model has only head 0. Showing all heads.');
+});
+
+test('headsText names the heads a view shows', () => {
+  assert.strictEqual(views.headsText([3], 12), 'head 3');
+  assert.strictEqual(views.headsText([0, 3], 12), 'heads 0, 3');
+  assert.strictEqual(views.headsText([], 12), 'no head');
+  assert.strictEqual(views.headsText([0, 1], 2), 'all heads');
 });

@@ -15,7 +15,8 @@ test('a head link with a query token pins that token (left column)', () => {
   const fields = views.parseHash('#view=head&layer=0&head=4&token=12', LIMITS);
   assert.strictEqual(fields.view, 'head');
   assert.deepStrictEqual([fields.layer, fields.heads, fields.token, fields.key], [0, [4], 12, null]);
-  assert.strictEqual(views.formatHash({ view: 'head', layer: 0, head: [4], token: 12 }), 'view=head&layer=0&head=4&token=12');
+  assert.strictEqual(views.formatHash({ view: 'head', layer: 0, head: [4], token: 12 }),
+    'view=head&layer=0&head=4&token=12');
 });
 
 test('a head link with a key token pins that key (right column)', () => {
@@ -27,4 +28,5 @@ test('a head link with a key token pins that key (right column)', () => {
 test('a pinned token past the end of the example is dropped, the head kept', () => {
   const fields = views.parseHash('#view=head&layer=1&head=8&token=19', LIMITS);
   assert.deepStrictEqual([fields.layer, fields.heads, fields.token], [1, [8], null]);
+  assert.deepStrictEqual(fields.problems, [{ field: 'token', given: '19' }]); // the view says so in its note
 });

@@ -36,3 +36,27 @@ test('softmax stays finite for scores far beyond exp range', () => {
   assert.ok(soft.every(Number.isFinite));
   assert.ok(Math.abs(soft[0] - 1 / (1 + Math.exp(-1))) < 1e-15 && soft[2] === 0);
 });
+
+// One layer of 12-bit q/k data (tests/js/decode.test.js QK_LAYER: 2 heads, 3 tokens, head_dim 2).
+const QK_LAYER = '/w9AAPn/AQCA/w/AAQCgABgAAhAAOgIQgDoDGMA6AhCAOgIQADoCEAA7IJcCOgiG9TkAAAAAU8YzO+QuZzvGXqs6/0kkDv8O//////v/' +
+  'AfL/qh4A/x8A/w+AOfb/aubMOGrmTDnQrJk5AxhAOpxJszk2g+Y5AKCqMgAAAAC4Dbk5gICAO4CAADvaV347/wAAf4D/AAL/';
+
+test('softmax from the stored 12-bit vectors is within the bound of reportgen/views.py of the float one', () => {
+  const head = views.decodeQKLayer(QK_LAYER, 2, 3, 2)[0];
+  const scaling = 1 / Math.sqrt(2);
+  const table = views.queryKeyRows(head.q, head.k, 1, 2, scaling);
+  const exact = views.queryKeyRows(Float64Array.from([1, -0.5, 0.25, 2, -3, 0]), KEYS, 1, 2, scaling);
+  // per-vector step: max |v| / 2047; |q . k - q^ . k^| <= |q^|_1 e_k + |k^|_1 e_q + D e_q e_k (e = step / 2)
+  const step = (vector) => Math.max(...vector.map(Math.abs)) / 2047;
+  const eq = step([0.25, 2]) / 2;
+  let worst = 0;
+  for (let k = 0; k < 3; k++) {
+    const key = Array.from(KEYS.slice(2 * k, 2 * k + 2));
+    const ek = step(key) / 2;
+    const bound = scaling * ((0.25 + 2) * ek + key.reduce((a, b) => a + Math.abs(b), 0) * eq + 2 * eq * ek);
+    assert.ok(Math.abs(table.dots[k] - exact.dots[k]) * scaling <= bound * (1 + 1e-6), `key ${k}`);
+    worst = Math.max(worst, bound);
+  }
+  for (let k = 0; k < 3; k++) assert.ok(Math.abs(table.softmax[k] - exact.softmax[k]) <= worst / 2, `softmax ${k}`);
+  assert.ok(table.dots.some((dot, k) => dot !== exact.dots[k])); // the vectors really are rounded
+});

@@ -16,8 +16,9 @@
  *
  * The data is embedded in the page as
  *   <div class="rgv" data-rgv="views|qk"><script type="application/json" class="rgv-data">…</script></div>
- * and nothing is fetched. Every piece of user text (tokens, sentences) reaches the
- * DOM through textContent or setAttribute, never through innerHTML.
+ * and nothing is fetched; long views load the rest from script files beside the page (DataFiles).
+ * Every piece of user text (tokens, sentences) reaches the DOM through textContent or
+ * setAttribute, never through innerHTML.
  *
  * Test hooks: the root gets data-rgv-state (its hash text) after each render and
  * data-first-render-ms after the first; drawn lines are <line class="rgv-line">
@@ -91,18 +92,59 @@
     return selectOf(className, range(count).map(function (i) { return [i, label + ' ' + i]; }));
   }
 
-  // Each head its own colour: hues spread evenly over the circle for up to 16 heads
-  // (a 10-colour palette would repeat), alternating lightness so neighbours differ more.
-  function headColour(head, heads) {
-    var hue, light;
-    if (heads <= 16) {
-      hue = (head * 360) / Math.max(heads, 1);
-      light = heads > 8 && head % 2 ? 36 : 50;
-    } else {
-      hue = (head * 137.508) % 360; // golden angle: no two nearby heads share a hue
-      light = 36 + (head % 3) * 8;
+  /*
+   * Head colours, one per head for up to 16 heads (BERT-large). Lines and colour chips are
+   * non-text graphics, so each colour has at least 3:1 contrast against the white page
+   * (WCAG 2.1, 1.4.11 non-text contrast); tests/js/colours.test.js checks that, and that the
+   * 16 differ pairwise by a CIELAB distance over 30. Picked by farthest-point selection among
+   * mid-tone OKLCH colours, so any first N (small models) are as distinct as the set allows;
+   * head 2 (the previous-token head of the findings) is the vermilion. Weights are printed in
+   * the page's text colour beside a chip, never in these colours.
+   */
+  var HEAD_COLOURS = [
+    '#2e84d2', '#41962c', '#e03b2a', '#ad3ced', '#7b1a52', '#5b4314', '#31918c', '#2e5fea',
+    '#cf34a9', '#174d69', '#641d8a', '#b9692a', '#821b1e', '#dc3570', '#18552b', '#85862b',
+  ];
+  // The weights table tints a cell with its head's colour at this opacity times the weight: at
+  // weight 1 the page's dark text still has 4.5:1 on every head colour (tests/js/colours.test.js).
+  var HEAD_TINT = 0.45;
+
+  // WCAG 2.1 relative luminance of an sRGB colour given as 0-255 channels.
+  function relativeLuminance(rgb) {
+    var linear = rgb.map(function (channel) {
+      var c = channel / 255;
+      return c <= 0.04045 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4);
+    });
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2];
+  }
+
+  // HSL (hue in degrees, saturation and lightness 0-1) to 0-255 sRGB channels.
+  function hslChannels(hue, sat, light) {
+    var chroma = (1 - Math.abs(2 * light - 1)) * sat;
+    return [0, 8, 4].map(function (offset) {
+      var k = (offset + hue / 30) % 12;
+      return Math.round(255 * (light - chroma / 2 * Math.max(-1, Math.min(k - 3, 9 - k, 1))));
+    });
+  }
+
+  // Heads past 16: golden-angle hues (no two nearby heads share one), each darkened until its
+  // luminance reaches a target low enough for 3:1 against white (luminance 0.30 at most).
+  function generatedColour(head) {
+    var hue = (head * 137.508) % 360;
+    var target = head % 2 ? 0.12 : 0.2;
+    var low = 0;
+    var high = 1;
+    for (var step = 0; step < 20; step++) {
+      var mid = (low + high) / 2;
+      if (relativeLuminance(hslChannels(hue, 0.7, mid)) > target) high = mid;
+      else low = mid;
     }
-    return 'hsl(' + hue.toFixed(1) + ', 80%, ' + light + '%)';
+    return '#' + hslChannels(hue, 0.7, low).map(function (c) { return (256 + c).toString(16).slice(1); }).join('');
+  }
+
+  // Head `head`'s colour among `heads` heads (the palette above up to 16, generated beyond).
+  function headColour(head, heads) {
+    return head < HEAD_COLOURS.length && heads <= HEAD_COLOURS.length ? HEAD_COLOURS[head] : generatedColour(head);
   }
 
   function markFirstRender(root, started) {
@@ -149,21 +191,135 @@
     return out;
   }
 
+  // ----------------------------------------------------------- data files
+
   /*
-   * The attention of a payload. One base64 chunk per (layer, head), decoded on first
-   * use; long inputs keep only a few decoded heads (2 MB each at 512 tokens).
+   * Long views keep their data in script files beside the page (reportgen/view_files.py), each
+   * one call deliver(pageKey, chunk, base64). They are plain <script src> elements added here:
+   * fetch is blocked from file://, scripts are not. A payload's `files` lists the chunks:
+   * {key: page key, urls: {chunk: URL relative to the page}, bytes: size of the largest file}.
+   */
+  var delivered = {}; // page key -> {chunk: base64}
+
+  function deliver(key, chunk, text) {
+    if (typeof key !== 'string' || typeof chunk !== 'string' || typeof text !== 'string') return;
+    (delivered[key] = delivered[key] || {})[chunk] = text;
+  }
+
+  function DataFiles(spec) {
+    this.key = spec.key;
+    this.urls = spec.urls;
+    this.bytes = spec.bytes || 0;
+    this.loading = {}; // chunk -> callbacks waiting for its script
+  }
+
+  // The chunk's base64 text, or null until its file has run.
+  DataFiles.prototype.text = function (chunk) {
+    var got = delivered[this.key];
+    return got && typeof got[chunk] === 'string' ? got[chunk] : null;
+  };
+
+  // Loads the chunks not yet here, then calls done(error or null) once.
+  DataFiles.prototype.request = function (chunks, done) {
+    var self = this;
+    var missing = chunks.filter(function (chunk) { return self.text(chunk) === null; });
+    var left = missing.length;
+    var failed = null;
+    if (!left) return done(null);
+    missing.forEach(function (chunk) {
+      self.load(chunk, function (error) {
+        failed = failed || error;
+        if (--left === 0) done(failed);
+      });
+    });
+  };
+
+  DataFiles.prototype.load = function (chunk, callback) {
+    var self = this;
+    var url = this.urls[chunk];
+    if (!url) return callback(new Error('this page lists no data file for ' + chunk));
+    if (this.loading[chunk]) return this.loading[chunk].push(callback);
+    var waiting = this.loading[chunk] = [callback];
+    var script = document.createElement('script');
+    function finish(error) {
+      delete self.loading[chunk];
+      script.remove();
+      waiting.forEach(function (wait) { wait(error); });
+    }
+    script.onload = function () { finish(self.text(chunk) === null ? new Error(url + ' held no data') : null); };
+    script.onerror = function () { finish(new Error('The data file ' + url + ' could not be loaded.')); };
+    script.src = url;
+    document.head.appendChild(script);
+  };
+
+  // "1.2 MB", "350 KB": the size a loading note quotes.
+  function sizeText(bytes) {
+    return bytes >= 1e6 ? (bytes / 1e6).toFixed(1) + ' MB' : Math.max(1, Math.round(bytes / 1e3)) + ' KB';
+  }
+
+  /*
+   * The attention of a payload. One base64 chunk per (layer, head), inline (`q`) or in data
+   * files (`files`, chunks named l<layer>h<head>), decoded on first use; long inputs keep only
+   * a few decoded heads (2 MB each at 512 tokens). matrix() needs the head loaded: ensure()
+   * first where the data may be in files.
    */
   function Attention(encoded) {
     if (encoded.encoding !== 'u8-row-affine') throw new Error('unknown attention encoding: ' + encoded.encoding);
     this.layers = encoded.shape[0];
     this.heads = encoded.shape[1];
     this.n = encoded.shape[2];
-    this.chunks = encoded.q;
+    this.chunks = encoded.q || null;
+    this.files = encoded.files ? new DataFiles(encoded.files) : null;
     this.floor = base64Float32(encoded.floor);
     this.scale = base64Float32(encoded.scale);
     this.cache = new Map();
     this.cacheLimit = this.n * this.n > 100000 ? 8 : Infinity;
   }
+
+  Attention.prototype.chunkText = function (layer, head) {
+    if (this.chunks) return this.chunks[layer * this.heads + head];
+    return this.files.text('l' + layer + 'h' + head);
+  };
+
+  Attention.prototype.isLoaded = function (layer, head) {
+    return this.chunkText(layer, head) !== null;
+  };
+
+  // Every (layer, head) as [layer, head] pairs: what the model view draws.
+  Attention.prototype.allHeads = function () {
+    var pairs = [];
+    for (var layer = 0; layer < this.layers; layer++) {
+      for (var head = 0; head < this.heads; head++) pairs.push([layer, head]);
+    }
+    return pairs;
+  };
+
+  // Loads the [layer, head] pairs not loaded yet, then calls done(error or null).
+  Attention.prototype.request = function (pairs, done) {
+    if (!this.files) return done(null);
+    this.files.request(pairs.map(function (pair) { return 'l' + pair[0] + 'h' + pair[1]; }), done);
+  };
+
+  /*
+   * null when every [layer, head] pair is loaded; otherwise starts loading them, calls
+   * done(error or null) when they are in, and returns the note to show meanwhile
+   * ("Loading layer 3 head 5 (350 KB)…").
+   */
+  Attention.prototype.ensure = function (pairs, done) {
+    var self = this;
+    var missing = pairs.filter(function (pair) { return !self.isLoaded(pair[0], pair[1]); });
+    if (!missing.length) return null;
+    var what;
+    if (missing.length === 1) {
+      what = 'layer ' + missing[0][0] + ' head ' + missing[0][1];
+    } else if (missing.length === this.layers * this.heads) {
+      what = 'all ' + missing.length + ' heads';
+    } else {
+      what = missing.length + ' heads';
+    }
+    this.request(missing, done);
+    return 'Loading ' + what + ' (' + sizeText(missing.length * this.files.bytes) + ')\u2026';
+  };
 
   Attention.prototype.matrix = function (layer, head) {
     var id = layer * this.heads + head;
@@ -173,11 +329,68 @@
       this.cache.set(id, matrix);
       return matrix;
     }
-    matrix = decodeRows(base64Bytes(this.chunks[id]), this.floor, this.scale, id * this.n, this.n);
+    var text = this.chunkText(layer, head);
+    if (text === null) throw new Error('layer ' + layer + ' head ' + head + ' is not loaded yet');
+    matrix = decodeRows(base64Bytes(text), this.floor, this.scale, id * this.n, this.n);
     this.cache.set(id, matrix);
     if (this.cache.size > this.cacheLimit) this.cache.delete(this.cache.keys().next().value);
     return matrix;
   };
+
+  /*
+   * `count` signed 12-bit codes packed two in three bytes from bytes[offset] (reportgen/views.py
+   * pack12): with u = code + 2048, the bytes are u0 & 255, (u0 >> 8) | (u1 & 15) << 4, u1 >> 4.
+   */
+  function unpack12(bytes, offset, count) {
+    var out = new Int16Array(count);
+    for (var i = 0; i < count; i += 2) {
+      var at = offset + (i >> 1) * 3;
+      out[i] = (bytes[at] | ((bytes[at + 1] & 15) << 8)) - 2048;
+      out[i + 1] = ((bytes[at + 1] >> 4) | (bytes[at + 2] << 4)) - 2048;
+    }
+    return out;
+  }
+
+  function float32At(bytes, offset, count) {
+    var view = new DataView(bytes.buffer, bytes.byteOffset);
+    var out = new Float32Array(count);
+    for (var i = 0; i < count; i++) out[i] = view.getFloat32(offset + 4 * i, true);
+    return out;
+  }
+
+  /*
+   * One layer of a query/key payload (encoding "i12-vector", reportgen/views.py `_qk_layers`), per head:
+   * {q, k: Float64Array [n * dim] = code * the vector's scale, model: Float64Array [n * n] (the model's
+   * 8-bit weights)}. Each head's block: q then k codes (12-bit pairs), q scales, k scales, the weights'
+   * floor and scale (float32 [n] each) and their codes (uint8 [n * n]).
+   */
+  function decodeQKLayer(text, heads, n, dim) {
+    var bytes = base64Bytes(text);
+    var size = 3 * n * dim + 16 * n + n * n;
+    if (bytes.length !== heads * size) throw new Error('query/key data of ' + bytes.length + ' bytes, not ' + heads * size);
+    var out = [];
+    for (var head = 0; head < heads; head++) {
+      var at = head * size;
+      var codes = unpack12(bytes, at, 2 * n * dim);
+      var scales = float32At(bytes, at + 3 * n * dim, 4 * n); // q scales, k scales, floor, scale
+      var q = new Float64Array(n * dim);
+      var k = new Float64Array(n * dim);
+      for (var i = 0; i < n * dim; i++) {
+        q[i] = codes[i] * scales[Math.floor(i / dim)];
+        k[i] = codes[n * dim + i] * scales[n + Math.floor(i / dim)];
+      }
+      var model = decodeRows(bytes.subarray(at + 3 * n * dim + 16 * n, at + size), scales.subarray(2 * n, 3 * n),
+        scales.subarray(3 * n), 0, n);
+      out.push({ q: q, k: k, model: model });
+    }
+    return out;
+  }
+
+  views.deliver = deliver;
+  views.DataFiles = DataFiles;
+  views.sizeText = sizeText;
+  views.unpack12 = unpack12;
+  views.decodeQKLayer = decodeQKLayer;
 
   // Sentence of each token for the pair filter. Special tokens join the sentence
   // before them ([CLS] and the middle [SEP] go with A, the last [SEP] with B), as in bertviz.
@@ -293,11 +506,37 @@
       .sort(function (a, b) { return a - b; });
   }
 
+  // The parts of a head list that headList drops (not a number, or past the last head), as given.
+  function badHeads(text, limit) {
+    return text.split(',').filter(function (part) { return part !== '' && !(/^\d+$/.test(part) && +part < limit); });
+  }
+
+  // The fields a link gives but parseHash had to drop, each as {field, given} (the raw text, cut at 24 characters).
+  function hashProblems(params, fields, headText, limits) {
+    var problems = [];
+    function check(name, dropped) {
+      var given = params.get(name);
+      if (given !== null && dropped) problems.push({ field: name, given: given.slice(0, 24) });
+    }
+    check('layer', fields.layer === null);
+    if (headText !== null && badHeads(headText, limits.heads).length) {
+      problems.push({ field: 'head', given: badHeads(headText, limits.heads).join(',').slice(0, 24) });
+    }
+    check('token', fields.token === null);
+    check('key', fields.key === null);
+    check('filter', fields.filter === null);
+    check('topk', fields.topk === null && params.get('topk') !== '0');
+    check('min', fields.min === null);
+    return problems;
+  }
+
   /*
    * The state a hash describes, checked against limits = {layers, heads, tokens}: every field
-   * is null where the link does not give it or gives a value out of range. `head` is a single
-   * head (query/key view), `heads` the list (head and model view). Returns null for a hash that
-   * is not ours (an ordinary heading anchor).
+   * is null where the link does not give it or gives a value out of range, and `problems` lists
+   * those dropped values ({field, given}) so the view can say what it shows instead (hashNote).
+   * `head` is a single head (query/key view), `heads` the list (head and model view); `view`
+   * is passed on as given, each page knowing its own views. Returns null for a hash that is not
+   * ours (an ordinary heading anchor).
    */
   function parseHash(text, limits) {
     var raw = String(text).replace(/^#/, '');
@@ -306,8 +545,8 @@
     if (!HASH_KEYS.some(function (name) { return params.has(name); })) return null;
     var headText = params.get('head') !== null ? params.get('head') : params.get('heads');
     var filter = params.get('filter');
-    var min = parseFloat(params.get('min'));
-    return {
+    var min = params.get('min') === null ? NaN : Number(params.get('min'));
+    var fields = {
       view: params.get('view'),
       layer: intParam(params, 'layer', limits.layers),
       head: intParam(params, 'head', limits.heads),
@@ -316,8 +555,53 @@
       key: intParam(params, 'key', limits.tokens),
       filter: views.FILTERS.indexOf(filter) >= 0 ? filter : null,
       topk: intParam(params, 'topk', limits.tokens + 1) || null, // 0 is no top-k
-      min: isFinite(min) && min >= 0 && min <= 1 ? min : null,
+      min: params.get('min') !== '' && isFinite(min) && min >= 0 && min <= 1 ? min : null,
     };
+    fields.problems = hashProblems(params, fields, headText, limits);
+    return fields;
+  }
+
+  var FIELD_WORDS = { filter: 'the pair filter', topk: 'top-k', min: 'a minimum weight of' };
+
+  // "layers 0–5", or "only layer 0" where there is one.
+  function spanText(noun, count) {
+    return count > 1 ? noun + 's 0\u2013' + (count - 1) : 'only ' + noun + ' 0';
+  }
+
+  // The heads a view shows, in words.
+  function headsText(heads, total) {
+    if (heads.length === total) return 'all heads';
+    if (heads.length === 0) return 'no head';
+    return (heads.length === 1 ? 'head ' : 'heads ') + heads.join(', ');
+  }
+
+  /*
+   * One short note on what a link asked for that the view cannot show, and what it shows instead:
+   * problems from parseHash (plus {field: 'view'} where the page has no such view), limits as for
+   * parseHash, shown = the state drawn ({view: its name in words, layer, heads}).
+   */
+  function hashNote(problems, limits, shown) {
+    return problems.map(function (problem) {
+      var asked = 'The link asked for ';
+      var given = /^\d+$/.test(problem.given) ? problem.given : '\u201c' + problem.given + '\u201d';
+      switch (problem.field) {
+        case 'view':
+          return asked + 'the ' + given + ' view; showing the ' + shown.view + '.';
+        case 'layer':
+          return asked + 'layer ' + given + '; this model has ' + spanText('layer', limits.layers) +
+            '. Showing layer ' + shown.layer + '.';
+        case 'head':
+          return asked + 'head ' + given + '; this model has ' + spanText('head', limits.heads) +
+            '. Showing ' + headsText(shown.heads, limits.heads) + '.';
+        case 'token':
+        case 'key':
+          return asked + (problem.field === 'key' ? 'key token ' : 'token ') + given +
+            '; this example has ' + spanText('token', limits.tokens) + '. No token pinned.';
+        default:
+          return asked + (FIELD_WORDS[problem.field] || problem.field) + ' ' + given +
+            ', which is not a value it can take; left at its default.';
+      }
+    }).join(' ');
   }
 
   function readHash(limits) {
@@ -379,10 +663,12 @@
 
   var exported = {
     el: el, group: group, svgEl: svgEl, range: range, button: button, labelled: labelled, selectOf: selectOf,
-    numberedSelect: numberedSelect, headColour: headColour, markFirstRender: markFirstRender,
+    numberedSelect: numberedSelect, HEAD_COLOURS: HEAD_COLOURS, HEAD_TINT: HEAD_TINT, headColour: headColour,
+    relativeLuminance: relativeLuminance, markFirstRender: markFirstRender,
     base64Bytes: base64Bytes, base64Float32: base64Float32, decodeRows: decodeRows, Attention: Attention,
     pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,
-    formatHash: formatHash, parseHash: parseHash, readHash: readHash, writeHash: writeHash,
+    formatHash: formatHash, parseHash: parseHash, hashNote: hashNote, headsText: headsText, readHash: readHash,
+    writeHash: writeHash,
     linkTo: linkTo, copyLink: copyLink, copyControl: copyControl,
   };
   Object.keys(exported).forEach(function (name) { views[name] = exported[name]; });

@@ -3,19 +3,31 @@
  * Visualization of Attention in the Transformer Model"): the tokens twice, attending on the
  * left and attended on the right, joined by one line per weight in the head's colour.
  * Adds the stage methods to ViewsWidget.prototype (views-widget.js, loaded first).
+ *
+ * With a token hovered, focused or pinned, each token on the other side shows one number (the
+ * first selected head's weight, beside its colour chip) and one small bar per selected head;
+ * the exact weights of every selected head stand in a table beside or under the lines (rows:
+ * tokens, columns: heads), so twelve heads need about 600 px instead of a 1,000 px row of numbers.
+ * The table's cells are the <span class="rgv-num"> test hooks.
+ *
+ * Keyboard: each token column is one Tab stop (roving tabindex); arrows, Home and End move
+ * within it, focusing a token previews its lines, Enter or Space pins it, Escape clears the pin.
  */
 (function (views) {
   'use strict';
 
   var el = views.el;
   var ROW_H = 20; // px per token row; lines start and end at row centres
-  var LINES_W = 220; // px between the two token columns
+  var LINES_W = 220; // px between the two token columns (the SVG's own coordinates; CSS may narrow it)
+  var BAR_W = 4; // px per head in a token's bar strip
   var proto = views.ViewsWidget.prototype;
+  var SIDES = { q: 'attending', k: 'attended' };
 
-  // The head view: token columns (HTML, so text stays text) around an SVG of lines.
+  // The head view: token columns (HTML, so text stays text) around an SVG of lines, and the weights table.
   proto.buildStage = function () {
     var stage = el('div', 'rgv-stage');
     stage.style.setProperty('--rgv-row', ROW_H + 'px');
+    var pair = el('div', 'rgv-pair');
     this.left = el('div', 'rgv-col rgv-left');
     this.right = el('div', 'rgv-col rgv-right');
     this.leftRows = this.fillColumn(this.left, 'q');
@@ -25,21 +37,33 @@
       width: LINES_W,
       height: this.n * ROW_H,
       viewBox: '0 0 ' + LINES_W + ' ' + this.n * ROW_H,
+      preserveAspectRatio: 'none', // narrowed on small screens: lines stretch, rows stay put
       'aria-hidden': 'true',
     });
-    stage.appendChild(this.left);
-    stage.appendChild(this.svg);
-    stage.appendChild(this.right);
+    pair.appendChild(this.left);
+    pair.appendChild(this.svg);
+    pair.appendChild(this.right);
+    stage.appendChild(pair);
+    this.weights = el('div', 'rgv-weights');
+    this.weights.setAttribute('aria-label', 'weights of every selected head');
+    stage.appendChild(this.weights);
+    this.stageRoot = stage;
     return stage;
   };
 
-  // One row per token in `column`, numbers on the side facing the lines; `which` is 'q' (left) or 'k' (right).
+  // One row per token in `column`, numbers on its outer side; `which` is 'q' (left) or 'k' (right).
   proto.fillColumn = function (column, which) {
     var self = this;
+    column.setAttribute('role', 'group');
+    column.setAttribute('aria-label', SIDES[which] + ' tokens: arrows move, Enter pins, Escape clears');
     var rows = this.data.tokens.map(function (tok, i) {
       var row = el('div', 'rgv-tok');
       row.setAttribute('data-i', String(i));
       row.setAttribute('data-group', self.groups[i]);
+      row.setAttribute('role', 'button');
+      row.setAttribute('aria-pressed', 'false');
+      row.setAttribute('aria-label', SIDES[which] + ' token #' + i + ' ' + tok);
+      row.tabIndex = i === 0 ? 0 : -1;
       if (self.data.special[i]) row.classList.add('rgv-special');
       var text = el('span', 'rgv-tok-text', tok);
       text.title = '#' + i + ' ' + tok;
@@ -50,6 +74,7 @@
       return { row: row, nums: nums };
     });
     this.listenToColumn(column, which);
+    this.listenToKeys(column, which, rows);
     return rows;
   };
 
@@ -58,27 +83,72 @@
     return row ? parseInt(row.getAttribute('data-i'), 10) : null;
   }
 
+  // Shows token i of side `which` as if hovered (mouse or keyboard focus), drawing only on a change.
+  proto.preview = function (which, i) {
+    if (i === null && this.hover === null) return;
+    if (i !== null && this.hover && this.hover.side === which && this.hover.i === i) return;
+    this.hover = i === null ? null : { side: which, i: i };
+    this.drawStage();
+  };
+
+  // Pins token i of side `which` (again: unpins it) and puts it in the link.
+  proto.pin = function (which, i) {
+    var field = which === 'q' ? 'token' : 'key';
+    this.state[field] = this.state[field] === i ? null : i;
+    this.state[which === 'q' ? 'key' : 'token'] = null;
+    this.hover = null;
+    this.render(true);
+  };
+
+  // Clears the pinned token, if any; returns whether there was one.
+  proto.unpin = function () {
+    if (this.state.token === null && this.state.key === null && this.hover === null) return false;
+    this.state.token = null;
+    this.state.key = null;
+    this.hover = null;
+    this.render(true);
+    return true;
+  };
+
   // Hover shows one token's lines; a click (or a tap) pins it and goes into the link.
   proto.listenToColumn = function (column, which) {
     var self = this;
     column.addEventListener('mouseover', function (event) {
       var i = rowIndex(event);
-      if (i === null || (self.hover && self.hover.side === which && self.hover.i === i)) return;
-      self.hover = { side: which, i: i };
-      self.drawStage();
+      if (i !== null) self.preview(which, i);
     });
-    column.addEventListener('mouseleave', function () {
-      self.hover = null;
-      self.drawStage();
-    });
+    column.addEventListener('mouseleave', function () { self.preview(which, null); });
     column.addEventListener('click', function (event) {
       var i = rowIndex(event);
+      if (i !== null) self.pin(which, i);
+    });
+  };
+
+  // Roving tabindex: the column is one Tab stop; focus previews, Enter/Space pins.
+  proto.listenToKeys = function (column, which, rows) {
+    var self = this;
+    var n = rows.length;
+    column.addEventListener('focusin', function (event) {
+      var i = rowIndex(event);
       if (i === null) return;
-      var field = which === 'q' ? 'token' : 'key';
-      self.state[field] = self.state[field] === i ? null : i;
-      self.state[which === 'q' ? 'key' : 'token'] = null;
-      self.hover = null;
-      self.render(true);
+      rows.forEach(function (entry, j) { entry.row.tabIndex = j === i ? 0 : -1; });
+      self.preview(which, i);
+    });
+    column.addEventListener('focusout', function (event) {
+      if (!column.contains(event.relatedTarget)) self.preview(which, null);
+    });
+    column.addEventListener('keydown', function (event) {
+      var i = rowIndex(event);
+      if (i === null) return;
+      var moves = { ArrowDown: i + 1, ArrowUp: i - 1, Home: 0, End: n - 1, PageDown: i + 10, PageUp: i - 10 };
+      if (event.key === 'Enter' || event.key === ' ') {
+        self.pin(which, i);
+      } else if (event.key in moves) {
+        rows[Math.max(0, Math.min(n - 1, moves[event.key]))].row.focus();
+      } else {
+        return;
+      }
+      event.preventDefault(); // no page scroll on Space and the arrows
     });
   };
 
@@ -104,34 +174,34 @@
     this.activeRows = [];
   };
 
-  proto.showNumber = function (nums, h, q, k, weight) {
-    var span = el('span', 'rgv-num', weight.toFixed(4));
-    span.setAttribute('data-head', String(h));
-    span.setAttribute('data-q', String(q));
-    span.setAttribute('data-k', String(k));
-    span.setAttribute('data-w', String(weight));
-    span.style.color = views.headColour(h, this.att.heads);
-    span.title = 'head ' + h + ': ' + weight.toFixed(6);
-    if (!nums.firstChild) this.touchedNums.push(nums);
-    nums.appendChild(span);
+  // Marks the active token's row, and the pinned one (aria-pressed) in both columns.
+  proto.markRows = function (active) {
+    var st = this.state;
+    if (active) {
+      var rows = active.side === 'q' ? this.leftRows : this.rightRows;
+      rows[active.i].row.classList.add('rgv-active');
+      this.activeRows.push(rows[active.i].row);
+    }
+    this.leftRows.forEach(function (entry, i) { entry.row.setAttribute('aria-pressed', String(st.token === i)); });
+    this.rightRows.forEach(function (entry, i) { entry.row.setAttribute('aria-pressed', String(st.key === i)); });
   };
 
-  // Draws the lines of the selected heads; with an active token only its lines, plus their weights as numbers.
+  // Draws the lines of the selected heads; with an active token only its lines, plus their weights.
   proto.drawStage = function () {
     var st = this.state;
     var active = this.activeToken();
     var frag = document.createDocumentFragment();
     var count = 0;
     this.clearNumbers();
-    if (active) {
-      var rows = active.side === 'q' ? this.leftRows : this.rightRows;
-      rows[active.i].row.classList.add('rgv-active');
-      this.activeRows.push(rows[active.i].row);
-    }
-    for (var i = 0; i < st.heads.length; i++) count += this.drawHead(st.heads[i], active, frag);
+    this.markRows(active);
+    this.stageRoot.style.setProperty('--rgv-bars', (st.heads.length > 1 ? st.heads.length * BAR_W : 0) + 'px');
+    var weights = active ? [] : null;
+    for (var i = 0; i < st.heads.length; i++) count += this.drawHead(st.heads[i], active, frag, weights);
     while (this.svg.firstChild) this.svg.removeChild(this.svg.firstChild);
     this.svg.appendChild(frag);
     this.svg.setAttribute('data-lines', String(count));
+    if (active) this.showInline(active, weights);
+    this.drawWeights(active, weights);
     this.status.textContent = this.describe(active, count);
   };
 
@@ -154,9 +224,9 @@
     };
   }
 
-  // Head h's lines into `frag`: those of the active token (with their weights as numbers),
-  // or else the top-k of every query token. Returns how many.
-  proto.drawHead = function (h, active, frag) {
+  // Head h's lines into `frag`: those of the active token (their weights pushed to `weights` as
+  // {h, q, k, w}, in token order), or else the top-k of every query token. Returns how many.
+  proto.drawHead = function (h, active, frag, weights) {
     var matrix = this.att.matrix(this.state.layer, h);
     var line = lineDrawer(frag, h, views.headColour(h, this.att.heads));
     if (!active) return this.drawTopLines(matrix, line);
@@ -168,7 +238,7 @@
       var k = active.side === 'q' ? other : active.i;
       if (!allow(q, k)) continue;
       line(q, k, matrix[q * n + k]);
-      this.showNumber((active.side === 'q' ? this.rightRows[k] : this.leftRows[q]).nums, h, q, k, matrix[q * n + k]);
+      weights.push({ h: h, q: q, k: k, w: matrix[q * n + k] });
       count++;
     }
     return count;
@@ -197,16 +267,145 @@
     return count;
   };
 
+  // Beside each token on the other side: the first selected head's weight, and a bar per selected head.
+  proto.showInline = function (active, weights) {
+    var rows = active.side === 'q' ? this.rightRows : this.leftRows;
+    var first = this.state.heads[0];
+    var many = this.state.heads.length > 1;
+    var strips = {};
+    for (var j = 0; j < weights.length; j++) {
+      var entry = weights[j];
+      var other = active.side === 'q' ? entry.k : entry.q;
+      var nums = rows[other].nums;
+      if (entry.h === first) {
+        nums.appendChild(this.inlineNumber(entry));
+        this.touchedNums.push(nums);
+        if (many) strips[other] = nums.appendChild(el('span', 'rgv-bars'));
+      }
+      if (many) strips[other].appendChild(this.weightBar(entry));
+    }
+  };
+
+  proto.inlineNumber = function (entry) {
+    var span = el('span', 'rgv-inline-num', views.weightText(entry.w));
+    setWeightData(span, entry);
+    span.style.setProperty('--rgv-head', views.headColour(entry.h, this.att.heads));
+    span.title = 'head ' + entry.h + ': ' + entry.w.toFixed(6);
+    return span;
+  };
+
+  proto.weightBar = function (entry) {
+    var bar = el('span', 'rgv-bar-h');
+    bar.style.setProperty('--rgv-head', views.headColour(entry.h, this.att.heads));
+    bar.style.height = Math.round(entry.w * 100) + '%';
+    bar.title = 'head ' + entry.h + ': ' + entry.w.toFixed(4);
+    return bar;
+  };
+
+  function setWeightData(node, entry) {
+    node.setAttribute('data-head', String(entry.h));
+    node.setAttribute('data-q', String(entry.q));
+    node.setAttribute('data-k', String(entry.k));
+    node.setAttribute('data-w', String(entry.w));
+  }
+
+  // Four decimals without the leading zero (".0431"; "1.000" for 1): exact enough, and 12 columns fit.
+  views.weightText = function (weight) {
+    return weight >= 0.99995 ? '1.000' : weight.toFixed(4).replace(/^0/, '');
+  };
+
+  // The table of every selected head's weights for the active token (or a hint when there is none).
+  proto.drawWeights = function (active, weights) {
+    var box = this.weights;
+    box.textContent = '';
+    if (!active || !weights.length) {
+      var hint = 'Hover, tap or Tab to a token to list every selected head\u2019s weights.';
+      if (!this.state.heads.length) hint = 'No head selected.';
+      else if (active) hint = 'The pair filter keeps none of this token\u2019s lines.';
+      box.appendChild(el('p', 'rgv-weights-hint', hint));
+      return;
+    }
+    var tok = this.data.tokens[active.i];
+    var title = (active.side === 'q' ? 'Attention from #' : 'Attention to #') + active.i + ' ' + tok +
+      ', layer ' + this.state.layer;
+    var heading = box.appendChild(el('p', 'rgv-weights-title', title));
+    box.appendChild(this.weightsTable(active, weights));
+    // On a phone the table scrolls inside its box: say so. Measured at the next frame, with the layout the
+    // browser does anyway, rather than forcing one in the middle of a hover.
+    requestAnimationFrame(function () {
+      var scrolls = heading.isConnected && box.scrollWidth > box.clientWidth + 1;
+      box.classList.toggle('rgv-scrolls', scrolls);
+      if (scrolls) heading.appendChild(el('span', 'rgv-table-hint', ' \u00b7 scroll sideways for every head \u2194'));
+    });
+  };
+
+  proto.weightsTable = function (active, weights) {
+    var heads = this.state.heads;
+    var table = el('table', 'rgv-wtable');
+    var headRow = el('tr');
+    headRow.appendChild(el('th', 'rgv-wtable-corner', active.side === 'q' ? 'key' : 'query'));
+    var colours = heads.map(function (h) { return views.headColour(h, this.att.heads); }, this);
+    heads.forEach(function (h, col) {
+      var cell = el('th', 'rgv-wtable-head', 'H' + h);
+      cell.style.setProperty('--rgv-head', colours[col]);
+      cell.title = 'head ' + h;
+      headRow.appendChild(cell);
+    });
+    table.appendChild(el('thead')).appendChild(headRow);
+    var body = el('tbody');
+    var perHead = weights.length / heads.length; // the same tokens for every head (the filter does not depend on it)
+    var best = strongest(weights, perHead);
+    for (var r = 0; r < perHead; r++) body.appendChild(this.weightsRow(active, weights, r, perHead, colours, best));
+    table.appendChild(body);
+    return table;
+  };
+
+  // Index in `weights` of each head's largest weight, the ones the table sets in bold.
+  function strongest(weights, perHead) {
+    var best = {};
+    for (var j = 0; j < weights.length; j++) {
+      var col = Math.floor(j / perHead);
+      if (!(col in best) || weights[j].w > weights[best[col]].w) best[col] = j;
+    }
+    return best;
+  }
+
+  proto.weightsRow = function (active, weights, r, perHead, colours, best) {
+    var other = active.side === 'q' ? weights[r].k : weights[r].q;
+    var tr = el('tr');
+    var name = el('th', 'rgv-wtable-tok', '#' + other + ' ' + this.data.tokens[other]);
+    name.title = '#' + other + ' ' + this.data.tokens[other];
+    tr.appendChild(name);
+    for (var col = 0; col * perHead < weights.length; col++) {
+      var entry = weights[col * perHead + r];
+      var cell = el('td', best[col] === col * perHead + r ? 'rgv-wcell rgv-wbest' : 'rgv-wcell');
+      cell.style.backgroundColor = tint(colours[col], entry.w);
+      var span = el('span', 'rgv-num', views.weightText(entry.w));
+      setWeightData(span, entry);
+      span.title = 'head ' + entry.h + ': ' + entry.w.toFixed(6);
+      tr.appendChild(cell).appendChild(span);
+    }
+    return tr;
+  };
+
+  // The head colour `hex` at an opacity growing with the weight, up to views.HEAD_TINT.
+  function tint(hex, weight) {
+    var channels = [1, 3, 5].map(function (at) { return parseInt(hex.slice(at, at + 2), 16); });
+    var alpha = views.HEAD_TINT * Math.max(0, Math.min(1, weight));
+    return 'rgba(' + channels.join(', ') + ', ' + alpha.toFixed(3) + ')';
+  }
+
   proto.describe = function (active, count) {
     var st = this.state;
     var parts = ['Layer ' + st.layer, st.heads.length + ' of ' + this.att.heads + ' heads', count + ' lines'];
     if (active) {
       var tok = this.data.tokens[active.i];
       parts.push((active.side === 'q' ? 'attention from ' : 'attention to ') + '#' + active.i + ' ' + tok);
+      if (st.heads.length) parts.push('numbers beside the tokens: head ' + st.heads[0]);
     } else {
       var sparse = st.topk < this.n || st.min > 0;
       parts.push(sparse ? 'top ' + st.topk + ' per token, weight \u2265 ' + st.min : 'all weights');
-      parts.push('hover or tap a token for its weights');
+      parts.push('hover, tap or Tab to a token for its weights (Enter pins, Escape clears)');
     }
     return parts.join(' \u00b7 ');
   };

@@ -1,15 +1,31 @@
 /*
  * reportgen attention views: the query/key view of an example's q/k page. For one query
- * token and one (layer, head) it shows, for every key, the key vector, the elementwise
- * product with the query, q . k, the scaled score, its softmax and the model's own weight,
- * so a reader can follow how attention is computed. Needs views-core.js first.
+ * token and one (layer, head) it shows, for every key, the softmax weight computed here from
+ * the stored vectors next to the model's own weight, then q . k, the scaled score, the key
+ * vector and its elementwise product with the query, so a reader can follow how attention is
+ * computed. The data is one chunk per layer (reportgen/views.py qk_payload), inline or in data
+ * files beside the page (views-core.js DataFiles). Needs views-core.js first.
+ *
+ * QKTable draws the table and fits it to its box; QKWidget holds the state, the controls,
+ * the data and the deep link.
  */
 (function (views) {
   'use strict';
 
   var el = views.el;
-  var COLUMNS = ['key', 'k (key vector)', 'q \u00d7 k (elementwise)', 'q \u00b7 k', 'q \u00b7 k \u00d7 scale',
-    'softmax', 'model'];
+  // [title, what it is]: the key and its weights first, so they stay in sight on a narrow screen.
+  var COLUMNS = [
+    ['key', 'the key token'],
+    ['softmax', 'softmax of the scaled scores over the keys, computed here from the stored q and k'],
+    ['model', 'the weight the model itself gave (stored at 8 bits)'],
+    ['q\u00a0\u00b7\u00a0k', 'dot product of the query and this key'],
+    ['\u00d7\u00a0scale', 'q \u00b7 k times the model\u2019s scaling: the score the softmax takes'],
+    ['k (key vector)', 'the key vector, one cell per dimension'],
+    ['q \u00d7 k (elementwise)', 'the products whose sum is q \u00b7 k, one cell per dimension'],
+  ];
+  var LEGEND = 'Cells: red positive, blue negative; the stronger the colour, the larger the magnitude ' +
+    '(q and k against the largest |value| of this head, q \u00d7 k against the largest |product| for this query).';
+  var HINT = 'The table scrolls sideways: the score, the vectors and their products are to the right \u2192';
 
   // Red for positive, blue for negative, more opaque the larger |v| is against maxAbs.
   function vectorColour(value, maxAbs) {
@@ -17,58 +33,175 @@
     return value >= 0 ? 'rgba(214, 39, 40, ' + t.toFixed(3) + ')' : 'rgba(31, 119, 180, ' + t.toFixed(3) + ')';
   }
 
+  function numberCell(text, className) {
+    return el('td', 'rgv-number' + (className ? ' ' + className : ''), text);
+  }
+
+  // ------------------------------------------------------------------ table
+
+  // The table of one query's keys inside its scroll box; `sizer` carries --rgv-cell for every strip.
+  function QKTable(tokens, dim, scaling, sizer) {
+    this.tokens = tokens;
+    this.dim = dim;
+    this.scaling = scaling;
+    this.sizer = sizer;
+    this.table = el('table', 'rgv-qk-table');
+    var head = el('tr');
+    COLUMNS.forEach(function (column) {
+      var cell = el('th', null, column[0]);
+      cell.title = column[1];
+      cell.scope = 'col';
+      head.appendChild(cell);
+    });
+    this.table.appendChild(el('thead')).appendChild(head);
+    this.tbody = this.table.appendChild(el('tbody'));
+    this.wrap = el('div', 'rgv-qk-wrap');
+    this.wrap.tabIndex = 0; // a scroll box is reachable by keyboard
+    this.wrap.setAttribute('role', 'region');
+    this.wrap.setAttribute('aria-label', 'query/key table');
+    this.wrap.appendChild(this.table);
+    this.hint = el('p', 'rgv-qk-hint', HINT);
+    this.hint.hidden = true;
+  }
+
+  // A vector as a strip of coloured cells, values[offset .. offset + dim).
+  QKTable.prototype.strip = function (values, offset, maxAbs) {
+    var strip = el('span', 'rgv-vec');
+    for (var d = 0; d < this.dim; d++) {
+      var value = values[offset + d];
+      var cell = el('span', 'rgv-cell');
+      cell.style.backgroundColor = vectorColour(value, maxAbs);
+      cell.title = 'dim ' + d + ': ' + value.toFixed(4);
+      strip.appendChild(cell);
+    }
+    return strip;
+  };
+
+  // The rows of query `token` (rows: views.queryKeyRows) against the model's weights; returns the
+  // largest difference between the two weight columns.
+  QKTable.prototype.fill = function (keys, rows, token, model) {
+    var n = this.tokens.length;
+    var frag = document.createDocumentFragment();
+    var worst = 0;
+    for (var k = 0; k < n; k++) {
+      var weight = model[token * n + k];
+      worst = Math.max(worst, Math.abs(rows.softmax[k] - weight));
+      frag.appendChild(this.row(k, keys, rows, weight));
+    }
+    this.tbody.textContent = '';
+    this.tbody.appendChild(frag);
+    this.fit();
+    return worst;
+  };
+
+  // Key k's row: its weights (softmax here, the model's), dot product, score, vector and products.
+  QKTable.prototype.row = function (k, keys, rows, weight) {
+    var dot = rows.dots[k];
+    var soft = rows.softmax[k];
+    var tr = el('tr', 'rgv-qk-row');
+    tr.setAttribute('data-k', String(k));
+    tr.setAttribute('data-dot', String(dot));
+    tr.setAttribute('data-score', String(dot * this.scaling));
+    tr.setAttribute('data-softmax', String(soft));
+    tr.setAttribute('data-model', String(weight));
+    var tokCell = el('th', 'rgv-tok-text rgv-qk-key', this.tokens[k]);
+    tokCell.scope = 'row';
+    tokCell.title = '#' + k;
+    tr.appendChild(tokCell);
+    var softCell = numberCell(null, 'rgv-soft');
+    softCell.appendChild(el('span', 'rgv-bar')).style.width = (soft * 100).toFixed(1) + '%';
+    softCell.appendChild(el('span', 'rgv-soft-value', soft.toFixed(4)));
+    tr.appendChild(softCell);
+    tr.appendChild(numberCell(weight.toFixed(4)));
+    tr.appendChild(numberCell(dot.toFixed(3)));
+    tr.appendChild(numberCell((dot * this.scaling).toFixed(3)));
+    tr.appendChild(el('td', 'rgv-qk-vec')).appendChild(this.strip(keys, k * this.dim, rows.maxAbs));
+    tr.appendChild(el('td', 'rgv-qk-vec')).appendChild(this.strip(rows.products, k * this.dim, rows.maxProduct));
+    return tr;
+  };
+
+  /*
+   * The vector strips' cell width (--rgv-cell, 2 to 10 px): as wide as lets the table fit its box,
+   * from a measurement of the table at the present width, since the other columns' widths depend
+   * on the fonts. Where even 2 px do not fit (phones), the box scrolls and the hint shows.
+   */
+  QKTable.prototype.fit = function () {
+    var strips = 2 * this.dim;
+    // A header wider than its strip hides part of the strips' width: a second look settles it.
+    for (var look = 0; look < 2; look++) {
+      var current = parseFloat(this.sizer.style.getPropertyValue('--rgv-cell')) || 6;
+      var others = this.table.offsetWidth - strips * current;
+      var cell = Math.max(2, Math.min(10, Math.floor((this.wrap.clientWidth - others) / strips)));
+      if (cell === current) break;
+      this.sizer.style.setProperty('--rgv-cell', cell + 'px');
+    }
+    var scrolls = this.wrap.scrollWidth > this.wrap.clientWidth + 1;
+    this.hint.hidden = !scrolls;
+    this.wrap.classList.toggle('rgv-scrolls', scrolls);
+  };
+
+  // ----------------------------------------------------------------- widget
+
   function QKWidget(root, data, ownsHash) {
-    var started = performance.now();
+    this.started = performance.now();
     this.root = root;
     this.data = data;
     this.ownsHash = ownsHash;
-    this.att = new views.Attention(data.attention);
-    this.n = this.att.n;
+    this.layers = data.shape[0];
+    this.heads = data.shape[1];
+    this.n = data.shape[2];
     this.dim = data.head_dim;
-    this.cache = new Map();
+    this.files = data.files ? new views.DataFiles(data.files) : null;
+    this.decoded = new Map(); // layer -> per head {q, k, model}
     var firstWord = data.special.indexOf(0);
     this.state = { layer: 0, head: 0, token: firstWord >= 0 ? firstWord : 0 };
     this.build();
     if (ownsHash) this.applyHash(false);
     this.render(false);
-    views.markFirstRender(root, started);
   }
 
-  // The float32 query and key vectors of one (layer, head), [n * dim] each, decoded once.
-  QKWidget.prototype.vectors = function (layer, head) {
-    var id = layer * this.att.heads + head;
-    if (!this.cache.has(id)) {
-      this.cache.set(id, { q: views.base64Float32(this.data.queries[id]), k: views.base64Float32(this.data.keys[id]) });
+  // The decoded heads of one layer, or null while its data file is loading (render runs again when it is in).
+  QKWidget.prototype.layerData = function (layer, fromUser) {
+    var self = this;
+    if (this.decoded.has(layer)) return this.decoded.get(layer);
+    var text = this.files ? this.files.text('qk-l' + layer) : this.data.layers[layer];
+    if (text !== null) {
+      this.decoded.set(layer, views.decodeQKLayer(text, this.heads, this.n, this.dim));
+      return this.decoded.get(layer);
     }
-    return this.cache.get(id);
+    this.root.setAttribute('data-rgv-loading', String(layer));
+    this.note.textContent = 'Loading layer ' + layer + ' (' + views.sizeText(this.files.bytes) + ')\u2026';
+    this.files.request(['qk-l' + layer], function (error) {
+      self.root.removeAttribute('data-rgv-loading');
+      if (error) self.note.textContent = error.message;
+      else self.render(fromUser);
+    });
+    return null;
   };
 
   QKWidget.prototype.build = function () {
+    var self = this;
     this.root.classList.add('rgv-ready', 'rgv-qk');
     this.root.appendChild(this.buildToolbar());
+    this.hashNote = this.root.appendChild(el('p', 'rgv-hash-note'));
+    this.hashNote.setAttribute('role', 'status');
+    this.hashNote.hidden = true;
     this.root.appendChild(this.buildTokenStrip());
-    this.queryLine = el('div', 'rgv-qk-query');
-    this.root.appendChild(this.queryLine);
-    var table = el('table', 'rgv-qk-table');
-    var head = el('tr');
-    COLUMNS.forEach(function (title) { head.appendChild(el('th', null, title)); });
-    var thead = el('thead');
-    thead.appendChild(head);
-    table.appendChild(thead);
-    this.tbody = el('tbody');
-    table.appendChild(this.tbody);
-    var wrap = el('div', 'rgv-qk-wrap');
-    wrap.appendChild(table);
-    this.root.appendChild(wrap);
-    this.note = el('p', 'rgv-status');
-    this.root.appendChild(this.note);
+    this.queryLine = this.root.appendChild(el('div', 'rgv-qk-query'));
+    this.root.appendChild(el('p', 'rgv-qk-legend', LEGEND));
+    this.table = new QKTable(this.data.tokens, this.dim, this.data.scaling, this.root);
+    this.root.appendChild(this.table.hint);
+    this.root.appendChild(this.table.wrap);
+    this.note = this.root.appendChild(el('p', 'rgv-status'));
+    this.note.setAttribute('aria-live', 'polite');
+    window.addEventListener('resize', function () { self.table.fit(); });
   };
 
   QKWidget.prototype.buildToolbar = function () {
     var self = this;
     var bar = el('div', 'rgv-toolbar');
-    this.layerSelect = views.numberedSelect('rgv-layer', this.att.layers, 'Layer');
-    this.headSelect = views.numberedSelect('rgv-head', this.att.heads, 'Head');
+    this.layerSelect = views.numberedSelect('rgv-layer', this.layers, 'Layer');
+    this.headSelect = views.numberedSelect('rgv-head', this.heads, 'Head');
     this.layerSelect.addEventListener('change', function () {
       self.state.layer = parseInt(self.layerSelect.value, 10);
       self.render(true);
@@ -100,95 +233,68 @@
     return strip;
   };
 
-  // A vector as a strip of coloured cells, values[offset .. offset + dim).
-  QKWidget.prototype.strip = function (values, offset, maxAbs) {
-    var strip = el('span', 'rgv-vec');
-    for (var d = 0; d < this.dim; d++) {
-      var value = values[offset + d];
-      var cell = el('span', 'rgv-cell');
-      cell.style.backgroundColor = vectorColour(value, maxAbs);
-      cell.title = 'dim ' + d + ': ' + value.toFixed(4);
-      strip.appendChild(cell);
-    }
-    return strip;
-  };
-
   QKWidget.prototype.render = function (fromUser) {
     var st = this.state;
-    var vec = this.vectors(st.layer, st.head);
-    var table = views.queryKeyRows(vec.q, vec.k, st.token, this.dim, this.data.scaling);
-    var model = this.att.matrix(st.layer, st.head);
     this.layerSelect.value = String(st.layer);
     this.headSelect.value = String(st.head);
     this.tokenButtons.forEach(function (node, i) { node.setAttribute('aria-pressed', String(i === st.token)); });
+    if (fromUser && this.ownsHash) views.writeHash(this.hashText());
+    var layer = this.layerData(st.layer, fromUser);
+    if (!layer) return;
+    var vec = layer[st.head];
+    var rows = views.queryKeyRows(vec.q, vec.k, st.token, this.dim, this.data.scaling);
     this.queryLine.textContent = '';
     this.queryLine.appendChild(el('span', 'rgv-qk-label', 'q of #' + st.token + ' '));
     this.queryLine.appendChild(el('span', 'rgv-tok-text', this.data.tokens[st.token]));
-    this.queryLine.appendChild(this.strip(vec.q, st.token * this.dim, table.maxAbs));
-    var frag = document.createDocumentFragment();
-    var worst = 0;
-    for (var k = 0; k < this.n; k++) {
-      var weight = model[st.token * this.n + k];
-      worst = Math.max(worst, Math.abs(table.softmax[k] - weight));
-      frag.appendChild(this.tableRow(k, vec.k, table, weight));
-    }
-    this.tbody.textContent = '';
-    this.tbody.appendChild(frag);
-    this.note.textContent = this.noteText(worst);
-    var text = this.hashText();
-    this.root.setAttribute('data-rgv-state', text);
-    if (fromUser && this.ownsHash) views.writeHash(text);
-  };
-
-  // Key k's row: its vector, the products with the query, the dot product, score, softmax and model weight.
-  QKWidget.prototype.tableRow = function (k, keys, table, weight) {
-    var dim = this.dim;
-    var scaling = this.data.scaling;
-    var dot = table.dots[k];
-    var soft = table.softmax[k];
-    var tr = el('tr', 'rgv-qk-row');
-    tr.setAttribute('data-k', String(k));
-    tr.setAttribute('data-dot', String(dot));
-    tr.setAttribute('data-score', String(dot * scaling));
-    tr.setAttribute('data-softmax', String(soft));
-    tr.setAttribute('data-model', String(weight));
-    var tokCell = el('td', 'rgv-tok-text', this.data.tokens[k]);
-    tokCell.title = '#' + k;
-    tr.appendChild(tokCell);
-    tr.appendChild(el('td')).appendChild(this.strip(keys, k * dim, table.maxAbs));
-    tr.appendChild(el('td')).appendChild(this.strip(table.products, k * dim, table.maxProduct));
-    tr.appendChild(el('td', 'rgv-number', dot.toFixed(3)));
-    tr.appendChild(el('td', 'rgv-number', (dot * scaling).toFixed(3)));
-    var softCell = el('td', 'rgv-number rgv-soft');
-    var bar = el('span', 'rgv-bar');
-    bar.style.width = (soft * 100).toFixed(1) + '%';
-    softCell.appendChild(bar);
-    softCell.appendChild(el('span', null, soft.toFixed(4)));
-    tr.appendChild(softCell);
-    tr.appendChild(el('td', 'rgv-number', weight.toFixed(4)));
-    return tr;
+    this.queryLine.appendChild(this.table.strip(vec.q, st.token * this.dim, rows.maxAbs));
+    this.note.textContent = this.noteText(this.table.fill(vec.k, rows, st.token, vec.model));
+    this.root.setAttribute('data-rgv-state', this.hashText());
+    if (!this.root.hasAttribute('data-first-render-ms')) views.markFirstRender(this.root, this.started);
   };
 
   // The status line: what the table computes and how far it is from the model's stored weights.
   QKWidget.prototype.noteText = function (worst) {
     var st = this.state;
-    return 'Layer ' + st.layer + ', head ' + st.head + ', query #' + st.token +
+    var check = this.data.check;
+    var text = 'Layer ' + st.layer + ', head ' + st.head + ', query #' + st.token +
       ': softmax(q \u00b7 k \u00d7 ' + this.data.scaling.toPrecision(4) + ') over ' + this.n +
-      ' keys; largest difference from the model\u2019s stored weights ' + worst.toExponential(1) +
-      (worst > 0.01 ? ' (this model adds terms beyond q \u00b7 k, e.g. relative positions)' : ' (8-bit page encoding)');
+      ' keys; on this row it differs from the model\u2019s weights by at most ' + worst.toFixed(4);
+    if (worst <= check.rounding) return text + ', within the ' + check.rounding.toFixed(4) + ' that rounding allows.';
+    return text + ', more than rounding allows (' + check.rounding.toFixed(4) +
+      '): this model adds terms beyond q \u00b7 k, e.g. relative positions.';
   };
 
   QKWidget.prototype.hashText = function () {
     return views.formatHash({ view: 'qk', layer: this.state.layer, head: this.state.head, token: this.state.token });
   };
 
+  // Restores the state a link describes; values out of range keep the current ones, with a note saying so.
   QKWidget.prototype.applyHash = function (rerender) {
-    var link = views.readHash({ layers: this.att.layers, heads: this.att.heads, tokens: this.n });
+    var limits = { layers: this.layers, heads: this.heads, tokens: this.n };
+    var link = views.readHash(limits);
     if (!link) return;
     if (link.layer !== null) this.state.layer = link.layer;
     if (link.head !== null) this.state.head = link.head;
     if (link.token !== null) this.state.token = link.token;
+    this.showHashNote(link, limits);
     if (rerender) this.render(false);
+  };
+
+  // What a link asked for that this page cannot show (views-core.js hashNote), and what it shows instead.
+  QKWidget.prototype.showHashNote = function (link, limits) {
+    var problems = (link.problems || []).filter(function (problem) {
+      return problem.field === 'layer' || problem.field === 'head';
+    });
+    if (link.view !== null && link.view !== 'qk') problems.unshift({ field: 'view', given: link.view.slice(0, 24) });
+    var note = views.hashNote ? views.hashNote(problems, limits,
+      { view: 'query/key view', layer: this.state.layer, heads: [this.state.head] }) : '';
+    var token = (link.problems || []).filter(function (problem) { return problem.field === 'token'; })[0];
+    if (token) {
+      note += (note ? ' ' : '') + 'The link asked for query token ' + token.given + '; this example has tokens 0\u2013' +
+        (this.n - 1) + '. Showing query #' + this.state.token + '.';
+    }
+    this.hashNote.textContent = note;
+    this.hashNote.hidden = !note;
   };
 
   views.QKWidget = QKWidget;

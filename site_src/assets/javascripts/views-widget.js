@@ -68,9 +68,65 @@
     if (this.isPair) bar.appendChild(this.buildFilters());
     this.buildLimits(bar);
     bar.appendChild(views.copyControl(function () { return self.hashText(); }));
+    this.qkLink = this.buildQKLink();
+    if (this.qkLink) bar.appendChild(this.qkLink);
     this.root.appendChild(bar);
+    this.root.appendChild(this.buildNote());
     this.root.appendChild(this.buildHeadToggles());
     this.buildPanels();
+    this.root.addEventListener('keydown', function (event) {
+      if (event.key === 'Escape' && self.unpin()) {
+        event.preventDefault();
+        event.stopPropagation(); // a first Escape clears the pin, a second one may close what holds the view
+      }
+    });
+    window.addEventListener('resize', function () { self.updateScrollHint(); });
+  };
+
+  // A link to the example's query/key page (named by the page in data-qk-href; none without it),
+  // carrying the layer, the first selected head and the pinned query token; render() keeps it current.
+  ViewsWidget.prototype.buildQKLink = function () {
+    var page = this.root.getAttribute('data-qk-href');
+    if (!page) return null;
+    this.qkPage = page.split('#')[0];
+    var link = el('a', 'rgv-qk-link', 'Query/key view');
+    link.title = 'How this head computes its weights: queries, keys and their softmax';
+    return link;
+  };
+
+  ViewsWidget.prototype.qkHref = function () {
+    var st = this.state;
+    return this.qkPage + '#' + views.formatHash({
+      view: 'qk', layer: st.layer, head: st.heads.length ? st.heads[0] : null, token: st.token,
+    });
+  };
+
+  // What a link asked for that this view cannot show, and what it shows instead (hidden when nothing).
+  ViewsWidget.prototype.buildNote = function () {
+    var self = this;
+    this.note = el('p', 'rgv-hash-note');
+    this.note.setAttribute('role', 'status');
+    this.note.hidden = true;
+    this.noteText = el('span', 'rgv-hash-note-text');
+    var close = button('rgv-hash-note-close', '\u00d7', 'Dismiss this note');
+    close.setAttribute('aria-label', 'Dismiss this note');
+    close.addEventListener('click', function () { self.showNote(''); });
+    this.note.appendChild(this.noteText);
+    this.note.appendChild(close);
+    return this.note;
+  };
+
+  ViewsWidget.prototype.showNote = function (text) {
+    this.noteText.textContent = text;
+    this.note.hidden = !text;
+  };
+
+  // On a narrow screen the head view scrolls sideways inside its panel: say so above it.
+  ViewsWidget.prototype.updateScrollHint = function () {
+    var panel = this.headPanel;
+    var scrolls = !panel.hidden && panel.scrollWidth > panel.clientWidth + 1;
+    this.scrollHint.hidden = !scrolls;
+    panel.classList.toggle('rgv-scrolls', scrolls);
   };
 
   ViewsWidget.prototype.buildTabs = function () {
@@ -173,17 +229,13 @@
   ViewsWidget.prototype.buildPanels = function () {
     this.headPanel = el('div', 'rgv-panel rgv-head-panel');
     this.modelPanel = el('div', 'rgv-panel rgv-model-panel');
-    this.zoom = el('div', 'rgv-zoom');
-    this.zoomTitle = el('span', 'rgv-zoom-title');
-    var close = button('rgv-zoom-close', 'Close', 'Back to the grid');
-    close.addEventListener('click', this.setter('zoom', false));
-    var zoomBar = el('div', 'rgv-zoom-bar');
-    zoomBar.appendChild(this.zoomTitle);
-    zoomBar.appendChild(close);
-    this.zoom.appendChild(zoomBar);
+    this.zoom = this.buildZoom(); // views-model.js: the dialog an enlarged head opens in
     this.modelPanel.appendChild(this.zoom);
     this.grid = null; // built when the model view is first shown
     this.stage = this.buildStage();
+    this.scrollHint = el('p', 'rgv-scroll-hint', 'Wider than the screen: scroll the view sideways \u2194');
+    this.scrollHint.hidden = true;
+    this.root.appendChild(this.scrollHint);
     this.root.appendChild(this.headPanel);
     this.root.appendChild(this.modelPanel);
     this.status = el('p', 'rgv-status');
@@ -219,22 +271,41 @@
   ViewsWidget.prototype.render = function (fromUser) {
     var st = this.state;
     this.syncControls();
+    if (this.waitForData(fromUser)) return;
     var zoomed = st.view === 'model' && st.zoom;
+    this.root.setAttribute('data-rgv-view', st.view); // views.css hides the head toggles in the model view
     this.headPanel.hidden = st.view !== 'head';
     this.modelPanel.hidden = st.view !== 'model';
-    this.zoom.hidden = !zoomed;
     if (st.view === 'head' && this.stage.parentNode !== this.headPanel) this.headPanel.appendChild(this.stage);
-    if (zoomed && this.stage.parentNode !== this.zoom) this.zoom.appendChild(this.stage);
-    if (zoomed) {
-      var heads = (st.heads.length === 1 ? ' ' : 's ') + st.heads.join(', ');
-      this.zoomTitle.textContent = 'Layer ' + st.layer + ', head' + heads;
-    }
-    if (st.view === 'head' || zoomed) this.drawStage();
-    else this.status.textContent = 'Click a head to enlarge it';
     if (st.view === 'model') this.drawGrid();
+    this.placeZoom(zoomed); // views-model.js: opens or closes the enlarged head's dialog
+    if (st.view === 'head' || zoomed) this.drawStage();
+    else this.status.textContent = 'Click a head to enlarge it, or a row\'s label to select its layer';
     var text = this.hashText();
     this.root.setAttribute('data-rgv-state', text);
+    if (this.qkLink) this.qkLink.setAttribute('href', this.qkHref());
+    this.updateScrollHint();
     if (fromUser && this.ownsHash) views.writeHash(text);
+  };
+
+  // Long examples keep their attention in data files (views-core.js DataFiles): until the heads this
+  // state draws are in (the model view draws them all), say what is loading and render again then.
+  ViewsWidget.prototype.waitForData = function (fromUser) {
+    var self = this;
+    var st = this.state;
+    var pairs = st.view === 'model' ? this.att.allHeads() : st.heads.map(function (h) { return [st.layer, h]; });
+    var loading = this.att.ensure(pairs, function (error) {
+      self.root.removeAttribute('data-rgv-loading');
+      self.headPanel.inert = self.modelPanel.inert = false;
+      if (error) self.status.textContent = error.message;
+      else self.render(false);
+    });
+    if (!loading) return false;
+    this.root.setAttribute('data-rgv-loading', loading);
+    this.headPanel.inert = this.modelPanel.inert = true; // no hover or focus draws heads that are not in yet
+    this.status.textContent = loading;
+    if (fromUser && this.ownsHash) views.writeHash(this.hashText());
+    return true;
   };
 
   // The deep link of the current state; fields at their defaults are left out.
@@ -243,7 +314,7 @@
     var placed = st.view === 'head' || st.zoom;
     return views.formatHash({
       view: st.view,
-      layer: placed ? st.layer : null,
+      layer: st.layer, // the model view highlights its layer's row
       head: placed ? st.heads : null,
       token: st.token,
       key: st.key,
@@ -258,9 +329,12 @@
     var link = views.readHash({ layers: this.att.layers, heads: this.att.heads, tokens: this.n });
     if (!link) return;
     var st = this.defaultState();
+    var problems = link.problems.slice();
     if (link.view === 'head' || link.view === 'model') st.view = link.view;
+    else if (link.view !== null) problems.unshift({ field: 'view', given: link.view.slice(0, 24) });
     if (link.layer !== null) st.layer = link.layer;
-    if (link.heads !== null) st.heads = link.heads;
+    var badHeads = problems.some(function (problem) { return problem.field === 'head'; });
+    if (link.heads !== null && (link.heads.length || !badHeads)) st.heads = link.heads; // head=abc: the default heads
     st.zoom = st.view === 'model' && link.layer !== null && link.heads !== null;
     st.token = link.token;
     st.key = st.token === null ? link.key : null;
@@ -269,6 +343,8 @@
     if (link.min !== null) st.min = link.min;
     this.state = st;
     this.hover = null;
+    this.showNote(views.hashNote(problems, { layers: this.att.layers, heads: this.att.heads, tokens: this.n },
+      { view: st.view + ' view', layer: st.layer, heads: st.heads }));
     if (rerender) this.render(false);
   };
 

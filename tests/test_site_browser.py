@@ -49,9 +49,9 @@ def test_heatmaps_render_with_exact_tooltips(default_site, open_page):
     assert view.remote_requests == [] and view.errors == []
 
 
-@pytest.mark.parametrize("transport", ["file", "http"])
-def test_every_page_loads_without_errors_or_remote_requests(default_site, open_page, http_root, transport):
-    base = default_site.as_uri() + "/" if transport == "file" else http_root(default_site)
+def test_every_page_loads_over_http_without_errors_or_remote_requests(default_site, open_page, http_root):
+    """As on GitHub Pages; from file:// at two screen sizes, tests/test_every_page_browser.py."""
+    base = http_root(default_site)
     for name in site_pages(default_site):  # 404.html too: without a site_url its links are relative
         view = open_page(base + name)
         assert view.remote_requests == [], name

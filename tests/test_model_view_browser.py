@@ -14,7 +14,7 @@ import pytest
 
 from reportgen.config import ExampleSpec
 from reportgen.views import example_payload, standalone_page, views_html
-from tests.helpers import CHROMIUM, CHROMIUM_ARGS, TINY_WORDS, BrowserPage
+from tests.helpers import TINY_WORDS, BrowserPage
 
 pytestmark = pytest.mark.slow  # a browser (the models are tiny: seconds)
 
@@ -81,23 +81,13 @@ def pages(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
 @pytest.fixture
-def open_view(chromium):
+def open_view(browser):
     """open_view(page, hash, viewport) -> BrowserPage with the views started; contexts closed after the test."""
     contexts = []
 
     def _open(page: Path, fragment: str, viewport: dict) -> BrowserPage:
-        context = chromium.new_context(viewport=viewport)
+        context = browser.new_context(viewport=viewport)
         contexts.append(context)
         view = BrowserPage(context.new_page())
         view.page.goto(page.as_uri() + fragment)

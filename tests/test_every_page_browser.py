@@ -682,7 +682,7 @@ def test_site_navigation_links_land(pages, tabs):
                 tab.page.keyboard.press("Enter")
             else:
                 link.click(timeout=5_000)
-            tab.page.wait_for_url(tab.url(target, fragment), timeout=10_000)
+            tab.page.wait_for_url(tab.url(target, fragment), wait_until="commit", timeout=30_000)
         except Exception as err:  # noqa: BLE001 - reported with the others
             failures.append(f"{where}: {str(err).splitlines()[0]}")
             continue

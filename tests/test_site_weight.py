@@ -261,15 +261,6 @@ def test_patterns_page_sets_matrices_in_a_grid(default_site, open_sized, viewpor
     assert no_sideways_scroll(view) and view.errors == []
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("viewport", list(VIEWPORTS))
-def test_changed_pages_never_scroll_sideways(default_site, open_sized, viewport):
-    for page in ["index.html", "patterns.html", "example-1.html", "example-1-qk.html", "example-2.html", "404.html"]:
-        view = open_sized((default_site / page).as_uri(), viewport)
-        assert no_sideways_scroll(view), page
-        assert view.failed == [] and view.errors == [], (page, view.failed, view.errors)
-
-
 # -- a tiny site with a hostile title and a long example -----------------------------------------------
 HOSTILE_TITLE = "Tiny <img src=x onerror=alert(7)> & a title long enough to be cut short in the header of a phone"
 LONG_TEXT = " ".join(["the cat sat on the mat and the dog sat on the red ball ."] * 6)

@@ -21,7 +21,7 @@ from tests.helpers import CHROMIUM, CHROMIUM_ARGS, BrowserPage, make_tiny_bert
 # One torch thread per test process, set before torch is first imported (subprocess builds inherit it).
 # The tiny models gain nothing from a second thread, and on a busy 2-core machine OpenMP threads spin at
 # every barrier: test_ablation, test_numbers and test_masking took 144 s with 2 threads, 19 s with 1
-# (load ~3). Under `-n 2` each worker then has a core of its own. OMP_NUM_THREADS set outside wins.
+# (load ~3). Under `-n 3` the workers share the two cores while browser tests wait. OMP_NUM_THREADS set outside wins.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 

@@ -321,11 +321,14 @@ def test_thumbnails_and_the_dialog_work_from_the_keyboard(pages, open_view):
     assert page.evaluate("location.hash") == "#view=model&layer=3&head=1"
     assert page.evaluate("document.activeElement.className") == "rgv-zoom-close"
     page.keyboard.press("Escape")
+    # the dialog's close event is a task of its own: wait for the view to take it
+    page.wait_for_function("!document.querySelector('dialog.rgv-zoom').open && !location.hash.includes('head=')")
     assert page.evaluate("[document.activeElement.dataset.layer, document.activeElement.dataset.head]") == ["3", "1"]
     page.keyboard.press("Home")  # the row's label
     page.keyboard.press("ArrowUp")
     page.keyboard.press("Enter")
-    assert page.evaluate("location.hash") == "#view=model&layer=2" and _current_layers(page) == [2]
+    page.wait_for_function("location.hash === '#view=model&layer=2'", timeout=5_000)
+    assert _current_layers(page) == [2]
     # the grid is one tab stop: Tab leaves it
     page.keyboard.press("Tab")
     assert not page.evaluate("document.querySelector('.rgv-grid').contains(document.activeElement)")

@@ -26,6 +26,9 @@ class ExampleRun:
     attention: np.ndarray  # [L, H, T, T] float32
     truncated: bool = False
     extras: dict[str, np.ndarray] = field(default_factory=dict)  # e.g. queries/keys for the q/k view
+    # [L, H, T] float32: ||f(x_j)||, what each key token's value becomes through each head
+    # (reportgen.contributions); None for attention that did not come from a model run
+    value_norms: np.ndarray | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -52,14 +55,16 @@ def encode(tokenizer, spec: ExampleSpec, max_length: int):
 
 
 def run_example(model, tokenizer, spec: ExampleSpec, max_length: int, keep_qk: bool = False) -> ExampleRun:
-    """One forward pass with attentions; with `keep_qk`, also the query/key vectors (extras) for the q/k view."""
+    """One forward pass with attentions and value norms (for contributions); with `keep_qk`, also the
+    query/key vectors (extras) for the q/k view."""
     import torch
 
+    from reportgen.contributions import value_norms
     from reportgen.qk import capture_qk
 
     inputs, tokens, words, segments, special, truncated = encode(tokenizer, spec, max_length)
     device = next(model.parameters()).device
-    with capture_qk(model, enabled=keep_qk) as capture, torch.inference_mode():
+    with capture_qk(model, enabled=keep_qk) as capture, value_norms(model) as norms, torch.inference_mode():
         outputs = model(**{name: tensor.to(device) for name, tensor in inputs.items()}, output_attentions=True)
     if not outputs.attentions or outputs.attentions[0] is None:
         raise RuntimeError("the model returned no attention weights; "
@@ -70,4 +75,4 @@ def run_example(model, tokenizer, spec: ExampleSpec, max_length: int, keep_qk: b
         extras = {"queries": capture.queries, "keys": capture.keys}
         if capture.scaling is not None:
             extras["scaling"] = np.array(capture.scaling, dtype=np.float64)
-    return ExampleRun(spec, tokens, words, segments, special, attention, truncated, extras)
+    return ExampleRun(spec, tokens, words, segments, special, attention, truncated, extras, norms.norms)

@@ -35,6 +35,7 @@ from reportgen.report import (
     Report,
 )
 
+RUN_VERSION = 2  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions)
 MATRIX_MAX_TOKENS = 64  # the patterns page draws a head's attention as a matrix only for examples this short
 
 
@@ -67,6 +68,11 @@ class ModelStage:
     warnings: list[str] = field(default_factory=list)
 
 
+def run_key(fingerprint: str, spec, max_length: int) -> str:
+    """The cache key of one example's run: the model's files, the text and the truncation."""
+    return key_of("run", RUN_VERSION, fingerprint, spec.text, spec.pair, max_length)
+
+
 def run_model(config: Config, progress: Callback = silent, model_spec: str | None = None) -> ModelStage:
     """Attention for every example, from the cache when it has it; the model is loaded only if needed.
 
@@ -82,7 +88,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     file_hashes = model.file_hashes(path)
     fingerprint = model.fingerprint(file_hashes)
     cache = Cache(config.cache_dir)
-    keys = [key_of("run", fingerprint, s.text, s.pair, max_length) for s in specs]
+    keys = [run_key(fingerprint, s, max_length) for s in specs]
     runs = [cache.get_run(k, s) for k, s in zip(keys, specs, strict=True)]
     info = cache.get_json("info", key_of("info", fingerprint))
     missing = [i for i, r in enumerate(runs) if r is None]

@@ -205,12 +205,15 @@ class Cache:
         return ExampleRun(
             spec, meta["tokens"], data["word_ids"], data["segment_ids"], data["special"],
             data["attention"], meta["truncated"], extras,
+            data["value_norms"] if "value_norms" in data.files else None,
         )
 
     def put_run(self, key: str, run: ExampleRun) -> None:
         buf = io.BytesIO()
         meta = json.dumps({"tokens": run.tokens, "truncated": run.truncated})
         arrays = {f"x_{name}": value for name, value in run.extras.items()}
+        if run.value_norms is not None:
+            arrays["value_norms"] = run.value_norms
         np.savez(buf, meta=np.array(meta), word_ids=run.word_ids, segment_ids=run.segment_ids,
                  special=run.special, attention=run.attention, **arrays)
         self.write_bytes(self._path("runs", key, ".npz"), buf.getvalue())

@@ -144,11 +144,13 @@ def cache_entry_directory(cache: str) -> Callable[[Path], AbstractContextManager
     @contextmanager
     def setup(project: Path) -> Iterator[None]:
         from reportgen import model
-        from reportgen.cache import key_of
+        from reportgen.build import run_key
+        from reportgen.config import ExampleSpec
 
         _, path = model.resolve("default")
         max_length, _ = model.clamp_max_length(path, BASE["max_length"])
-        key = key_of("run", model.fingerprint(model.file_hashes(path)), BASE["examples"][0]["text"], None, max_length)
+        key = run_key(model.fingerprint(model.file_hashes(path)), ExampleSpec(text=BASE["examples"][0]["text"]),
+                      max_length)
         (project / cache / "runs" / f"{key}.npz").mkdir(parents=True)
         try:
             yield

@@ -10,6 +10,11 @@ the page plus the data files it draws first), and a 512-token example made here 
 embedded model on a long text: its page with all data inline (as before issue 13) and what its
 first view loads now (page + the data file of layer 0 head 0). `--no-bertviz` skips the comparison.
 
+Issue 14 adds the contributions (the views' weights | contributions switch): the site figures say how
+many bytes they take, inline in the example pages and in their own data files, and the 512-token
+example what switching to contributions loads (one contribution file). The bertviz comparison is of
+the attention, as issue 3 set it, and also prints the page data with the contributions.
+
 bertviz runs in its own virtual environment (default /tmp/bertviz-venv, or
 $BERTVIZ_VENV), created on first use:
 
@@ -140,9 +145,10 @@ def seed_pair_id(site: Path) -> int:
     return 1
 
 
-def long_example(shell: int) -> tuple[int, int, int]:
+def long_example(shell: int) -> tuple[int, int, int, int]:
     """A 512-token example's page (the seed pair's page around it, `shell` bytes): (bytes with all data
-    inline, bytes its first view loads with the data files of reportgen.view_files, number of files)."""
+    inline, bytes its first view loads with the data files of reportgen.view_files, number of files,
+    bytes one contribution file adds when the view switches to contributions)."""
     from reportgen import view_files
     from reportgen.attention import run_example
     from reportgen.views import example_payload, views_html
@@ -157,7 +163,24 @@ def long_example(shell: int) -> tuple[int, int, int]:
         page.write_text(view_files.example_html(Path(tmp), 1, payload), encoding="utf-8")
         _, loaded = first_view(page)  # the snippet and its first data files
         files = len(list(Path(tmp, "example-1-data").glob("*.js")))
-    return inline, shell + loaded, files
+        switched = Path(tmp, "example-1-data", "c-l0h0.js")
+        contribution = switched.stat().st_size if switched.exists() else 0
+    return inline, shell + loaded, files, contribution
+
+
+def contribution_bytes(site: Path) -> tuple[int, int, int, int]:
+    """(bytes of contributions inline in the example pages' data, pages with them, bytes of contribution
+    data files, how many files): what the weights | contributions switch adds to a site."""
+    inline = pages = 0
+    for page in site.glob("example-*.html"):
+        if page.stem.endswith("-qk"):
+            continue
+        payload, _ = payload_of(page.read_text(encoding="utf-8"))
+        if payload.get("contributions"):
+            inline += len(json.dumps(payload["contributions"], separators=(",", ":")))
+            pages += 1
+    files = list(site.glob("example-*-data/c-*.js"))
+    return inline, pages, sum(path.stat().st_size for path in files), len(files)
 
 
 def site_figures(site: Path) -> None:
@@ -168,13 +191,16 @@ def site_figures(site: Path) -> None:
     example, example_first = first_view(site / f"example-{pair}.html")
     qk, qk_first = first_view(site / f"example-{pair}-qk.html")
     _, data_len = payload_of((site / f"example-{pair}.html").read_text(encoding="utf-8"))
-    inline, loaded, chunks = long_example(example - data_len)
+    inline, loaded, chunks, contribution = long_example(example - data_len)
+    added, with_contributions, file_bytes, file_count = contribution_bytes(site)
     print(f"site {site}: {sum(path.stat().st_size for path in files):,} bytes in {len(files)} files")
     print(f"largest page: {largest.relative_to(site)} {largest.stat().st_size:,} bytes")
     print(f"seed pair example-{pair}.html: {example:,} bytes; first view loads {example_first:,}")
     print(f"seed pair example-{pair}-qk.html: {qk:,} bytes; first view loads {qk_first:,}")
     print(f"512-token example: {inline:,} bytes with all data inline; first view loads {loaded:,} "
-          f"(page and one of {chunks} data files)")
+          f"(page and one of {chunks} data files); contributions shown: + {contribution:,} (one file)")
+    print(f"contributions: {added:,} bytes inline in {with_contributions} example pages, "
+          f"{file_bytes:,} bytes in {file_count} data files")
 
 
 def main() -> int:
@@ -189,7 +215,10 @@ def main() -> int:
 
 def bertviz_comparison() -> int:
     run = run_pair()
-    ours = len(views_html(example_payload(run)).encode("utf-8"))
+    payload = example_payload(run)
+    with_contributions = len(views_html(payload).encode("utf-8"))
+    payload.pop("contributions", None)  # issue 3's figure: the attention the views draw
+    ours = len(views_html(payload).encode("utf-8"))
     theirs = bertviz_bytes(run)
     files = [ASSETS / "javascripts" / name for name in VIEW_SCRIPTS] + [ASSETS / "stylesheets" / "views.css"]
     shared = {path.name: path.stat().st_size for path in files}
@@ -198,6 +227,8 @@ def bertviz_comparison() -> int:
     print(f"bertviz {BERTVIZ} head view HTML:             {theirs:>10,} bytes")
     print(f"reportgen head + model view page data:    {ours:>10,} bytes ({ours / run.attention.size:.2f} bytes/weight)")
     print(f"ratio reportgen / bertviz:                {ours / theirs:>10.2%} (limit {LIMIT:.0%})")
+    share = with_contributions / theirs
+    print(f"with the contributions (issue 14):        {with_contributions:>10,} bytes ({share:.2%} of bertviz's)")
     print("shared, cached once per site: " + ", ".join(f"{k} {v:,} bytes" for k, v in shared.items())
           + f" (total {sum(shared.values()):,})")
     return 0 if ours <= LIMIT * theirs else 1

@@ -21,6 +21,7 @@ from reportgen.config import BUILTIN_DATA, Config, PatternSettings
 from reportgen.corpus import iter_corpus
 from reportgen.errors import DataError
 from reportgen.example_patterns import example_patterns
+from reportgen.findings.claims import claim_checks
 from reportgen.loaders import open_data_file
 from reportgen.model import ModelInfo
 from reportgen.progress import Callback, silent
@@ -229,6 +230,7 @@ def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics
         ablation=ablation,
         comparison=comparison,
         findings=found,
+        claims=claim_checks(config.claims, ablation, found, statistics),
         headline=findings.headline(statistics, found),
         warnings=stage.warnings,
         manifest=manifest,

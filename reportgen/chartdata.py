@@ -13,6 +13,7 @@ from reportgen.htmlsafe import chart_text
 from reportgen.pages import prose
 from reportgen.report import (
     Ablation,
+    DelimiterContribution,
     ExampleViews,
     Importance,
     LayerHalves,
@@ -76,16 +77,18 @@ CONVENTIONS_AT = {"averaging": ("intro",), "segmentation": ("intro",), "nulls": 
 NULLS = ("uniform", "previous", "next")  # the fields of PatternNull, in the order shown
 LEGEND = {"share": "share", "nats": "entropy (nats)", "difference": "difference"}  # per names.Scale
 TOP_HEADS = 5  # rows of each top-heads table
+DELIMITER_TEST_AFTER = "sep"  # the section after which the patterns page gives the [CLS]/[SEP] no-op test
 MATRICES = 3  # top heads per pattern shown as an attention matrix
 
 
-def strongest_links(rows: list[dict], examples: list[list[int]]) -> list[dict]:
+def strongest_links(rows: list[dict], examples: list[list[int]], mode: str | None = None) -> list[dict]:
     """Gives each head's row the link to its head view on the example where it shows the statistic
-    most (HeadStatistic.example); a head with no such example (-1) gets no link and no pointer."""
+    most (HeadStatistic.example), in the view's `mode` (contributions for a contribution heatmap); a
+    head with no such example (-1) gets no link and no pointer."""
     for row in rows:
         example = examples[row["layer"]][row["head"]]
         if example is not None and example >= 0:
-            row["url"] = head_link(example, row["layer"], row["head"])
+            row["url"] = head_link(example, row["layer"], row["head"], mode=mode)
     return rows
 
 
@@ -126,18 +129,57 @@ def _pattern_section(stats: PatternStatistics, views: list[ExampleViews], key: s
                                             **{name: stats[name].mean for name in extra}), statistic.example)
     top = _top_heads(stats, key, extra)
     scale = names.pattern(key).scale
+    domain = _domain(stats, key)
     return {"key": key, "id": anchor, "title": title, "description": prose(description), "count": statistic.count,
-            "heatmap": charts.head_heatmap(rows, title, LEGEND[scale], {"std": "std over examples", **extra},
-                                           names.domain(key)),
+            "heatmap": charts.head_heatmap(rows, title, LEGEND[scale], {"std": "std over examples", **extra}, domain),
+            "contribution": _contribution_heatmap(stats, key, title, domain),
             "scale": scale, "columns": [prose(column) for column in extra.values()], "top": top,
-            "nulls": _null_rows(stats, key, extra), "matrices": _matrices(views, top) if key != "entropy" else []}
+            "nulls": _null_rows(stats, key, extra), "matrices": _matrices(views, top) if key != "entropy" else [],
+            "delimiter_test": _delimiter_test(stats.contribution.delimiter)
+            if key == DELIMITER_TEST_AFTER and stats.contribution and stats.contribution.delimiter else None}
+
+
+def _domain(stats: PatternStatistics, key: str) -> tuple[float, float] | None:
+    """The colour scale of a statistic's heatmaps: the fixed one of its kind (0-1 for shares), else, where
+    contributions are drawn beside the weights (entropy), one range over both so that a colour is one value."""
+    fixed = names.domain(key)
+    if fixed is not None or stats.contribution is None:
+        return fixed
+    values = [value for grid in (stats[key].mean, stats.contribution.statistics[key].mean)
+              for row in grid for value in row if value is not None]
+    return (min(values), max(values)) if values else None
+
+
+def _contribution_heatmap(stats: PatternStatistics, key: str, title: str,
+                          domain: tuple[float, float] | None) -> dict | None:
+    """The statistic on contribution shares (Kobayashi et al. 2020), on the weights' colour scale; a cell
+    opens that head's view in contributions mode on the example where its contributions show the
+    statistic most. None when the report has no contributions."""
+    if stats.contribution is None:
+        return None
+    contribution = stats.contribution.statistics[key]
+    rows = strongest_links(charts.head_rows(contribution.mean, std=contribution.std, weight=stats[key].mean),
+                           contribution.example, mode="contributions")
+    return charts.head_heatmap(rows, f"{title}: contributions", LEGEND[names.pattern(key).scale],
+                               {"std": "std over examples", "weight": "weight-based value"}, domain)
+
+
+def _delimiter_test(test: DelimiterContribution) -> dict:
+    """The no-op test's table: per head its two shares, the difference and the corrected p-value, with a
+    link to its view in contributions mode on the example where it passes on least of what it looks at."""
+    heads = [dict(head.model_dump(), p_text=formatting.p_text(head.p_adjusted, head.p_value, test.permutations),
+                  url=Markup(_source_link(head.example, head.layer, head.head, mode="contributions")))
+             for head in test.heads]
+    return {"test": test, "heads": heads}
 
 
 def _top_heads(stats: PatternStatistics, key: str, extra: dict[str, str]) -> list[dict]:
     """The strongest heads of a statistic, with the statistics beside it and a link to their strongest example."""
     # The link is built here from numbers, so it is marked as markup on purpose (templates
     # print every plain string as inert text, which would break its '#' and '&').
+    contribution = stats.contribution.statistics[key].mean if stats.contribution else None
     return [dict(head.model_dump(), extra=[stats[name].mean[head.layer][head.head] for name in extra],
+                 contribution=contribution[head.layer][head.head] if contribution else None,
                  url=Markup(_source_link(head.example, head.layer, head.head)) if head.example >= 0 else None)
             for head in stats.top_heads[key][:TOP_HEADS]]
 
@@ -166,9 +208,10 @@ def _matrices(views: list[ExampleViews], top: list[dict]) -> list[dict]:
     return matrices
 
 
-def _source_link(example: int, layer: int, head: int, token: int | None = None, key: int | None = None) -> str:
+def _source_link(example: int, layer: int, head: int, token: int | None = None, key: int | None = None,
+                 mode: str | None = None) -> str:
     """A head link as Markdown names it: the source page (.md), which MkDocs checks and rewrites."""
-    page, anchor = head_link(example, layer, head, token, key).split("#")
+    page, anchor = head_link(example, layer, head, token, key, mode).split("#")
     return f"{page.removesuffix('.html')}.md#{anchor}"
 
 

@@ -215,6 +215,9 @@ class Config(Strict):
     patterns: PatternSettings
     ablation: AblationSettings
     compare: CompareSettings | None = Field(description="A second model: patterns and ablations side by side.")
+    claims: Literal["seed004"] | None = Field(
+        description="A published study whose claims the findings page checks on this model, each with its test "
+                    "and verdict: seed004 (head masking on a query-title cross-encoder), or null.")
     examples: list[ExampleSpec] = Field(
         description='Examples to visualise: a list of {text, pair, name}; the word "builtin" '
                     '(alone or as an item) stands for the built-in examples.')

@@ -58,6 +58,12 @@ TERMS: tuple[Term, ...] = (
     Term("no-op", "No-op", ("no-op",),
          "Attention that changes little: a head with nothing to do can put its weight on [CLS], [SEP] or "
          "punctuation (Clark et al. 2019); such tokens pass on little through the head (Kobayashi et al. 2020)."),
+    Term("contribution", "Contribution", ("contribution", "contributions"),
+         "What a token actually passes on to the attending token through a head (Kobayashi et al. 2020): the "
+         "attention weight times the length of the token's value vector after the head's value and output "
+         "projections, ||A[i, j] f(x_j)||, shown as a share of all that the head passes on to the attending token. "
+         "A token with much weight but a short value passes on little, so a head can look at [SEP] and pass on "
+         "almost nothing from it."),
     Term("jensen-shannon", "Jensen-Shannon divergence", ("Jensen-Shannon divergence", "Jensen-Shannon"),
          "A symmetric distance between two distributions, 0 when they are equal and at most ln 2 nats; here "
          "between two heads' attention over the same tokens (Clark et al. 2019)."),

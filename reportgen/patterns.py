@@ -53,6 +53,14 @@ attention (Clark: to a word = sum over its pieces, from a word = mean over its p
 Nulls: every statistic is also taken, on the same inputs and averaged the same way, for
 three synthetic heads (`null_attention`: uniform, pure previous token, pure next token),
 so a score can be read against what a head with a simpler pattern gets.
+
+Contributions: every statistic is also taken on what each head passes on (Kobayashi et al. 2020,
+reportgen.contributions): the run's attention replaced by its contribution shares, each row of
+A[i, j] ||f(x_j)|| over its total, so e.g. `cls` there is the share of what a head passes on that
+comes from [CLS]. The same inputs count (corpus sentences too); runs without value norms (synthetic
+attention, a layout whose heads cannot be located) leave the result's `contribution` None. The nulls
+are of weights only. Beside them, the paired test of the "no-op" reading of [CLS]/[SEP] attention
+(reportgen.noop) on the heads that put most weight there, paired over the examples.
 """
 
 from __future__ import annotations
@@ -65,8 +73,10 @@ import numpy as np
 
 from reportgen.attention import ExampleRun
 from reportgen.config import PatternSettings, Thresholds, load_section
+from reportgen.contributions import shares
 from reportgen.errors import DataError
 from reportgen.head_similarity import js_divergence_sums, metric_mds
+from reportgen.noop import DelimiterShares
 from reportgen.pattern_conventions import conventions
 from reportgen.words import (
     delimiter_keys,
@@ -79,7 +89,8 @@ from reportgen.words import (
 )
 
 DIGITS = 6
-RESULT_VERSION = 2  # part of the patterns cache key: bump when the result's keys or definitions change
+RESULT_VERSION = 3  # part of the patterns cache key: bump when the result's keys or definitions change
+# (3: every statistic also on contribution shares, and the [CLS]/[SEP] no-op test)
 
 # ---------------------------------------------------------------- settings
 
@@ -403,6 +414,10 @@ class PatternAccumulator:
         self._nulls: _Running | None = None  # [S, 1, 3]: the NULL_HEADS on the same inputs
         self._js: np.ndarray | None = None
         self._js_queries = 0
+        # The STATS on contribution shares, and the per-example [CLS]/[SEP] shares of the no-op test;
+        # None from the first input without value norms on (contributions of only some inputs would mislead).
+        self._contribution: _Running | None = None
+        self._delimiter: DelimiterShares | None = None
 
     def add(self, run: ExampleRun, linkable: bool = True) -> None:
         """Fold one example in; its index (0, 1, ...) is what `example` refers to in the result.
@@ -422,7 +437,9 @@ class PatternAccumulator:
         run = resegment(run, self.settings.segmentation)
         weights = ExampleWeights.of(run, self.settings.word_level)
         unit, queries = weights.unit, weights.queries()
-        self._stats.add(weights.values(run.attention), self.examples, linkable)
+        values = weights.values(run.attention)
+        self._stats.add(values, self.examples, linkable)
+        self._add_contributions(run, weights, values, linkable)
         self._nulls.add(weights.values(null_attention(run.n_tokens)), self.examples)
         if self._js is not None:
             self._js += js_divergence_sums(unit.attention)
@@ -433,6 +450,20 @@ class PatternAccumulator:
         self.log_n += math.log(unit.n_tokens)
         for name, count in queries.items():
             self.queries[name] += count
+
+    def _add_contributions(self, run: ExampleRun, weights: ExampleWeights, values: np.ndarray,
+                           linkable: bool) -> None:
+        """The same statistics on the run's contribution shares, while every input has value norms."""
+        if run.value_norms is None or (self._contribution is None and self.examples > 0):
+            self._contribution = self._delimiter = None
+            return
+        if self._contribution is None:
+            self._contribution, self._delimiter = _Running(values.shape), DelimiterShares()
+        contribution = weights.values(shares(run.attention, run.value_norms)[0])
+        self._contribution.add(contribution, self.examples, linkable)
+        if linkable:  # the examples: corpus sentences count in the statistics, not in the paired test
+            cls_sep = STATS.index("cls_sep")
+            self._delimiter.add(values[cls_sep], contribution[cls_sep])
 
     def add_all(self, runs: Iterable[ExampleRun]) -> "PatternAccumulator":
         for run in runs:
@@ -473,6 +504,7 @@ class PatternAccumulator:
             **{f"{name}_queries": count for name, count in self.queries.items()},
         }
         out["nulls"] = self.nulls()
+        out["contribution"] = self._contribution_result()
         out["conventions"] = conventions(self.settings)
         out["settings"] = self.settings.model_dump(mode="json")
         return _clean(out)
@@ -487,6 +519,19 @@ class PatternAccumulator:
             "example_value": np.where(stats.best[stat] >= 0, stats.best_value[stat], np.nan),
             "count": int(stats.count[stat].max()),
         }
+
+    def _contribution_result(self) -> dict[str, Any] | None:
+        """Per statistic on contribution shares: mean, std and strongest example (with a page) per head,
+        and the [CLS]/[SEP] no-op test; None when some input had no value norms."""
+        if self._contribution is None:
+            return None
+        running = self._contribution
+        mean, std = running.where_counted(running.mean), running.std()
+        statistics = {name: {"mean": mean[index], "std": std[index], "count": int(running.count[index].max()),
+                             "example": np.where(running.count[index] > 0, running.best[index], -1)}
+                      for index, name in enumerate(STATS)}
+        chosen_by = self._stats.where_counted(self._stats.mean)[STATS.index("cls_sep")]
+        return {"statistics": statistics, "delimiter": self._delimiter.test(chosen_by, self.examples)}
 
     def _top(self, stat: int) -> list[dict[str, Any]]:
         stats = self._stats
@@ -575,6 +620,7 @@ def head_statistics(runs: Iterable[ExampleRun], settings: PatternSettings | None
 
     Keys: one per statistic in STATS ({"mean", "std", "min", "max": [L][H], "example",
     "example_value": [L][H], "count": int}; "entropy" also has "uniform_baseline"), plus
-    "labels", "patterns", "label_counts", "label_stats", "top_heads", "similarity", "counts", "settings".
+    "labels", "patterns", "label_counts", "label_stats", "top_heads", "similarity", "counts", "nulls",
+    "contribution" (None, or the statistics on contribution shares and the no-op test), "conventions", "settings".
     """
     return PatternAccumulator(settings).add_all(runs).result()

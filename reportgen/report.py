@@ -165,6 +165,59 @@ class PatternCounts(Record):
     other_segment_queries: int
 
 
+class HeadContribution(Record):
+    """One statistic on contribution shares per head, over the same inputs as its weight-based twin."""
+
+    mean: Grid
+    std: Grid  # population standard deviation over the inputs it applies to
+    example: list[list[int]]  # 0-based index of the example (with a page) where the head shows it most; -1: none
+    count: int
+
+
+class DelimiterHead(Record):
+    """One head of the no-op test: its mean shares of weight and of contribution on [CLS]/[SEP]."""
+
+    layer: int
+    head: int
+    weight: Number  # mean over the examples of the share of its attention weight on [CLS] and [SEP]
+    contribution: Number  # the same share of what it passes on
+    difference: Number  # mean over the examples of contribution - weight (below 0: it passes on less than it looks at)
+    std: Number  # of the per-example differences
+    p_value: Number  # the sign-flip test's, before correction
+    p_adjusted: Number  # Holm-corrected over the tested heads
+    at_floor: bool  # the raw p-value is 1 / (permutations + 1): only a bound
+    significant: bool
+    example: int  # the example where it passes on least of what it looks at
+
+
+class DelimiterContribution(Record):
+    """The "no-op" reading of attention to [CLS]/[SEP] (Clark et al. 2019) tested as Kobayashi et al. (2020)
+    did: for the heads with most weight there, the share of weight vs the share of contribution, paired
+    over the examples (reportgen/noop.py)."""
+
+    tokens: str  # which keys count
+    selection: str  # how the heads were chosen
+    selected_over: int  # the inputs whose mean weight share chose the heads (examples and corpus sentences)
+    examples: int  # the examples the test is paired over (corpus sentences are not kept)
+    weight: Number  # mean over the heads and examples of the weight share
+    contribution: Number  # the same for the contribution share
+    heads: list[DelimiterHead]  # most weight first
+    permutations: int
+    smallest_p: float  # the smallest p-value the test can be expected to give on this many examples, uncorrected
+    seed: int
+    correction: Literal["holm"]
+    alpha: float
+    test: str
+
+
+class ContributionStatistics(Record):
+    """The pattern statistics on what the heads pass on (Kobayashi et al. 2020): each row of attention
+    weighted by ||f(x_j)|| and renormalised to shares, then every statistic taken as on the weights."""
+
+    statistics: dict[str, HeadContribution]  # per statistic of PatternStatistics' grids
+    delimiter: DelimiterContribution | None  # None without any example (only corpus sentences)
+
+
 class PatternStatistics(Record):
     """Per-head pattern statistics (definitions in patterns.py and ../shared/REFERENCE.md)."""
 
@@ -199,6 +252,9 @@ class PatternStatistics(Record):
     nulls: dict[str, PatternNull]  # per statistic of the grids above
     conventions: dict[str, str]  # short sentences: denominator, averaging, entropy_smoothing, punctuation, ...
     settings: dict[str, Any]  # the `patterns:` settings as used (corpus paths relative to the config)
+    # The same statistics on contribution shares; None where the model's value norms are unknown
+    # (a layout whose heads reportgen cannot locate, or attention that did not come from a model run).
+    contribution: ContributionStatistics | None = None
 
 
 # -- head ablation (ablation.py) --------------------------------------------------------------------
@@ -439,6 +495,32 @@ class Finding(Record):
     ci: list[Number] | None = None  # the 95% confidence interval the claim quotes, when it has one
 
 
+class ClaimCheck(Record):
+    """A published study's claim (config `claims:`, e.g. seed 004's) beside what this model shows.
+
+    The table on the findings page prints these: the study's claim and figure, this model's figure
+    (`number`, with its CI or p-value), the test that answers the claim here, and the verdict with
+    its reason. `value`, `ci` and `p_value` are the figures `number` quotes, copied from the ablation
+    and pattern records (reportgen/findings/claims.py), so the table and report.json agree.
+    """
+
+    id: str  # stable: the anchor claim-{id} on the findings page
+    study: Literal["seed004"]
+    claim: str  # the study's claim, in words
+    study_number: str  # the study's own figure for it
+    number: str  # this model's figure with its CI or p-value; "\u2013" when not measured
+    test: str  # the test that answers the claim on this model
+    verdict: Literal["supported", "not supported here", "contradicted", "not measured"]
+    why: str  # the reason for the verdict; for "not measured", what is missing or switched off
+    note: str | None = None  # how the claim maps onto this model (metric, layers by relative depth, words)
+    metric: str | None = None  # the primary metric the change is of (ablation claims)
+    value: Number = None
+    ci: list[Number] | None = None
+    p_value: Number = None  # corrected, when the test has one
+    numbers: dict[str, Any]
+    links: list[Link]  # the findings and charts behind it
+
+
 class Headline(Record):
     """The few numbers at the top of the findings page."""
 
@@ -476,6 +558,7 @@ class Report(Record):
     ablation: Ablation | None
     comparison: Comparison | None = None
     findings: list[Finding]
+    claims: list[ClaimCheck] | None = None  # config `claims:`; null when none is set
     headline: Headline
     warnings: list[str]
     manifest: Manifest
@@ -493,15 +576,18 @@ def report_schema() -> dict[str, Any]:
 
 
 # -- links into the site ------------------------------------------------------------------------
-def head_link(example: int, layer: int, head: int, token: int | None = None, key: int | None = None) -> str:
+def head_link(example: int, layer: int, head: int, token: int | None = None, key: int | None = None,
+              mode: Literal["contributions"] | None = None) -> str:
     """The head view of one head on an example page (0-based example index), optionally with one
-    query token (`token`, left column) or else one key token (`key`, right column) pinned.
+    query token (`token`, left column) or else one key token (`key`, right column) pinned, and with
+    `mode="contributions"` showing what the head passes on instead of its weights.
 
     The address format is the views' state, parsed and written by formatHash / parseHash in
     site_src/assets/javascripts/views-core.js; this module is its only spelling in Python.
     """
     pinned = f"&token={token}" if token is not None else f"&key={key}" if key is not None else ""
-    return f"example-{example + 1}.html#view=head&layer={layer}&head={head}{pinned}"
+    shown = f"&mode={mode}" if mode is not None else ""
+    return f"example-{example + 1}.html#view=head&layer={layer}&head={head}{pinned}{shown}"
 
 
 def model_link(layer: int, example: int = 0) -> str:

@@ -117,6 +117,7 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
     pages.render(env, "example.md.j2", docs / page, recorder, front_matter=WIDE, ex=example, tokens=tokens,
                  views=Markup(view_files.example_html(docs, example.id, example_view.payload,
                                                           qk_href=example.qk_page)),
+                 contributions="contributions" in example_view.payload,
                  qk_max_tokens=views.QK_MAX_TOKENS, ln_n=math.log(example.n_tokens),
                  patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
                  selectivity=selectivity, summary_chart=chartdata.example_entropy_chart(example.entropy))

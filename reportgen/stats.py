@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from reportgen.tasks import Task
+if TYPE_CHECKING:  # only named in annotations: the pattern analyses use these tests without loading torch
+    from reportgen.tasks import Task
 
 DRAWS_PER_CHUNK = 2_000_000  # resampled example outputs held in memory at once
 
@@ -139,6 +141,28 @@ def paired_change_ci(task: Task, base: np.ndarray, masked: np.ndarray, samples: 
         return [float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail))]
 
     return bounds(change.mean(1)), [bounds(change[:, pair]) for pair in range(change.shape[1])]
+
+
+def sign_flip_p(differences: np.ndarray, permutations: int, seed: int) -> np.ndarray:
+    """Two-sided paired permutation p-values of mean differences, one per column of `differences`
+    [examples, tests], by random sign flips (the paired test of two measurements on each example).
+
+    Under the null that the two measurements of an example are exchangeable, each difference is as
+    likely to have either sign; the p-value is (1 + flips whose mean is at least as far from 0 as
+    observed) / (1 + permutations). Every column gets the same flips (one draw per example), so the
+    tests stay paired over examples. A column whose differences are all 0 gets p = 1.
+    """
+    differences = np.asarray(differences, dtype=np.float64)
+    examples = differences.shape[0]
+    observed = np.abs(differences.mean(axis=0))
+    rng = np.random.default_rng([seed, 4])
+    chunk = _rows_per_chunk(examples)
+    hits = np.zeros(differences.shape[1], dtype=np.int64)
+    for lo in range(0, permutations, chunk):
+        signs = np.where(rng.random((min(chunk, permutations - lo), examples)) < 0.5, -1.0, 1.0)
+        flipped = np.abs(signs @ differences) / examples  # [flips, tests]
+        hits += np.count_nonzero(flipped >= observed - 1e-12, axis=0)
+    return (1 + hits) / (1 + permutations)
 
 
 def at_floor(p_value: float | None, permutations: int) -> bool:

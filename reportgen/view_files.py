@@ -9,6 +9,10 @@ file://), each one call:
 
     window.reportgenViews.deliver("example-7", "l0h3", "<base64>");
 
+Contributions (reportgen.views, the views' weights | contributions switch) go to files of their own,
+c-l<L>h<H>, each carrying the head's codes, floor, scale and per-row totals (views.PACKED_CONTRIBUTIONS),
+so a page shown as weights loads none of them.
+
 The page key comes from the example's number and the chunk name from layer and head numbers,
 so no user text reaches a file name or a file; the rest is base64. The payload lists the
 chunks with their relative URLs (`files`), which views-core.js DataFiles loads.
@@ -18,15 +22,19 @@ Below the limits the page stays one self-contained file, as ordinary examples ar
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import re
 from pathlib import Path
 
+import numpy as np
+
 from reportgen import views
 
-# Inline data (base64 characters) above which the example page's attention goes to files: a
-# 64-token example on a 6x12 model carries ~0.45 MB, a 512-token one 25 MB.
+# Inline data (base64 characters of the rows' codes: attention and contributions) above which the
+# example page's data goes to files: a 64-token example on a 6x12 model carries ~0.45 MB of
+# attention (as much again of contributions), a 512-token one 25 MB.
 VIEWS_INLINE_LIMIT = 1_000_000
 # The same for the query/key page, whose first view should stay under ~150 KB: the seed pair's
 # 19 tokens carry ~0.24 MB, of which one layer (what the first view draws) is a sixth.
@@ -62,12 +70,51 @@ def _moved(payload: dict, container: dict, field: str, key: str, folder: str,
     return payload, files
 
 
+def _b64_bytes(text: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(text), dtype=np.uint8)
+
+
+def pack_contributions(encoded: dict) -> list[str]:
+    """One base64 text per (layer, head) of views.encode_contributions' output: the head's codes, then its
+    rows' floor, scale and total as little-endian float32 (views.PACKED_CONTRIBUTIONS)."""
+    layers, heads, n, _ = encoded["shape"]
+    codes = np.stack([_b64_bytes(text) for text in encoded["q"]]).reshape(layers * heads, n * n)
+    rows = [_b64_bytes(encoded[field]).reshape(layers * heads, 4 * n) for field in ("floor", "scale", "total")]
+    return [base64.b64encode(block.tobytes()).decode("ascii") for block in np.concatenate([codes, *rows], axis=1)]
+
+
+def unpack_contributions(texts: list[str], shape: list[int]) -> dict:
+    """Inverse of `pack_contributions`: the inline form (q, floor, scale, total) from the per-head texts."""
+    layers, heads, n, _ = shape
+    blocks = np.stack([_b64_bytes(text) for text in texts])
+    parts = np.split(blocks, [n * n, n * n + 4 * n, n * n + 8 * n], axis=1)
+
+    def text(part: np.ndarray) -> str:
+        return base64.b64encode(np.ascontiguousarray(part).tobytes()).decode("ascii")
+
+    return {"encoding": views.ENCODING, "shape": list(shape), "q": [text(row) for row in parts[0]],
+            "floor": text(parts[1]), "scale": text(parts[2]), "total": text(parts[3])}
+
+
+def _head_names(prefix: str, shape: list[int]) -> list[str]:
+    return [f"{prefix}l{layer}h{head}" for layer in range(shape[0]) for head in range(shape[1])]
+
+
 def split_views(payload: dict, key: str, folder: str) -> tuple[dict, dict[str, str]]:
-    """An example page's payload with its attention rows in one file per (layer, head), named l<L>h<H>."""
+    """An example page's payload with its attention rows in one file per (layer, head), named l<L>h<H>,
+    and its contributions (if any) in files of their own, c-l<L>h<H>."""
     payload = copy.deepcopy(payload)
-    layers, heads = payload["attention"]["shape"][:2]
-    names = [f"l{layer}h{head}" for layer in range(layers) for head in range(heads)]
-    return _moved(payload, payload["attention"], "q", key, folder, names)
+    attention = payload["attention"]
+    payload, files = _moved(payload, attention, "q", key, folder, _head_names("", attention["shape"]))
+    contributions = payload.get("contributions")
+    if contributions is not None:
+        texts = pack_contributions(contributions)
+        for field in ("floor", "scale", "total"):
+            del contributions[field]
+        contributions.update(q=texts, packed=views.PACKED_CONTRIBUTIONS)
+        payload, more = _moved(payload, contributions, "q", key, folder, _head_names("c-", contributions["shape"]))
+        files.update(more)
+    return payload, files
 
 
 def split_qk(payload: dict, key: str, folder: str) -> tuple[dict, dict[str, str]]:
@@ -78,8 +125,10 @@ def split_qk(payload: dict, key: str, folder: str) -> tuple[dict, dict[str, str]
 
 
 def _inline_size(payload: dict) -> int:
-    texts = payload["layers"] if payload["kind"] == "qk" else payload["attention"]["q"]
-    return sum(len(text) for text in texts)
+    if payload["kind"] == "qk":
+        return sum(len(text) for text in payload["layers"])
+    parts = [payload["attention"], payload.get("contributions") or {"q": []}]
+    return sum(len(text) for part in parts for text in part["q"])
 
 
 def example_html(docs: Path, example_id: int, payload: dict, qk: bool = False, qk_href: str | None = None) -> str:

@@ -20,6 +20,14 @@ Layout: `q` is one base64 string per (layer, head) so the browser decodes only
 the heads it draws; `floor` and `scale` are little-endian float32 [L*H*T], base64.
 Long examples keep `q` in data files beside the page instead (reportgen.view_files).
 
+Contributions (Kobayashi et al. 2020; reportgen.contributions), where the run has value norms:
+`contributions` holds the per-row shares of ||A[i, j] f(x_j)|| (rows sum to 1) in the same
+encoding, plus `total`, the per-row totals sum_j ||A[i, j] f(x_j)|| as little-endian float32
+[L*H*T], base64, so the page can show magnitudes: ||A[i, j] f(x_j)|| = share[i, j] * total[i]
+(within total[i] * 0.5/255). `decode_attention` decodes the shares; `decode_contributions` both.
+In data files (long examples) each head's file carries its codes, floor, scale and total
+together (PACKED_CONTRIBUTIONS), since the default view (weights) needs none of them.
+
 The query/key page stores the query and key vectors at 12 bits (encoding "i12-vector"),
 symmetric with one scale per vector (one token's q or k in one head):
 
@@ -71,6 +79,8 @@ FLOAT32_SLACK = 1e-5
 VIEW_SCRIPTS = ("views-core.js", "views-widget.js", "views-head.js", "views-model.js", "views-qk.js",
                 "views-start.js")
 PAYLOAD_VERSION = 1
+# A contribution data file's bytes, per head: codes uint8 [T*T], then floor, scale and total (float32 [T] each).
+PACKED_CONTRIBUTIONS = "codes,floor,scale,total"
 MAX_FLOOR = 0.5 / 255  # the largest floor keeps weights below it within the error bound
 FLOOR_STEPS = 12
 ROW_SUM_RETRY = 0.001
@@ -220,6 +230,24 @@ def decode_attention(encoded: dict) -> np.ndarray:
     return _decode(codes, floor.reshape(layers, heads, n), scale.reshape(layers, heads, n))
 
 
+def encode_contributions(attention: np.ndarray, norms: np.ndarray) -> dict:
+    """Contributions of attention [L, H, T, T] with value norms [L, H, T]: the per-row shares in the
+    attention encoding, plus `total` (see the module docstring)."""
+    from reportgen.contributions import shares
+
+    share, totals = shares(attention, norms)
+    encoded = encode_attention(share)
+    encoded["total"] = _b64(totals.astype("<f4").tobytes())
+    return encoded
+
+
+def decode_contributions(encoded: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(shares [L, H, T, T] as the browser decodes them, per-row totals [L, H, T] float32) of
+    `encode_contributions`' output; for tests and checks."""
+    totals = np.frombuffer(base64.b64decode(encoded["total"]), dtype="<f4")
+    return decode_attention(encoded), totals.reshape(encoded["shape"][:3])
+
+
 def _example_fields(run: ExampleRun) -> dict:
     spec = run.spec
     return {
@@ -235,10 +263,13 @@ def _example_fields(run: ExampleRun) -> dict:
 
 
 def example_payload(run: ExampleRun) -> dict:
-    """Everything the head view and the model view need for one example, as plain JSON-able data."""
+    """Everything the head view and the model view need for one example, as plain JSON-able data:
+    attention, and contributions where the run has value norms (the views' weights | contributions switch)."""
     payload = _example_fields(run)
     payload["kind"] = "views"
     payload["attention"] = encode_attention(run.attention)
+    if run.value_norms is not None:  # None: synthetic runs, or a model whose heads were not located
+        payload["contributions"] = encode_contributions(run.attention, run.value_norms)
     return payload
 
 

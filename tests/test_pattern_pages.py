@@ -127,11 +127,38 @@ def test_share_heatmaps_use_one_fixed_scale_and_entropy_its_own(site):
     patterns = page(site, "patterns.html")
     scales = {chart: spec["encoding"]["color"]["scale"] for chart, spec in patterns.charts.items()
               if chart.startswith("chart-") and chart != "chart-similarity"}
-    assert scales.pop("chart-broad").get("domain") is None
+    # Entropy: its own range, one over the weights and the contributions drawn beside them
+    entropy = check_report(site)["statistics"]["entropy"]["mean"]
+    broad = scales.pop("chart-broad")["domain"]
+    assert broad == scales.pop("chart-broad-contribution")["domain"] and broad[0] <= min(map(min, entropy))
     assert scales.pop("chart-boundary-selectivity")["domain"] == [-1, 1]
-    assert len(scales) == 8 and all(scale["domain"] == [0, 1] for scale in scales.values()), scales
+    assert scales.pop("chart-boundary-selectivity-contribution")["domain"] == [-1, 1]
+    assert len(scales) == 16 and all(scale["domain"] == [0, 1] for scale in scales.values()), scales
     statistics = page(site, "statistics.html")
     assert statistics.charts["chart-cls-sep"]["encoding"]["color"]["scale"]["domain"] == [0, 1]
+
+
+def test_contributions_sit_beside_the_weights_with_the_no_op_test(site):
+    report = check_report(site)
+    patterns = page(site, "patterns.html")
+    for key, anchor, *_ in PATTERN_SECTIONS:
+        rows = patterns.charts[f"chart-{anchor}-contribution"]["data"]["values"]
+        means = report["statistics"]["contribution"]["statistics"][key]["mean"]
+        assert [row["value"] for row in rows] == [value for layer in means for value in layer], anchor
+    top = report["statistics"]["top_heads"]["cls"][0]
+    contribution = report["statistics"]["contribution"]["statistics"]["cls"]["mean"][top["layer"]][top["head"]]
+    assert f"layer {top['layer']} head {top['head']} {top['value']:.2f} {top['std']:.2f} {contribution:.2f}" in (
+        patterns.text("cls"))
+    test = report["statistics"]["contribution"]["delimiter"]
+    text = patterns.text("delimiter-contribution")
+    for head in test["heads"]:
+        assert f"layer {head['layer']} head {head['head']} {head['weight']:.2f} {head['contribution']:.2f}" in text
+    views = [href for href, _ in patterns.links if href.endswith("&mode=contributions")]
+    assert len(views) == len(test["heads"])
+    assert ("glossary.html#contribution", "rg-term") in patterns.links
+    found = next(f for f in report["findings"] if f["id"] == "patterns-delimiter-contribution")
+    assert found["numbers"] == test and found["links"] == [{"label": "table",
+                                                            "href": "patterns.html#delimiter-contribution"}]
 
 
 def test_labels_and_legends_use_the_pattern_names(site):

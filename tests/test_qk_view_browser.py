@@ -241,8 +241,8 @@ def test_a_built_site_copies_the_data_files_and_its_pages_load_them(tmp_path, ti
     build(load_config(tmp_path / "reportgen.yaml"))
     site = tmp_path / "site"
     data = sorted(path.name for path in (site / "example-1-data").iterdir())
-    assert data == ["l0h0.js", "l0h1.js", "l0h2.js", "l0h3.js", "l1h0.js", "l1h1.js", "l1h2.js", "l1h3.js",
-                    "qk-l0.js", "qk-l1.js"]
+    heads = [f"l{layer}h{head}.js" for layer in range(2) for head in range(4)]
+    assert data == sorted([f"c-{name}" for name in heads] + heads + ["qk-l0.js", "qk-l1.js"])
     view = open_at((site / "example-1.html").as_uri() + "#view=head&layer=1", DESKTOP)
     assert view.page.locator(".rgv-head-panel line.rgv-line").count() > 0
     assert sorted(name for name in view.requested if name.startswith("l") and name.endswith(".js")) == [

@@ -35,7 +35,7 @@ ANALYSIS = {"torch", "transformers", "reportgen.attention", "reportgen.patterns"
             "reportgen.engine", "reportgen.stats", "reportgen.masking", "reportgen.tasks", "reportgen.model",
             "reportgen.corpus", "reportgen.findings", "reportgen.findings.sentence", "reportgen.findings.patterns",
             "reportgen.findings.ablation", "reportgen.example_patterns", "reportgen.pattern_conventions",
-            "reportgen.build", "reportgen.qk"}
+            "reportgen.build", "reportgen.qk", "reportgen.noop", "reportgen.findings.contributions"}
 
 
 def test_the_report_schema_is_a_valid_json_schema():
@@ -73,7 +73,9 @@ def tiny_statistics(tiny_model) -> PatternStatistics:
 
 def test_pattern_findings_are_sentences_built_from_the_statistics(tiny_statistics):
     found = findings.pattern_findings(tiny_statistics)
-    assert [f.id for f in found] == [fid for fid, *_ in findings.PATTERN_FINDINGS] + ["patterns-broad"]
+    ids = [fid for fid, *_ in findings.PATTERN_FINDINGS]
+    ids.insert(ids.index("patterns-delimiter") + 1, "patterns-delimiter-contribution")  # the no-op test beside it
+    assert [f.id for f in found] == ids + ["patterns-broad"]
     for finding in found:
         assert finding.sentence == "".join(span.text for span in finding.spans)
         assert finding.links and all(link.href.startswith("patterns.html#") for link in finding.links)
@@ -192,7 +194,8 @@ def test_the_site_stage_runs_without_torch_loaded():
 
 
 def test_analyses_import_no_rendering():
-    analyses = ("patterns", "example_patterns", "pattern_conventions", "ablation", "report", "attention", "tasks")
+    analyses = ("patterns", "example_patterns", "pattern_conventions", "ablation", "report", "attention", "tasks",
+                "noop", "stats")
     paths = [PACKAGE / f"{name}.py" for name in analyses]
     for path in paths + sorted((PACKAGE / "findings").glob("*.py")):
         name = path.name

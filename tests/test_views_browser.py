@@ -47,6 +47,9 @@ def pages(tmp_path_factory, embedded_model_path, http_root):
     # The tokenizer splits the strings into pieces; also put them in whole, as tokens, to test rendering.
     hostile.tokens[1], hostile.tokens[2] = SCRIPT_XSS, IMG_XSS
     long = run_example(model, tokenizer, ExampleSpec(text=LONG_TEXT), 512, keep_qk=True)
+    # All inline, weights only: the page measures drawing 512 tokens (a site keeps data this large,
+    # contributions included, in files beside the page: tests/test_contributions_browser.py).
+    long.value_norms = None
     files = {
         "pair.html": views_html(example_payload(pair)),
         "pair-qk.html": qk_html(qk_payload(pair)),

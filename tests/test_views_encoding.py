@@ -4,6 +4,8 @@ views, and the q/k capture behind the query/key view.
 Bounds from issue 3: decoded weights within 0.5/255 of the model's, rows summing to 1 within 0.01.
 Issue 13: q and k at 12 bits, decoded scores and softmax within the bound of reportgen/views.py's
 docstring; data files hold only our names and base64, and put back together decode as before.
+Issue 14: contributions (shares of ||A f|| per row, and each row's total) stored as the attention is,
+in data files of their own for long examples.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from reportgen.qk import attention_from_qk, capture_qk
 from reportgen.views import (
     QK_MAX_TOKENS,
     decode_attention,
+    decode_contributions,
     decode_qk_layer,
     decoded_softmax,
     dequantise_vectors,
@@ -130,8 +133,11 @@ def test_real_model_512_token_rows_within_bounds(embedded):
 def test_payload_is_compact_json_and_safe_in_a_script(pair_run):
     payload = example_payload(pair_run)
     html = views_html(payload)
-    # 8 bits per weight plus a float32 floor and scale per row, in base64: 4/3 * (1 + 8/19) bytes per weight
-    assert len(html) < 4 / 3 * (1 + 8 / 19) * pair_run.attention.size + 3000
+    # 8 bits per weight plus a float32 floor and scale per row, in base64: 4/3 * (1 + 8/19) bytes per weight;
+    # the contributions as much again, plus a float32 total per row
+    size = pair_run.attention.size
+    assert len(html) < 4 / 3 * (1 + 8 / 19) * size + 4 / 3 * (1 + 12 / 19) * size + 3000
+    assert len(views_html({**payload, "contributions": None})) < 4 / 3 * (1 + 8 / 19) * size + 3000
     assert "\n\n" not in html  # a blank line would end Markdown's raw HTML block
     body = re.search(r'<script type="application/json" class="rgv-data">(.*?)</script>', html, re.S).group(1)
     assert json.loads(body) == payload
@@ -332,7 +338,7 @@ def test_qk_layer_chunks_hold_exactly_the_codes():
 
 # ---------------------------------------------------------------- data files of long views (issue 13)
 
-SAFE_FILE = re.compile(r'window\.reportgenViews\.deliver\("example-\d+(-qk)?","(l\d+h\d+|qk-l\d+)",'
+SAFE_FILE = re.compile(r'window\.reportgenViews\.deliver\("example-\d+(-qk)?","(l\d+h\d+|c-l\d+h\d+|qk-l\d+)",'
                        r'"[A-Za-z0-9+/]*=*"\);\n')
 
 
@@ -412,3 +418,89 @@ def test_seed_pair_qk_first_view_is_small(pair_run):
     first_view = len(qk_html(split).encode()) + len(files["example-1-data/qk-l0.js"])
     assert sum(len(text) for text in payload["layers"]) > view_files.QK_INLINE_LIMIT  # so the site splits it
     assert first_view < 130_000  # with the ~16 KB MkDocs page around it, under 150 KB
+
+
+# ---------------------------------------------------------------- contributions (issue 14)
+
+def _norms_run(n: int, layers: int = 2, heads: int = 3, seed: int = 0) -> ExampleRun:
+    """A hostile run with value norms: one key whose value vanishes, and norms over two orders of magnitude."""
+    run = _hostile_run(n, layers, heads)
+    rng = np.random.default_rng(seed)
+    run.value_norms = rng.uniform(0.05, 5, size=(layers, heads, n)).astype(np.float32)
+    run.value_norms[0, 0, 1] = 0.0
+    return run
+
+
+def test_contributions_are_stored_as_attention_with_their_row_totals():
+    from reportgen.contributions import shares
+
+    run = _norms_run(11)
+    payload = json.loads(json.dumps(example_payload(run)))
+    encoded = payload["contributions"]
+    assert encoded["encoding"] == "u8-row-affine" and encoded["shape"] == [2, 3, 11, 11]
+    expected_shares, expected_totals = shares(run.attention, run.value_norms)
+    decoded, totals = decode_contributions(encoded)
+    assert np.abs(decoded - expected_shares).max() <= MAX_ERR
+    assert np.abs(decoded.sum(-1) - 1).max() <= ROW_SUM_TOL
+    assert np.array_equal(decode_attention(encoded), decoded)  # the shares are an attention-encoded block
+    assert np.array_equal(totals, expected_totals)  # float32, as computed
+    # share * total is ||A[i, j] f(x_j)|| = A[i, j] ||f(x_j)||, within total * 0.5/255
+    magnitude = decoded * totals[..., None].astype(np.float64)
+    truth = run.attention.astype(np.float64) * run.value_norms[..., None, :]
+    assert (np.abs(magnitude - truth) <= totals[..., None] * MAX_ERR + 1e-6).all()
+    assert (decoded[0, 0, :, 1] <= MAX_ERR).all()  # the key with a vanishing value passes nothing on
+
+
+def test_runs_without_value_norms_carry_no_contributions():
+    run = _hostile_run(5)
+    assert run.value_norms is None and "contributions" not in example_payload(run)
+
+
+def test_split_views_puts_contributions_in_their_own_packed_files():
+    from reportgen.view_files import read_data_script, split_views, unpack_contributions
+
+    run = _norms_run(9)
+    payload = example_payload(run)
+    split, files = split_views(payload, "example-3", "example-3-data")
+    contributions = split["contributions"]
+    assert set(contributions) == {"encoding", "shape", "packed", "files"}  # no rows inline: all in the files
+    assert contributions["packed"] == "codes,floor,scale,total"
+    names = [f"l{layer}h{head}" for layer in range(2) for head in range(3)]
+    assert sorted(files) == sorted([f"example-3-data/{name}.js" for name in names]
+                                   + [f"example-3-data/c-{name}.js" for name in names])
+    assert all(SAFE_FILE.fullmatch(content) for content in files.values())
+    assert contributions["files"]["urls"]["c-l1h2"] == "example-3-data/c-l1h2.js"
+    chunks = {read_data_script(files[f"example-3-data/c-{name}.js"])[1]: read_data_script(
+        files[f"example-3-data/c-{name}.js"])[2] for name in names}
+    assert all(len(base64.b64decode(text)) == 9 * 9 + 12 * 9 for text in chunks.values())
+    rebuilt = unpack_contributions([chunks[f"c-{name}"] for name in names], contributions["shape"])
+    assert rebuilt == payload["contributions"]  # byte for byte what the page would carry inline
+    assert "alert" not in "".join(files.values())
+
+
+def test_the_inline_limit_counts_contributions_too(tmp_path, monkeypatch):
+    from reportgen import view_files
+
+    payload = example_payload(_norms_run(6))
+    attention_only = sum(len(text) for text in payload["attention"]["q"])
+    monkeypatch.setattr(view_files, "VIEWS_INLINE_LIMIT", attention_only + 1)  # attention alone would stay inline
+    html = view_files.example_html(tmp_path, 4, payload)
+    assert '"q":[' not in html and '"c-l0h0":"example-4-data/c-l0h0.js"' in html
+    assert (tmp_path / "example-4-data" / "c-l1h2.js").read_text().startswith(
+        'window.reportgenViews.deliver("example-4","c-l1h2","')
+
+
+@pytest.mark.slow
+def test_real_model_contributions_within_bounds(pair_run):
+    """The seed pair on the embedded model: shares within the attention's bound of the float32 ones, and
+    [CLS]/[SEP] get less of the contribution than of the weight in the middle layers (Kobayashi et al.)."""
+    from reportgen.contributions import shares
+
+    assert pair_run.value_norms is not None and pair_run.value_norms.shape == (6, 12, 19)
+    decoded, totals = decode_contributions(example_payload(pair_run)["contributions"])
+    expected, expected_totals = shares(pair_run.attention, pair_run.value_norms)
+    assert np.abs(decoded - expected).max() <= MAX_ERR and np.array_equal(totals, expected_totals)
+    special = np.asarray(pair_run.special)
+    weight_share = pair_run.attention[1:5][..., special].sum(-1).mean()
+    contribution_share = decoded[1:5][..., special].sum(-1).mean()
+    assert weight_share > 2 * contribution_share, (weight_share, contribution_share)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from reportgen.findings.contributions import delimiter_contribution_finding
 from reportgen.findings.sentence import SHOWN_HEADS, Sentence, grid, head_name, plural, plus_minus, view
 from reportgen.formatting import percent, share
 from reportgen.report import Finding, Link, PatternStatistics
@@ -103,7 +104,8 @@ def _delimiter(n: dict, total: int) -> Sentence:
         top = n["heads"][0]
         s.strong(f"{n['count']} of {total} heads put more than {percent(n['threshold'])} of their attention on "
                  "[CLS], [SEP] or punctuation").text(
-            f', a "no-op" pattern (Clark et al. 2019); the strongest is {head_name(top)} with {plus_minus(top)} (')
+            f', the pattern Clark et al. (2019) read as a "no-op"; the strongest is {head_name(top)} with '
+            f'{plus_minus(top)} (')
         return view(s, top).text(")." + uniform)
     strongest = n["strongest"]
     return s.strong(f"No head puts more than {percent(n['threshold'])} of its attention on delimiters").text(
@@ -222,7 +224,8 @@ def _broad(stats: PatternStatistics) -> Finding:
 
 
 def pattern_findings(stats: PatternStatistics) -> list[Finding]:
-    """One finding per pattern of Clark et al. (2019), and one for broad attention."""
+    """One finding per pattern of Clark et al. (2019), the test of the [CLS]/[SEP] "no-op" reading with
+    what the heads pass on (after the delimiter finding), and one for broad attention."""
     thresholds = stats.settings["thresholds"]
     total = stats.counts.layers * stats.counts.heads
     write = {"patterns-previous-token": lambda n: _positional(n, "previous"),
@@ -240,4 +243,6 @@ def pattern_findings(stats: PatternStatistics) -> list[Finding]:
             numbers = pattern_numbers(stats, stat, label, thresholds[threshold])
         out.append(write[fid](numbers).finding(fid, "patterns", bool(numbers["count"]),
                                                 [Link(label="chart", href=f"patterns.html#{anchor}")], numbers))
+        if fid == "patterns-delimiter":
+            out.append(delimiter_contribution_finding(stats))
     return out + [_broad(stats)]

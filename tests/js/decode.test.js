@@ -143,3 +143,63 @@ test('loading notes quote what loads and its size', () => {
   assert.strictEqual(views.sizeText(25200000), '25.2 MB');
   assert.strictEqual(views.sizeText(12), '1 KB');
 });
+
+// ------------------------------------------------------------ contributions (issue 14)
+
+// reportgen.views.encode_contributions(ATTENTION above, value norms [[0.5, 2, 1], [0.1, 3, 0]]): the per-row
+// shares of ||A[i, j] f(x_j)|| in the attention encoding, plus each row's total; CONTRIB_PACKED is
+// reportgen.view_files.pack_contributions of it (one chunk per head: codes, floor, scale, total).
+const CONTRIB = {
+  encoding: 'u8-row-affine',
+  shape: [1, 2, 3, 3],
+  q: ['3/9AA/UHQP9/', '/wAACPcAAf8A'],
+  floor: 'AAAAAMDtKzkAAAAAAKCqMsD6HjkAAAAA',
+  scale: '0+LxOghggDvH2BI7gICAO0ddgDscB4A7',
+  total: 'mplZPwAA8D/KVJU/zczMPWZmRj/RAN48',
+};
+const CONTRIB_PACKED = ['3/9AA/UHQP9/AAAAAMDtKzkAAAAA0+LxOghggDvH2BI7mplZPwAA8D/KVJU/',
+  '/wAACPcAAf8AAKCqMsD6HjkAAAAAgICAO0ddgDscB4A7zczMPWZmRj/RAN48'];
+// reportgen.views.decode_contributions(CONTRIB), printed with repr
+const SHARES = [
+  [0.41153400542680174, 0.47058821248356253, 0.11810841411352158, 0.011917057447135448, 0.9599999291822314,
+    0.027587848715484142, 0.14340506494045258, 0.5713795556221157, 0.2845694257412106],
+  [0.9999999602587195, 1.9863364286720753e-08, 1.9863364286720753e-08, 0.0314905708655715, 0.967741887550801,
+    0.00015161465853452682, 0.0039070975035429, 0.9963098634034395, 0.0],
+];
+const TOTALS = [[0.8500000238418579, 1.875, 1.1666500568389893], [0.10000000149011612, 0.7749999761581421,
+  0.02709999866783619]];
+
+test('contributions decode as attention does, with each row\u2019s total', () => {
+  const contributions = new views.Attention(CONTRIB, 'c-');
+  for (let head = 0; head < 2; head++) {
+    assert.deepStrictEqual(Array.from(contributions.matrix(0, head)), SHARES[head]);
+    assert.deepStrictEqual(Array.from(contributions.rowTotals(0, head)), TOTALS[head]);
+  }
+  // share * total is ||A f|| = weight * ||f||: head 0, query 0, key 1 is 0.2 * 2.0
+  assert.ok(Math.abs(contributions.matrix(0, 0)[1] * contributions.rowTotals(0, 0)[0] - 0.4) <= 0.85 * MAX_ERR);
+  assert.strictEqual(new views.Attention(ENCODED).rowTotals(0, 0), null); // attention has no totals
+});
+
+test('contributions in data files: their own chunks (c-l<L>h<H>), packed with their rows, loaded on demand', () => {
+  const urls = { 'c-l0h0': 'example-97-data/c-l0h0.js', 'c-l0h1': 'example-97-data/c-l0h1.js' };
+  const packed = { encoding: 'u8-row-affine', shape: [1, 2, 3, 3], packed: 'codes,floor,scale,total',
+    files: { key: 'example-97', urls, bytes: 120 } };
+  const contributions = new views.Attention(packed, 'c-');
+  assert.strictEqual(contributions.isLoaded(0, 0), false);
+  views.deliver('example-97', 'l0h0', CONTRIB_PACKED[0]); // the attention's chunk name is not the contributions'
+  assert.strictEqual(contributions.isLoaded(0, 0), false);
+  let requested = null; // DataFiles adds <script> elements, which Node has not: note what it is asked for
+  contributions.files.request = (chunks) => { requested = chunks; };
+  assert.match(contributions.ensure([[0, 0]], () => {}), /^Loading the contributions of layer 0 head 0 \(1 KB\)/);
+  assert.deepStrictEqual(requested, ['c-l0h0']);
+  views.deliver('example-97', 'c-l0h0', CONTRIB_PACKED[0]);
+  views.deliver('example-97', 'c-l0h1', CONTRIB_PACKED[1]);
+  for (let head = 0; head < 2; head++) {
+    assert.deepStrictEqual(Array.from(contributions.rowTotals(0, head)), TOTALS[head]); // before the matrix, too
+    assert.deepStrictEqual(Array.from(contributions.matrix(0, head)), SHARES[head]);
+  }
+  assert.throws(() => new views.Attention({ ...packed, packed: 'codes,total' }), /unknown packing/);
+  views.deliver('example-96', 'c-l0h0', CONTRIB_PACKED[0].slice(0, 8));
+  const short = new views.Attention({ ...packed, files: { key: 'example-96', urls, bytes: 1 } }, 'c-');
+  assert.throws(() => short.matrix(0, 0), /contribution data of 6 bytes for 3 tokens/);
+});

@@ -9,7 +9,7 @@ const views = require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'ja
 
 const LIMITS = { layers: 6, heads: 12, tokens: 19 };
 const NOTHING = { view: null, layer: null, head: null, heads: null, token: null, key: null, filter: null, topk: null,
-  min: null, problems: [] };
+  min: null, mode: null, problems: [] };
 
 test('formatHash writes the fields in a fixed order, lists with plain commas, and leaves out nulls', () => {
   const text = views.formatHash({ min: 0.02, topk: 5, filter: 'AB', key: 9, token: 4, head: [0, 3], layer: 2,
@@ -28,7 +28,8 @@ test('the link reportgen/site.py head_link writes is the head view of one head',
 });
 
 test('parseHash reads back what formatHash wrote', () => {
-  const state = { view: 'head', layer: 5, head: [0, 3, 11], token: null, key: 18, filter: 'BA', topk: 19, min: 0.5 };
+  const state = { view: 'head', layer: 5, head: [0, 3, 11], token: null, key: 18, filter: 'BA', topk: 19, min: 0.5,
+    mode: 'contributions' };
   const parsed = views.parseHash('#' + views.formatHash(state), LIMITS);
   assert.deepStrictEqual(parsed, { ...state, head: null, heads: [0, 3, 11], problems: [] }); // a list is not one head
 });
@@ -97,4 +98,29 @@ test('headsText names the heads a view shows', () => {
   assert.strictEqual(views.headsText([0, 3], 12), 'heads 0, 3');
   assert.strictEqual(views.headsText([], 12), 'no head');
   assert.strictEqual(views.headsText([0, 1], 2), 'all heads');
+});
+
+test('mode: contributions is written last and read back; weights is the default, left out of links', () => {
+  assert.strictEqual(views.formatHash({ mode: 'contributions', token: 4, head: [3], layer: 1, view: 'head' }),
+    'view=head&layer=1&head=3&token=4&mode=contributions');
+  assert.strictEqual(views.formatHash({ view: 'model', mode: null }), 'view=model');
+  const parsed = views.parseHash('#view=head&layer=1&head=3&token=4&mode=contributions', LIMITS);
+  assert.deepStrictEqual(parsed, { ...NOTHING, view: 'head', layer: 1, head: 3, heads: [3], token: 4,
+    mode: 'contributions' });
+  assert.strictEqual(views.parseHash('mode=weights', LIMITS).mode, 'weights');
+  assert.deepStrictEqual(views.parseHash('mode=contributions', { ...LIMITS, contributions: true }).problems, []);
+});
+
+test('a link asking for contributions a page has not, or for an unknown mode, shows weights and a note', () => {
+  const without = { ...LIMITS, contributions: false };
+  const shown = { view: 'head view', layer: 1, heads: [3], mode: 'weights' };
+  const missing = views.parseHash('view=head&layer=1&head=3&mode=contributions', without);
+  assert.deepStrictEqual([missing.mode, missing.problems], [null, [{ field: 'mode', given: 'contributions' }]]);
+  assert.strictEqual(views.hashNote(missing.problems, without, shown),
+    'The link asked for contributions; this page has attention weights only. Showing weights.');
+  const odd = views.parseHash('view=head&mode=norms', LIMITS);
+  assert.deepStrictEqual([odd.mode, odd.problems], [null, [{ field: 'mode', given: 'norms' }]]);
+  assert.strictEqual(views.hashNote(odd.problems, LIMITS, shown),
+    'The link asked for the mode \u201cnorms\u201d; the views show weights or contributions. Showing weights.');
+  assert.strictEqual(views.parseHash('view=head&mode=weights', without).problems.length, 0);
 });

@@ -33,6 +33,10 @@
 
   views.LONG_INPUT = 64; // above this many tokens the views start sparse (top-k, threshold, one head)
   views.FILTERS = ['all', 'AA', 'AB', 'BA', 'BB'];
+  // What the head and model views draw: attention weights, or contributions (Kobayashi et al. 2020, the
+  // per-row shares of ||A[i, j] f(x_j)||; reportgen/views.py encode_contributions). The first is the default.
+  views.MODES = ['weights', 'contributions'];
+  var PACKED_CONTRIBUTIONS = 'codes,floor,scale,total'; // reportgen/views.py PACKED_CONTRIBUTIONS
 
   // ---------------------------------------------------------------- helpers
 
@@ -259,26 +263,42 @@
 
   /*
    * The attention of a payload. One base64 chunk per (layer, head), inline (`q`) or in data
-   * files (`files`, chunks named l<layer>h<head>), decoded on first use; long inputs keep only
+   * files (`files`, chunks named <prefix>l<layer>h<head>), decoded on first use; long inputs keep only
    * a few decoded heads (2 MB each at 512 tokens). matrix() needs the head loaded: ensure()
    * first where the data may be in files.
+   *
+   * The same class reads a payload's contributions (prefix 'c-'): the per-row shares in the same
+   * encoding, plus each row's total sum_j ||A[i, j] f(x_j)|| (rowTotals). Inline, floor, scale and
+   * total are flat float32 arrays like the attention's; in data files (`packed`) each head's chunk
+   * carries its own: codes [n * n], then floor, scale and total [n] each.
    */
-  function Attention(encoded) {
+  function Attention(encoded, prefix) {
     if (encoded.encoding !== 'u8-row-affine') throw new Error('unknown attention encoding: ' + encoded.encoding);
+    if (encoded.packed && encoded.packed !== PACKED_CONTRIBUTIONS) {
+      throw new Error('unknown packing: ' + encoded.packed);
+    }
     this.layers = encoded.shape[0];
     this.heads = encoded.shape[1];
     this.n = encoded.shape[2];
+    this.prefix = prefix || '';
     this.chunks = encoded.q || null;
     this.files = encoded.files ? new DataFiles(encoded.files) : null;
-    this.floor = base64Float32(encoded.floor);
-    this.scale = base64Float32(encoded.scale);
+    this.packed = Boolean(encoded.packed);
+    this.floor = this.packed ? null : base64Float32(encoded.floor);
+    this.scale = this.packed ? null : base64Float32(encoded.scale);
+    this.totals = encoded.total && !this.packed ? base64Float32(encoded.total) : null;
+    this.headTotals = new Map(); // packed: (layer, head) id -> its rows' totals, kept when the matrix is decoded
     this.cache = new Map();
     this.cacheLimit = this.n * this.n > 100000 ? 8 : Infinity;
   }
 
+  Attention.prototype.chunkName = function (layer, head) {
+    return this.prefix + 'l' + layer + 'h' + head;
+  };
+
   Attention.prototype.chunkText = function (layer, head) {
     if (this.chunks) return this.chunks[layer * this.heads + head];
-    return this.files.text('l' + layer + 'h' + head);
+    return this.files.text(this.chunkName(layer, head));
   };
 
   Attention.prototype.isLoaded = function (layer, head) {
@@ -297,7 +317,8 @@
   // Loads the [layer, head] pairs not loaded yet, then calls done(error or null).
   Attention.prototype.request = function (pairs, done) {
     if (!this.files) return done(null);
-    this.files.request(pairs.map(function (pair) { return 'l' + pair[0] + 'h' + pair[1]; }), done);
+    var self = this;
+    this.files.request(pairs.map(function (pair) { return self.chunkName(pair[0], pair[1]); }), done);
   };
 
   /*
@@ -318,7 +339,8 @@
       what = missing.length + ' heads';
     }
     this.request(missing, done);
-    return 'Loading ' + what + ' (' + sizeText(missing.length * this.files.bytes) + ')\u2026';
+    return 'Loading ' + (this.packed ? 'the contributions of ' : '') + what + ' (' +
+      sizeText(missing.length * this.files.bytes) + ')\u2026';
   };
 
   Attention.prototype.matrix = function (layer, head) {
@@ -331,10 +353,31 @@
     }
     var text = this.chunkText(layer, head);
     if (text === null) throw new Error('layer ' + layer + ' head ' + head + ' is not loaded yet');
-    matrix = decodeRows(base64Bytes(text), this.floor, this.scale, id * this.n, this.n);
+    var n = this.n;
+    var bytes = base64Bytes(text);
+    if (this.packed) {
+      if (bytes.length !== n * n + 12 * n) {
+        throw new Error('contribution data of ' + bytes.length + ' bytes for ' + n + ' tokens');
+      }
+      var rows = float32At(bytes, n * n, 3 * n); // floor, scale, total
+      matrix = decodeRows(bytes, rows.subarray(0, n), rows.subarray(n, 2 * n), 0, n);
+      this.headTotals.set(id, rows.slice(2 * n));
+    } else {
+      matrix = decodeRows(bytes, this.floor, this.scale, id * n, n);
+    }
     this.cache.set(id, matrix);
     if (this.cache.size > this.cacheLimit) this.cache.delete(this.cache.keys().next().value);
     return matrix;
+  };
+
+  // Contributions: the (layer, head)'s per-row totals sum_j ||A[i, j] f(x_j)|| (Float32Array [n]), so
+  // that share * total is ||A[i, j] f(x_j)||; null for attention, which has none. Needs the head loaded.
+  Attention.prototype.rowTotals = function (layer, head) {
+    var id = layer * this.heads + head;
+    if (this.totals) return this.totals.subarray(id * this.n, (id + 1) * this.n);
+    if (!this.packed) return null;
+    if (!this.headTotals.has(id)) this.matrix(layer, head);
+    return this.headTotals.get(id);
   };
 
   /*
@@ -476,10 +519,11 @@
    *   #view=head&layer=2&head=0,3&token=4&filter=AB&topk=5&min=0.02
    *   #view=model&layer=2&head=5          (model view with layer 2 / head 5 enlarged)
    *   #view=qk&layer=2&head=5&token=4     (query/key page)
-   * `heads` is read as another spelling of `head`; it is never written.
+   *   #view=head&layer=1&head=3&token=4&mode=contributions   (contributions instead of weights)
+   * `heads` is read as another spelling of `head`; it is never written. `mode` is left out for weights.
    */
-  var HASH_KEYS = ['view', 'layer', 'head', 'heads', 'token', 'key', 'filter', 'topk', 'min'];
-  var HASH_ORDER = ['view', 'layer', 'head', 'token', 'key', 'filter', 'topk', 'min'];
+  var HASH_KEYS = ['view', 'layer', 'head', 'heads', 'token', 'key', 'filter', 'topk', 'min', 'mode'];
+  var HASH_ORDER = ['view', 'layer', 'head', 'token', 'key', 'filter', 'topk', 'min', 'mode'];
 
   // Hash text (without '#') for `fields`, in HASH_ORDER; null or undefined fields are left out, lists joined by ','.
   function formatHash(fields) {
@@ -527,13 +571,16 @@
     check('filter', fields.filter === null);
     check('topk', fields.topk === null && params.get('topk') !== '0');
     check('min', fields.min === null);
+    check('mode', fields.mode === null);
     return problems;
   }
 
   /*
-   * The state a hash describes, checked against limits = {layers, heads, tokens}: every field
+   * The state a hash describes, checked against limits = {layers, heads, tokens, contributions}: every field
    * is null where the link does not give it or gives a value out of range, and `problems` lists
    * those dropped values ({field, given}) so the view can say what it shows instead (hashNote).
+   * `mode` is 'weights' or 'contributions'; contributions count as dropped where limits.contributions
+   * is false (a page without them).
    * `head` is a single head (query/key view), `heads` the list (head and model view); `view`
    * is passed on as given, each page knowing its own views. Returns null for a hash that is not
    * ours (an ordinary heading anchor).
@@ -556,9 +603,15 @@
       filter: views.FILTERS.indexOf(filter) >= 0 ? filter : null,
       topk: intParam(params, 'topk', limits.tokens + 1) || null, // 0 is no top-k
       min: params.get('min') !== '' && isFinite(min) && min >= 0 && min <= 1 ? min : null,
+      mode: modeParam(params.get('mode'), limits),
     };
     fields.problems = hashProblems(params, fields, headText, limits);
     return fields;
+  }
+
+  function modeParam(text, limits) {
+    if (views.MODES.indexOf(text) < 0) return null;
+    return text === 'contributions' && limits.contributions === false ? null : text;
   }
 
   var FIELD_WORDS = { filter: 'the pair filter', topk: 'top-k', min: 'a minimum weight of' };
@@ -593,6 +646,11 @@
         case 'head':
           return asked + 'head ' + given + '; this model has ' + spanText('head', limits.heads) +
             '. Showing ' + headsText(shown.heads, limits.heads) + '.';
+        case 'mode':
+          return problem.given === 'contributions'
+            ? asked + 'contributions; this page has attention weights only. Showing weights.'
+            : asked + 'the mode ' + given + '; the views show weights or contributions. Showing ' +
+              (shown.mode || 'weights') + '.';
         case 'token':
         case 'key':
           return asked + (problem.field === 'key' ? 'key token ' : 'token ') + given +

@@ -8,7 +8,9 @@
  * first selected head's weight, beside its colour chip) and one small bar per selected head;
  * the exact weights of every selected head stand in a table beside or under the lines (rows:
  * tokens, columns: heads), so twelve heads need about 600 px instead of a 1,000 px row of numbers.
- * The table's cells are the <span class="rgv-num"> test hooks.
+ * The table's cells are the <span class="rgv-num"> test hooks. With contributions shown (the
+ * widget's source()), every number is a share of what the head passes on to the attending token,
+ * and its tooltip adds the size ||A f|| (data-m on the test hooks).
  *
  * Keyboard: each token column is one Tab stop (roving tabindex); arrows, Home and End move
  * within it, focusing a token previews its lines, Enter or Space pins it, Escape clears the pin.
@@ -225,9 +227,12 @@
   }
 
   // Head h's lines into `frag`: those of the active token (their weights pushed to `weights` as
-  // {h, q, k, w}, in token order), or else the top-k of every query token. Returns how many.
+  // {h, q, k, w, m}, in token order; m: ||A f|| with contributions, else null), or else the top-k
+  // of every query token. Returns how many.
   proto.drawHead = function (h, active, frag, weights) {
-    var matrix = this.att.matrix(this.state.layer, h);
+    var source = this.source();
+    var matrix = source.matrix(this.state.layer, h);
+    var totals = source.rowTotals(this.state.layer, h);
     var line = lineDrawer(frag, h, views.headColour(h, this.att.heads));
     if (!active) return this.drawTopLines(matrix, line);
     var n = this.n;
@@ -238,7 +243,7 @@
       var k = active.side === 'q' ? other : active.i;
       if (!allow(q, k)) continue;
       line(q, k, matrix[q * n + k]);
-      weights.push({ h: h, q: q, k: k, w: matrix[q * n + k] });
+      weights.push({ h: h, q: q, k: k, w: matrix[q * n + k], m: totals ? matrix[q * n + k] * totals[q] : null });
       count++;
     }
     return count;
@@ -290,15 +295,22 @@
     var span = el('span', 'rgv-inline-num', views.weightText(entry.w));
     setWeightData(span, entry);
     span.style.setProperty('--rgv-head', views.headColour(entry.h, this.att.heads));
-    span.title = 'head ' + entry.h + ': ' + entry.w.toFixed(6);
+    span.title = this.valueTitle(entry, 6);
     return span;
+  };
+
+  // A number's tooltip: the head and its weight, or its share and the size of what it passes on.
+  proto.valueTitle = function (entry, digits) {
+    if (entry.m === null || entry.m === undefined) return 'head ' + entry.h + ': ' + entry.w.toFixed(digits);
+    return 'head ' + entry.h + ': ' + entry.w.toFixed(4) + ' of what it passes on to #' + entry.q + ' ' +
+      this.data.tokens[entry.q] + '; ||A f|| = ' + views.sizeOf(entry.m);
   };
 
   proto.weightBar = function (entry) {
     var bar = el('span', 'rgv-bar-h');
     bar.style.setProperty('--rgv-head', views.headColour(entry.h, this.att.heads));
     bar.style.height = Math.round(entry.w * 100) + '%';
-    bar.title = 'head ' + entry.h + ': ' + entry.w.toFixed(4);
+    bar.title = this.valueTitle(entry, 4);
     return bar;
   };
 
@@ -307,6 +319,7 @@
     node.setAttribute('data-q', String(entry.q));
     node.setAttribute('data-k', String(entry.k));
     node.setAttribute('data-w', String(entry.w));
+    if (entry.m !== null && entry.m !== undefined) node.setAttribute('data-m', String(entry.m));
   }
 
   // Four decimals without the leading zero (".0431"; "1.000" for 1): exact enough, and 12 columns fit.
@@ -314,20 +327,28 @@
     return weight >= 0.99995 ? '1.000' : weight.toFixed(4).replace(/^0/, '');
   };
 
+  // A contribution's size ||A f|| with three significant digits ("1.27", "0.0431", "12.3").
+  views.sizeOf = function (size) {
+    return size >= 100 ? size.toFixed(0) : size.toPrecision(3);
+  };
+
   // The table of every selected head's weights for the active token (or a hint when there is none).
   proto.drawWeights = function (active, weights) {
     var box = this.weights;
     box.textContent = '';
+    var contributions = this.state.mode === 'contributions';
     if (!active || !weights.length) {
-      var hint = 'Hover, tap or Tab to a token to list every selected head\u2019s weights.';
+      var hint = 'Hover, tap or Tab to a token to list every selected head\u2019s ' +
+        (contributions ? 'contributions.' : 'weights.');
       if (!this.state.heads.length) hint = 'No head selected.';
       else if (active) hint = 'The pair filter keeps none of this token\u2019s lines.';
       box.appendChild(el('p', 'rgv-weights-hint', hint));
       return;
     }
     var tok = this.data.tokens[active.i];
-    var title = (active.side === 'q' ? 'Attention from #' : 'Attention to #') + active.i + ' ' + tok +
-      ', layer ' + this.state.layer;
+    var title = (contributions ? (active.side === 'q' ? 'Contributions to #' : 'Contributions of #')
+      : (active.side === 'q' ? 'Attention from #' : 'Attention to #')) + active.i + ' ' + tok +
+      ', layer ' + this.state.layer + (contributions ? ' (shares; hover for ||A f||)' : '');
     var heading = box.appendChild(el('p', 'rgv-weights-title', title));
     box.appendChild(this.weightsTable(active, weights));
     // On a phone the table scrolls inside its box: say so. Measured at the next frame, with the layout the
@@ -357,7 +378,25 @@
     var best = strongest(weights, perHead);
     for (var r = 0; r < perHead; r++) body.appendChild(this.weightsRow(active, weights, r, perHead, colours, best));
     table.appendChild(body);
+    if (weights[0].m !== null && active.side === 'q') table.appendChild(this.totalsRow(active, heads));
     return table;
+  };
+
+  // Contributions to one attending token: each head's total, sum_j ||A[i, j] f(x_j)|| (shares times it give ||A f||).
+  proto.totalsRow = function (active, heads) {
+    var source = this.source();
+    var layer = this.state.layer;
+    var row = el('tr', 'rgv-wtable-total');
+    var name = el('th', 'rgv-wtable-tok', 'sum ||A f||');
+    name.title = 'All that each head passes on to #' + active.i + ' ' + this.data.tokens[active.i] +
+      ': the sum over keys of ||A f||; a share times it is that key\u2019s ||A f||';
+    row.appendChild(name);
+    heads.forEach(function (h) {
+      var cell = el('td', 'rgv-wcell', views.sizeOf(source.rowTotals(layer, h)[active.i]));
+      cell.title = 'head ' + h + ': sum of ||A f|| over the keys';
+      row.appendChild(cell);
+    });
+    return el('tfoot').appendChild(row).parentNode;
   };
 
   // Index in `weights` of each head's largest weight, the ones the table sets in bold.
@@ -382,7 +421,7 @@
       cell.style.backgroundColor = tint(colours[col], entry.w);
       var span = el('span', 'rgv-num', views.weightText(entry.w));
       setWeightData(span, entry);
-      span.title = 'head ' + entry.h + ': ' + entry.w.toFixed(6);
+      span.title = this.valueTitle(entry, 6);
       tr.appendChild(cell).appendChild(span);
     }
     return tr;
@@ -398,13 +437,18 @@
   proto.describe = function (active, count) {
     var st = this.state;
     var parts = ['Layer ' + st.layer, st.heads.length + ' of ' + this.att.heads + ' heads', count + ' lines'];
+    var contributions = st.mode === 'contributions';
     if (active) {
       var tok = this.data.tokens[active.i];
-      parts.push((active.side === 'q' ? 'attention from ' : 'attention to ') + '#' + active.i + ' ' + tok);
+      var what = contributions ? (active.side === 'q' ? 'contributions to ' : 'contributions of ')
+        : (active.side === 'q' ? 'attention from ' : 'attention to ');
+      parts.push(what + '#' + active.i + ' ' + tok);
       if (st.heads.length) parts.push('numbers beside the tokens: head ' + st.heads[0]);
     } else {
       var sparse = st.topk < this.n || st.min > 0;
-      parts.push(sparse ? 'top ' + st.topk + ' per token, weight \u2265 ' + st.min : 'all weights');
+      var noun = contributions ? 'share' : 'weight';
+      parts.push(sparse ? 'top ' + st.topk + ' per token, ' + noun + ' \u2265 ' + st.min
+        : (contributions ? 'all contributions' : 'all weights'));
       parts.push('hover, tap or Tab to a token for its weights (Enter pins, Escape clears)');
     }
     return parts.join(' \u00b7 ');

@@ -5,7 +5,8 @@
  * that the grid scrolls inside its own box, with sticky layer and head labels and a hint
  * naming what is out of sight. The current layer's row is highlighted (the layer select and
  * the row labels choose it). A thumbnail opens its head in a dialog over the grid, which
- * leaves the grid where it is. Adds its methods to ViewsWidget.prototype (views-widget.js,
+ * leaves the grid where it is. Thumbnails draw weights or contribution shares, as the toolbar's switch
+ * says (the widget's source()). Adds its methods to ViewsWidget.prototype (views-widget.js,
  * loaded first).
  */
 (function (views) {
@@ -222,7 +223,8 @@
 
   // What a thumbnail's drawing depends on besides its (layer, head): redrawn when it changes.
   proto.thumbKey = function () {
-    return this.thumbSize.width + '|' + this.state.filter + '|' + this.state.topk + '|' + this.state.min;
+    return this.thumbSize.width + '|' + this.state.filter + '|' + this.state.topk + '|' + this.state.min + '|' +
+      this.state.mode;
   };
 
   proto.drawThumb = function (canvas) {
@@ -230,7 +232,7 @@
     if (canvas.getAttribute('data-drawn') === key) return;
     var h = parseInt(canvas.getAttribute('data-head'), 10);
     var n = this.n;
-    var matrix = this.att.matrix(parseInt(canvas.getAttribute('data-layer'), 10), h);
+    var matrix = this.source().matrix(parseInt(canvas.getAttribute('data-layer'), 10), h); // weights or shares
     var allow = this.allowFn();
     var width = this.thumbSize.width;
     var height = this.thumbSize.height;
@@ -355,7 +357,9 @@
     close.addEventListener('click', this.setter('zoom', false));
     var bar = el('div', 'rgv-zoom-bar');
     var copy = views.copyControl(function () { return self.hashText(); }); // the toolbar's is behind the dialog
-    [this.zoomTitle, copy, toHead, close].forEach(function (node) { bar.appendChild(node); });
+    var parts = [this.zoomTitle, copy, toHead, close];
+    if (this.contrib) parts.splice(1, 0, this.buildModeSwitch()); // the toolbar's is behind the dialog too
+    parts.forEach(function (node) { bar.appendChild(node); });
     this.zoomBody = el('div', 'rgv-zoom-body');
     dialog.appendChild(bar);
     dialog.appendChild(this.zoomBody);

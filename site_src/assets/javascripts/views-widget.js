@@ -1,7 +1,8 @@
 /*
  * reportgen attention views: the widget behind the head view and the model view of an
  * example page. It holds the state (layer, heads, pinned token, pair filter, top-k,
- * minimum weight, view), builds the toolbar, renders, and reads and writes its deep link.
+ * minimum weight, view, weights or contributions), builds the toolbar, renders, and reads and
+ * writes its deep link.
  * The drawing lives in views-head.js (head view) and views-model.js (model view), which add
  * their methods to ViewsWidget.prototype. Needs views-core.js first.
  */
@@ -16,6 +17,19 @@
   var LONG_MIN = 0.02;
   var STILL_PX = 8; // px: a pointer that moved less than this has not moved (a tremor)
   var FILTER_LABELS = { all: 'All', AA: 'A\u2192A', AB: 'A\u2192B', BA: 'B\u2192A', BB: 'B\u2192B' };
+  var MODE_TITLES = {
+    weights: 'Attention weights: where each token looks',
+    contributions: 'Contributions (Kobayashi et al. 2020): what each token passes on through the head, ||A f||',
+  };
+  // Said once, above the views of a page with contributions: what the numbers are, and their units. Both fit
+  // two lines of a laptop's toolbar width (views.css keeps that room), so flipping the switch moves nothing.
+  var MODE_NOTES = {
+    weights: 'Showing attention weights: how much each token on the left looks at each token on the right ' +
+      '(each row sums to 1).',
+    contributions: 'Showing contributions (Kobayashi et al. 2020): the share of what a token on the left receives ' +
+      'through the head that comes from each token on the right, ||A[i, j] f(x_j)||; tooltips give ||A f|| itself, ' +
+      'in the units of the model\u2019s hidden vectors.',
+  };
 
   function ViewsWidget(root, data, ownsHash) {
     var started = performance.now();
@@ -23,6 +37,7 @@
     this.data = data;
     this.ownsHash = ownsHash;
     this.att = new views.Attention(data.attention);
+    this.contrib = data.contributions ? new views.Attention(data.contributions, 'c-') : null;
     this.n = this.att.n;
     this.groups = views.pairGroups(data.segments);
     this.isPair = data.segments.indexOf(1) >= 0;
@@ -46,8 +61,19 @@
       filter: 'all',
       topk: long ? LONG_TOPK : this.n,
       min: long ? LONG_MIN : 0,
+      mode: 'weights',
       zoom: false,
     };
+  };
+
+  // The matrices drawn: the attention, or its contributions (same interface; views-core.js Attention).
+  ViewsWidget.prototype.source = function () {
+    return this.state.mode === 'contributions' && this.contrib ? this.contrib : this.att;
+  };
+
+  // What a link is checked against (views-core.js parseHash).
+  ViewsWidget.prototype.limits = function () {
+    return { layers: this.att.layers, heads: this.att.heads, tokens: this.n, contributions: Boolean(this.contrib) };
   };
 
   // Sets one state field and renders; the handler of most controls.
@@ -64,6 +90,8 @@
     this.root.classList.add('rgv-ready');
     var bar = el('div', 'rgv-toolbar');
     bar.appendChild(this.buildTabs());
+    this.modeButtons = [];
+    if (this.contrib) bar.appendChild(this.buildModeSwitch());
     bar.appendChild(this.buildLayerSelect());
     this.filterButtons = {};
     if (this.isPair) bar.appendChild(this.buildFilters());
@@ -73,6 +101,7 @@
     if (this.qkLink) bar.appendChild(this.qkLink);
     this.root.appendChild(bar);
     this.root.appendChild(this.buildNote());
+    this.modeNote = this.contrib ? this.root.appendChild(el('p', 'rgv-mode-note')) : null;
     this.root.appendChild(this.buildHeadToggles());
     this.buildPanels();
     this.watchPointer();
@@ -145,6 +174,24 @@
     return tabs;
   };
 
+  /*
+   * Show: weights | contributions, two buttons in a labelled group (aria-pressed, each a Tab stop). Only on
+   * pages with contributions; the enlarged head's bar gets one too (views-model.js), kept in step by syncControls.
+   */
+  ViewsWidget.prototype.buildModeSwitch = function () {
+    var self = this;
+    var wrap = views.group('rgv-mode', 'Show');
+    wrap.appendChild(el('span', 'rgv-field-label', 'Show'));
+    views.MODES.forEach(function (mode) {
+      var node = button('rgv-mode-btn', mode, MODE_TITLES[mode]);
+      node.setAttribute('data-mode', mode);
+      node.addEventListener('click', self.setter('mode', mode));
+      self.modeButtons.push(node);
+      wrap.appendChild(node);
+    });
+    return wrap;
+  };
+
   ViewsWidget.prototype.buildLayerSelect = function () {
     var self = this;
     this.layerSelect = views.numberedSelect('rgv-layer', this.att.layers, 'Layer');
@@ -186,7 +233,9 @@
       self.state.min = isFinite(value) ? Math.max(0, Math.min(1, value)) : self.defaults.min;
       self.render(true);
     });
-    bar.appendChild(labelled('Min weight', this.minInput));
+    var field = labelled('Min weight', this.minInput);
+    this.minLabel = field.firstChild; // "Min share" while the views show contributions
+    bar.appendChild(field);
   };
 
   function numberInput(className, min, max) {
@@ -268,6 +317,11 @@
     });
     this.topkInput.value = String(st.topk);
     this.minInput.value = String(st.min);
+    this.modeButtons.forEach(function (node) {
+      node.setAttribute('aria-pressed', String(node.getAttribute('data-mode') === st.mode));
+    });
+    this.minLabel.textContent = st.mode === 'contributions' ? 'Min share' : 'Min weight';
+    if (this.modeNote) this.modeNote.textContent = MODE_NOTES[st.mode];
   };
 
   ViewsWidget.prototype.render = function (fromUser) {
@@ -276,6 +330,7 @@
     if (this.waitForData(fromUser)) return;
     var zoomed = st.view === 'model' && st.zoom;
     this.root.setAttribute('data-rgv-view', st.view); // views.css hides the head toggles in the model view
+    this.root.setAttribute('data-rgv-mode', st.mode);
     this.headPanel.hidden = st.view !== 'head';
     this.modelPanel.hidden = st.view !== 'model';
     if (st.view === 'head' && this.stage.parentNode !== this.headPanel) this.headPanel.appendChild(this.stage);
@@ -296,7 +351,7 @@
     var self = this;
     var st = this.state;
     var pairs = st.view === 'model' ? this.att.allHeads() : st.heads.map(function (h) { return [st.layer, h]; });
-    var loading = this.att.ensure(pairs, function (error) {
+    var loading = this.source().ensure(pairs, function (error) {
       self.root.removeAttribute('data-rgv-loading');
       self.headPanel.inert = self.modelPanel.inert = false;
       if (error) self.status.textContent = error.message;
@@ -323,6 +378,7 @@
       filter: st.filter !== 'all' ? st.filter : null,
       topk: st.topk !== this.defaults.topk ? st.topk : null,
       min: st.min !== this.defaults.min ? st.min : null,
+      mode: st.mode !== 'weights' ? st.mode : null,
     });
   };
 
@@ -361,7 +417,7 @@
   };
 
   ViewsWidget.prototype.applyHash = function (rerender) {
-    var link = views.readHash({ layers: this.att.layers, heads: this.att.heads, tokens: this.n });
+    var link = views.readHash(this.limits());
     if (!link) return;
     var st = this.defaultState();
     var problems = link.problems.slice();
@@ -376,11 +432,12 @@
     if (link.filter !== null && this.isPair) st.filter = link.filter;
     if (link.topk !== null) st.topk = link.topk;
     if (link.min !== null) st.min = link.min;
+    if (link.mode !== null) st.mode = link.mode;
     this.state = st;
     this.hover = null;
     if (rerender) this.holdPointer(); // a link followed on the page scrolls the view under the pointer
-    this.showNote(views.hashNote(problems, { layers: this.att.layers, heads: this.att.heads, tokens: this.n },
-      { view: st.view + ' view', layer: st.layer, heads: st.heads }));
+    this.showNote(views.hashNote(problems, this.limits(),
+      { view: st.view + ' view', layer: st.layer, heads: st.heads, mode: st.mode }));
     if (rerender) this.render(false);
   };
 

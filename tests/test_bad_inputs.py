@@ -354,7 +354,7 @@ CASES: list[Case] = [
          "cache directory <dir>/ro-cache is not writable; make it writable or set cache_dir to another directory "
          "(config field 'cache_dir')", setup=read_only_dir("ro-cache")),
     Case("cache-entry-directory", "a cache entry that is a directory", {"model": "default", "cache_dir": "dir-cache"},
-         errors.EXIT_OUTPUT, "cache entry <dir>/dir-cache/runs/1d61caab363d5db5cb766fb4.npz is a directory, not a "
+         errors.EXIT_OUTPUT, "cache entry <dir>/dir-cache/runs/8d6e252a3d8dcfda8928ac50.npz is a directory, not a "
          "file; delete it (anything in the cache can be deleted)", setup=cache_entry_directory("dir-cache")),
     # -- not errors: built, with a warning (exit 0) ------------------------------------------------------
     Case("example-too-long", "an example longer than the model takes (58 tokens, 32 positions)",

@@ -348,7 +348,7 @@ def _word_boundaries(statistics: PatternStatistics, by_id: dict[str, Finding]) -
         top = n["heads"][0]
         number = (f"{n['count']} head{plural(n['count'], 's')}; {head_name(top)}: within word {plus_minus(top)}, "
                   f"selectivity {share(top['selectivity'])}")
-        why, value = f"{n['count']} head{plural(n['count'], 's')} pass both tests", top["selectivity"]
+        why, value = f"{n['count']} head{plural(n['count'], 's pass', ' passes')} both tests", top["selectivity"]
     else:
         top, selective = n["strongest"], n["most_selective"]
         number = f"highest within word: {head_name(top)}, {plus_minus(top)} (selectivity {share(top['selectivity'])})"
@@ -399,7 +399,7 @@ def _term_matching(by_id: dict[str, Finding]) -> ClaimCheck:
               f"{head_name(top)} with {plus_minus(top)}")
     test = (f"mean share of a word's attention on the same word in the other sentence above {n['threshold']}, over "
             f"{pairs}; a uniform head scores {share(n['null'].get('uniform'))}")
-    why = (f"{n['count']} head{plural(n['count'], 's')} pass" if finding.supported
+    why = (f"{n['count']} head{plural(n['count'], 's pass', ' passes')}" if finding.supported
            else f"no head is above {n['threshold']}")
     return _check(key, "supported" if finding.supported else "not supported here", why, links, number=number,
                   test=test, value=top["value"], numbers={"count": n["count"], "head": top})

@@ -100,7 +100,8 @@ def char_word_ids(tokens: Sequence[str], words: Sequence[str], start: int = 0) -
     concatenated words, so each token takes the word of its first character; this gives
     word boundaries to character-level tokenizations (Chinese BERT splits every CJK
     character into its own "word"). An unknown token ([UNK]) takes the characters up to
-    where the next token matches. Raises DataError when a token cannot be aligned.
+    where the next known token matches (one each in a run of them). Raises DataError when a
+    token cannot be aligned.
     """
     owner: list[int] = []
     for index, word in enumerate(words):
@@ -116,13 +117,24 @@ def char_word_ids(tokens: Sequence[str], words: Sequence[str], start: int = 0) -
         if text and chars.startswith(text, cursor):
             cursor += len(text)
         elif _is_unknown(token):
-            following = next((t for t in texts[index + 1:] if t), None)
-            found = chars.find(following, cursor + 1) if following else -1
-            cursor = found if found > 0 else len(chars)
+            cursor = _after_unknown(tokens[index + 1:], texts[index + 1:], chars, cursor)
         else:
             raise DataError(f"cannot align token {token!r} with the segmentation {' '.join(words)!r} "
                             f"at character {cursor}")
     return out
+
+
+def _after_unknown(tokens: Sequence[str], texts: Sequence[str], chars: str, cursor: int) -> int:
+    """Where the text goes on after an unknown token at `cursor`, given the tokens after it.
+
+    An unknown token followed by another takes one character (a character-level tokenizer's
+    [UNK] stands for one character); the last of a run takes the characters up to where the
+    next known token matches, or the rest of the text."""
+    if tokens and _is_unknown(tokens[0]):
+        return cursor + 1
+    following = next((text for token, text in zip(tokens, texts, strict=True) if text and not _is_unknown(token)), None)
+    found = chars.find(following, cursor + 1) if following else -1
+    return found if found > 0 else len(chars)
 
 
 def resegment(run: ExampleRun, mode: Literal["none", "spaces", "jieba"]) -> ExampleRun:

@@ -247,6 +247,10 @@ def test_char_word_ids_from_segmentation():
     assert words.char_word_ids(["吃", "草", "莓"], ["吃", "草莓"], start=4).tolist() == [4, 5, 5]
     # an unknown token takes the characters up to where the next token matches
     assert words.char_word_ids(["我", "[UNK]", "吃"], ["我", "喜欢", "吃"]).tolist() == [0, 1, 2]
+    # a run of unknown tokens: one character each, the last up to the next known token
+    assert words.char_word_ids(["我", "[UNK]", "[UNK]", "吃"], ["我", "喜欢", "吃"]).tolist() == [0, 1, 1, 2]
+    assert words.char_word_ids(["[UNK]", "[UNK]", "[UNK]", "吃"], ["我", "喜欢", "吃"]).tolist() == [0, 1, 1, 2]
+    assert words.char_word_ids(["我", "[UNK]", "[UNK]"], ["我", "喜欢"]).tolist() == [0, 1, 1]
     # WordPiece continuations and case inside mixed text
     assert words.char_word_ids(["我", "用", "i", "##phone"], ["我", "用", "iPhone"]).tolist() == [0, 1, 2, 2]
     with pytest.raises(DataError, match="cannot align"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CHROMIUM, CHROMIUM_ARGS, BrowserPage, make_tiny_bert
+from tests.helpers import CHROMIUM, CHROMIUM_ARGS, VIEWPORTS, BrowserPage, make_tiny_bert
 
 # One torch thread per test process, set before torch is first imported (subprocess builds inherit it).
 # The tiny models gain nothing from a second thread, and on a busy 2-core machine OpenMP threads spin at
@@ -97,15 +97,22 @@ def browser():
 
 @pytest.fixture
 def open_page(browser):
-    """open_page(url) -> BrowserPage, loaded; contexts are closed after the test."""
+    """open_page(url, viewport="desktop", wait_ms=300, wait_for=None) -> BrowserPage, loaded.
+
+    `viewport`: a key of VIEWPORTS or (width, height); `wait_for`: a selector to wait for after the
+    load (e.g. VIEW_DRAWN), then `wait_ms` more. Contexts are closed after the test."""
     contexts = []
 
-    def _open(url: str, wait_ms: int = 300) -> BrowserPage:
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
+    def _open(url: str, viewport: str | tuple[int, int] = "desktop", wait_ms: int = 300,
+              wait_for: str | None = None) -> BrowserPage:
+        width, height = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
+        context = browser.new_context(viewport={"width": width, "height": height})
         contexts.append(context)
         wrapped = BrowserPage(context.new_page())
         wrapped.page.goto(url)
         wrapped.page.wait_for_load_state("load")
+        if wait_for:
+            wrapped.page.wait_for_selector(wait_for, timeout=15_000)
         wrapped.page.wait_for_timeout(wait_ms)
         return wrapped
 

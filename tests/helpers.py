@@ -21,6 +21,10 @@ TINY_WORDS += list("abcdefghijklmnopqrstuvwxyz") + ["##" + c for c in "abcdefghi
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+# The two screens every page is checked at (the guide's "Pages people read"): a laptop and a phone.
+VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
+# An attention view that has drawn its state and is not waiting for a file (views-core.js).
+VIEW_DRAWN = ".rgv[data-rgv-state]:not([data-rgv-loading])"
 
 
 def make_tiny_bert(target: Path, layers: int = 2, heads: int = 4, seed: int = 0) -> Path:
@@ -79,13 +83,20 @@ class Case:
 
 
 class BrowserPage:
-    """A Chromium page whose non-local requests are blocked and recorded, with JS errors collected."""
+    """A Chromium page whose non-local requests are blocked and recorded, with JS errors collected.
+
+    `requested`: the file name of every request (file:// loads leave no resource timing to ask for);
+    `failed`: the URLs of the requests that failed."""
 
     def __init__(self, page):
         self.page = page
         self.remote_requests: list[str] = []
         self.errors: list[str] = []
         self.dialogs: list[str] = []
+        self.requested: list[str] = []
+        self.failed: list[str] = []
+        page.on("request", lambda request: self.requested.append(request.url.split("/")[-1]))
+        page.on("requestfailed", lambda request: self.failed.append(request.url))
         page.route("**/*", self._route)
         page.on("pageerror", lambda err: self.errors.append(f"pageerror: {err}"))
         page.on("console", lambda msg: self.errors.append(f"console: {msg.text}") if msg.type == "error" else None)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reportgen import chartdata, charts
-from tests.helpers import check_report
+from tests.helpers import VIEWPORTS, check_report
 
 CHART_SCRIPT = re.compile(r'<script type="application/json" data-rg-chart="([^"]+)">(.*?)</script>', re.S)
 
@@ -211,27 +211,12 @@ SCENE = """([id, match]) => {
 }"""
 
 
-VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
 
 
 @pytest.fixture
-def open_at(browser):
+def open_at(open_page):
     """open_at(url, viewport) -> BrowserPage at one of VIEWPORTS, network blocked, errors collected."""
-    from tests.helpers import BrowserPage
-
-    contexts = []
-
-    def _open(url: str, viewport: str) -> BrowserPage:
-        width, height = VIEWPORTS[viewport]
-        contexts.append(browser.new_context(viewport={"width": width, "height": height}))
-        view = BrowserPage(contexts[-1].new_page())
-        view.page.goto(url)
-        view.page.wait_for_load_state("load")
-        return view
-
-    yield _open
-    for context in contexts:
-        context.close()
+    return lambda url, viewport: open_page(url, viewport, wait_ms=0)
 
 
 def drawn(view, chart_id: str, match: str | None = None) -> dict:

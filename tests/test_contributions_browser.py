@@ -23,14 +23,13 @@ import pytest
 from reportgen import view_files
 from reportgen.config import ExampleSpec
 from reportgen.views import decode_attention, decode_contributions, example_payload, standalone_page, views_html
-from tests.helpers import TINY_WORDS, BrowserPage
+from tests.helpers import TINY_WORDS, VIEW_DRAWN, VIEWPORTS, BrowserPage
 
 pytestmark = pytest.mark.slow  # a browser, and tiny models run
 
 ASSETS = Path(__file__).resolve().parents[1] / "site_src" / "assets"
 PAIR = ExampleSpec(text="i went to the store.", pair="at the store, i bought fresh strawberries.")
 LONG = ExampleSpec(text=" ".join(["the cat sat on the mat and the dog sat on a red car ."] * 20))
-SIZES = {"laptop": (1366, 900), "phone": (390, 844)}
 COLUMN = '<main style="max-width: 688px">{}</main>'
 
 # Every number the table shows, with its test-hook attributes.
@@ -89,25 +88,9 @@ def pages(tmp_path_factory) -> dict:
 
 
 @pytest.fixture
-def open_at(browser):
-    """open_at(url, size) -> BrowserPage with its view drawn and `.requested`, the names of the files it
-    asked for (file:// loads leave no resource timing); contexts closed after the test."""
-    contexts = []
-
-    def _open(url: str, size: str = "laptop") -> BrowserPage:
-        width, height = SIZES[size]
-        context = browser.new_context(viewport={"width": width, "height": height})
-        contexts.append(context)
-        view = BrowserPage(context.new_page())
-        view.requested = []
-        view.page.on("request", lambda request: view.requested.append(request.url.split("/")[-1]))
-        view.page.goto(url)
-        view.page.wait_for_selector(".rgv[data-rgv-state]:not([data-rgv-loading])", timeout=15_000)
-        return view
-
-    yield _open
-    for context in contexts:
-        context.close()
+def open_at(open_page):
+    """open_at(url, size) -> BrowserPage at one of VIEWPORTS with its view drawn."""
+    return lambda url, size="desktop": open_page(url, size, wait_ms=0, wait_for=VIEW_DRAWN)
 
 
 def _url(pages, name: str, fragment: str = "") -> str:
@@ -271,7 +254,7 @@ def built_site(tmp_path_factory, tiny_model) -> Path:
     return project / "site"
 
 
-@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("size", list(VIEWPORTS))
 def test_the_switch_fits_the_toolbar_of_a_built_site(built_site, open_at, size):
     view = open_at((built_site / "example-1.html").as_uri() + "#view=head&layer=1&token=4&mode=contributions", size)
     page = view.page
@@ -281,7 +264,7 @@ def test_the_switch_fits_the_toolbar_of_a_built_site(built_site, open_at, size):
     where = "document.querySelector('.rgv-pair').getBoundingClientRect().top"
     before = page.evaluate(where)
     page.click('.rgv-mode-btn[data-mode="weights"]')
-    if size == "laptop":
+    if size == "desktop":
         assert page.evaluate(where) == before
     page.click('.rgv-mode-btn[data-mode="contributions"]')
     assert page.evaluate(where) == before

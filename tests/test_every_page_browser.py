@@ -32,11 +32,10 @@ from urllib.parse import parse_qsl, unquote, urljoin, urlsplit
 
 import pytest
 
-from tests.helpers import BrowserPage
+from tests.helpers import VIEWPORTS, BrowserPage
 
 pytestmark = pytest.mark.slow
 
-VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
 VIEW_KEYS = {"view", "layer", "head", "heads", "token", "key", "filter", "topk", "min"}
 PAGE_LINK = re.compile(r"^[\w.-]+\.html(#\S*)?$")
 EXAMPLE_PAGE = re.compile(r"^example-\d+\.html$")

@@ -15,7 +15,7 @@ import pytest
 
 from reportgen.config import ExampleSpec
 from reportgen.views import example_payload, qk_html, qk_payload, standalone_page, views_html
-from tests.helpers import TINY_WORDS
+from tests.helpers import TINY_WORDS, VIEWPORTS
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,6 @@ ASSETS = Path(__file__).resolve().parents[1] / "site_src" / "assets"
 PAIR = ExampleSpec(text="i went to the store.", pair="at the store, i bought fresh strawberries.")
 HEADS = 12
 LAYERS = 3
-SIZES = {"laptop": (1366, 900), "phone": (390, 844)}
 COLUMN = '<main style="max-width: 688px">{}</main>'
 
 # Each .rgv-num's place in the nearest box that clips it sideways (the head panel, or the weights table's box).
@@ -76,24 +75,9 @@ def pages(tmp_path_factory) -> dict:
 
 
 @pytest.fixture
-def open_at(browser):
-    """open_at(url, size) -> BrowserPage at one of SIZES, its view drawn; contexts closed after the test."""
-    from tests.helpers import BrowserPage
-
-    contexts = []
-
-    def _open(url: str, size: str = "laptop") -> BrowserPage:
-        width, height = SIZES[size]
-        context = browser.new_context(viewport={"width": width, "height": height})
-        contexts.append(context)
-        view = BrowserPage(context.new_page())
-        view.page.goto(url)
-        view.page.wait_for_selector(".rgv[data-rgv-state]", timeout=10_000)
-        return view
-
-    yield _open
-    for context in contexts:
-        context.close()
+def open_at(open_page):
+    """open_at(url, size) -> BrowserPage at one of VIEWPORTS, its view drawn."""
+    return lambda url, size="desktop": open_page(url, size, wait_ms=0, wait_for=".rgv[data-rgv-state]")
 
 
 def _url(pages, name: str, fragment: str = "") -> str:
@@ -108,7 +92,7 @@ def _lines_drawn(page) -> int:
     return int(page.get_attribute("svg.rgv-lines", "data-lines"))
 
 
-@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("size", list(VIEWPORTS))
 def test_every_weight_of_all_twelve_heads_lies_inside_its_box(pages, open_at, size):
     view = open_at(_url(pages, "pair.html", "view=head&layer=1&token=4"), size)
     page = view.page
@@ -117,7 +101,7 @@ def test_every_weight_of_all_twelve_heads_lies_inside_its_box(pages, open_at, si
     panel = page.evaluate("(() => { const p = document.querySelector('.rgv-head-panel');"
                           " return {visible: p.clientWidth, room: p.scrollWidth}; })()")
     hint = page.locator(".rgv-scroll-hint")
-    if size == "laptop":
+    if size == "desktop":
         # all of them on screen: nothing to scroll to
         assert all(p["left"] >= 0 and p["right"] <= p["visible"] + 0.5 for p in places)
         assert panel["room"] <= panel["visible"] + 1, panel
@@ -137,7 +121,7 @@ def test_every_weight_of_all_twelve_heads_lies_inside_its_box(pages, open_at, si
     _clean(view)
 
 
-@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("size", list(VIEWPORTS))
 def test_tokens_are_reached_by_tab_pinned_by_enter_and_cleared_by_escape(pages, open_at, size):
     view = open_at(_url(pages, "pair.html"), size)
     page = view.page
@@ -230,7 +214,7 @@ def test_a_link_followed_on_the_page_brings_the_view_into_sight(pages, open_at):
 
 def test_a_link_from_another_page_lands_on_the_view(pages, open_at):
     """A finding's "(view)" link opens the page scrolled to the view, not at the top of the page."""
-    view = open_at(_url(pages, "tall.html", "view=head&layer=2&head=1&token=4"), "laptop")
+    view = open_at(_url(pages, "tall.html", "view=head&layer=2&head=1&token=4"), "desktop")
     top, margin = view.page.evaluate("[document.querySelector('.rgv').getBoundingClientRect().top,"
                                      " parseFloat(getComputedStyle(document.querySelector('.rgv')).scrollMarginTop)]")
     assert abs(top - margin) < 5 and view.page.evaluate("scrollY") > 2000

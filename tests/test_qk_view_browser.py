@@ -26,6 +26,7 @@ from reportgen.views import (
     qk_payload,
     standalone_page,
 )
+from tests.helpers import VIEW_DRAWN
 
 pytestmark = pytest.mark.slow
 
@@ -73,26 +74,9 @@ def pages(tmp_path_factory) -> dict:
 
 
 @pytest.fixture
-def open_at(browser):
-    """open_at(url, (width, height)) -> BrowserPage with the view drawn, and `.requested`, the names of
-    the files the page asked for (file:// loads leave no resource timing); contexts closed after the test."""
-    from tests.helpers import BrowserPage
-
-    contexts = []
-
-    def _open(url: str, size: tuple[int, int]):
-        context = browser.new_context(viewport={"width": size[0], "height": size[1]})
-        contexts.append(context)
-        view = BrowserPage(context.new_page())
-        view.requested = []
-        view.page.on("request", lambda request: view.requested.append(request.url.split("/")[-1]))
-        view.page.goto(url)
-        view.page.wait_for_selector(".rgv[data-rgv-state]:not([data-rgv-loading])", timeout=10_000)
-        return view
-
-    yield _open
-    for context in contexts:
-        context.close()
+def open_at(open_page):
+    """open_at(url, (width, height)) -> BrowserPage with the view drawn."""
+    return lambda url, size: open_page(url, size, wait_ms=0, wait_for=VIEW_DRAWN)
 
 
 def _url(pages, name: str) -> str:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.helpers import check_report
+from tests.helpers import VIEWPORTS, check_report
 
 pytestmark = pytest.mark.slow
 
@@ -164,28 +164,12 @@ def test_pages_carry_a_csp_that_blocks_remote_scripts_and_connections(default_si
     assert view.remote_requests == []  # refused by the page itself, before the test's network block
 
 
-VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
 
 
 @pytest.fixture
-def open_sized(browser):
+def open_sized(open_page):
     """open_sized(url, viewport) -> BrowserPage at one of VIEWPORTS, network blocked, errors collected."""
-    from tests.helpers import BrowserPage
-
-    contexts = []
-
-    def _open(url: str, viewport: str) -> BrowserPage:
-        width, height = VIEWPORTS[viewport]
-        contexts.append(browser.new_context(viewport={"width": width, "height": height}))
-        view = BrowserPage(contexts[-1].new_page())
-        view.page.goto(url)
-        view.page.wait_for_load_state("load")
-        view.page.wait_for_timeout(300)
-        return view
-
-    yield _open
-    for context in contexts:
-        context.close()
+    return lambda url, viewport: open_page(url, viewport)
 
 
 def test_seed_example_lists_its_patterns_as_the_independent_check_found(default_site):

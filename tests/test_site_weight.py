@@ -16,10 +16,9 @@ import pytest
 
 from reportgen import exports
 from reportgen.mkdocs_site import relative_error_page, remove_unused_theme_files, search_scripts
-from tests.helpers import BrowserPage, write_config
+from tests.helpers import VIEWPORTS, BrowserPage, write_config
 
 SITE_LIMIT = 12_000_000  # bytes: issue 13, "the default site at most 12 MB in total"
-VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
 VEGA = re.compile(r'<script src="[^"]*assets/javascripts/vega-bundle\.js"></script>')
 
 
@@ -160,24 +159,9 @@ def test_patterns_page_exports_each_grid_of_matrices_once(default_site):
 
 # -- the default site, in Chromium -----------------------------------------------------------------
 @pytest.fixture
-def open_sized(browser):
+def open_sized(open_page):
     """open_sized(url, viewport) -> BrowserPage at one of VIEWPORTS, with failed requests in `.failed`."""
-    contexts = []
-
-    def _open(url: str, viewport: str = "desktop") -> BrowserPage:
-        width, height = VIEWPORTS[viewport]
-        contexts.append(browser.new_context(viewport={"width": width, "height": height}))
-        view = BrowserPage(contexts[-1].new_page())
-        view.failed = []
-        view.page.on("requestfailed", lambda request: view.failed.append(request.url))
-        view.page.goto(url)
-        view.page.wait_for_load_state("load")
-        view.page.wait_for_timeout(500)
-        return view
-
-    yield _open
-    for context in contexts:
-        context.close()
+    return lambda url, viewport="desktop": open_page(url, viewport, wait_ms=500)
 
 
 def no_sideways_scroll(view: BrowserPage) -> bool:

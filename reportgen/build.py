@@ -20,7 +20,7 @@ from reportgen.cache import Cache, key_of
 from reportgen.config import BUILTIN_DATA, Config, PatternSettings
 from reportgen.corpus import iter_corpus
 from reportgen.errors import DataError
-from reportgen.example_patterns import example_patterns
+from reportgen.example_patterns import patterns_and_labels
 from reportgen.findings.claims import claim_checks
 from reportgen.loaders import open_data_file
 from reportgen.model import ModelInfo
@@ -238,13 +238,14 @@ def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics
 
 
 def describe_example(number: int, run: ExampleRun, settings: PatternSettings | None = None) -> Example:
-    """One example as its page shows it, with the heads that show each seed pattern most on it
-    (computed here, from `settings` as the pattern statistics are, so the site only renders)."""
+    """One example as its page shows it, with the heads that show each seed pattern most on it and each
+    head's label on it (computed here, from `settings` as the pattern statistics are, so the site only renders)."""
+    found, labels = patterns_and_labels(run, settings)
     return Example(id=number, name=run.spec.name, text=run.spec.text, pair=run.spec.pair, n_tokens=run.n_tokens,
                    truncated=run.truncated, page=f"example-{number}.html",
                    qk_page=f"example-{number}-qk.html" if "queries" in run.extras else None,
                    entropy=patterns.entropy(run.attention).round(4).tolist(),
-                   patterns=example_patterns(run, settings))
+                   patterns=found, labels=labels)
 
 
 def example_views(runs: list[ExampleRun], statistics: PatternStatistics) -> list[ExampleViews]:

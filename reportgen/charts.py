@@ -6,6 +6,8 @@ import json
 
 import altair as alt
 
+from reportgen import names
+
 CELL = 28  # pixels per heatmap cell
 # Charts are built on this placeholder and get their rows after Altair has checked the spec:
 # Altair validates inline data row by row against the Vega-Lite schema, which took most of a
@@ -68,11 +70,15 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
 
 
 def head_scatter(points: list[dict], title: str) -> dict:
-    """The head-similarity map: one point per head, placed by MDS, coloured by its pattern label."""
+    """The head-similarity map: one point per head, placed by MDS, coloured by its pattern label in the
+    label's colour of the head map (reportgen.names; `label` is the label's name, as names.name gives it)."""
     mark, link = links(points)
+    shown = {point["label"] for point in points}
+    colours = {names.name(key): colour for key, colour in names.label_colours().items() if names.name(key) in shown}
+    scale = alt.Scale(domain=list(colours), range=list(colours.values())) if shown <= set(colours) else alt.Undefined
     chart = alt.Chart(ROWS, title=title).mark_circle(size=90, opacity=0.85, **mark).encode(
         x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None),
-        color=alt.Color("label:N", title="pattern"),
+        color=alt.Color("label:N", title="pattern", scale=scale),
         tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("label:N", title="pattern")], **link)
     return with_rows(chart.properties(width=420, height=360), points)
 

@@ -42,6 +42,7 @@ def build(config: Optional[Path] = ConfigOption,
     """Run the model over the examples, analyse the heads and write the site."""
     from reportgen.build import build as run_build
     from reportgen.config import load_config
+    from reportgen.previews import NEEDS_SITE_URL
     from reportgen.progress import RichProgress
 
     cfg = load_config(config)
@@ -56,6 +57,10 @@ def build(config: Optional[Path] = ConfigOption,
     target = out or cfg.output
     typer.echo(f"Built {target / 'index.html'} ({len(built.report.examples)} examples; "
                f"model ran on {built.computed}, {built.cached} from cache)")
+    if not cfg.site_url:
+        # Said once per build, on stdout beside "Built ...": it is about publishing, not a problem of
+        # the model or data, so it is neither a warning (stderr, report.warnings, the home page) nor repeated.
+        typer.echo(NEEDS_SITE_URL)
 
 
 @app.command()

@@ -13,7 +13,7 @@ import numpy as np
 
 from reportgen.attention import ExampleRun
 from reportgen.config import PatternSettings, Thresholds
-from reportgen.patterns import STATS, ExampleWeights, load_settings, word_cells, word_match_cells
+from reportgen.patterns import STATS, ExampleWeights, label_heads, load_settings, word_cells, word_match_cells
 from reportgen.report import ExampleHead, ExamplePattern
 from reportgen.words import delimiter_keys, punctuation_keys, resegment
 
@@ -28,9 +28,21 @@ def threshold_of(pattern: str, thresholds: Thresholds) -> float:
 
 def example_patterns(run: ExampleRun, settings: PatternSettings | None = None,
                      shown: int = SHOWN) -> list[ExamplePattern]:
-    """The six seed patterns on `run`, in SEED_PATTERNS order, each with its `shown` strongest heads.
+    """The six seed patterns on `run`, in SEED_PATTERNS order, each with its `shown` strongest heads
+    (see `patterns_and_labels`)."""
+    return patterns_and_labels(run, settings, shown)[0]
 
-    Heads are ranked by the pattern's statistic on this example. For within_word only heads
+
+def patterns_and_labels(run: ExampleRun, settings: PatternSettings | None = None,
+                        shown: int = SHOWN) -> tuple[list[ExamplePattern], list[list[str]]]:
+    """The six seed patterns on `run` and each head's label on `run` alone, from one pass over its statistics.
+
+    The labels are patterns.label_heads applied to this example's statistics instead of their means over
+    the inputs (same thresholds, same tie rule), so the example page's head map shows what each head does
+    on that example; a pattern the example cannot show (no split word, a single sentence) never labels a head.
+
+    For the seed patterns (in SEED_PATTERNS order, each with its `shown` strongest heads),
+    heads are ranked by the pattern's statistic on this example. For within_word only heads
     whose boundary selectivity on this example is above `thresholds.boundary_selectivity`
     are ranked: a purely positional head puts half its neighbour weight inside split words
     by position alone, and must not be shown as a word-piece head. The list is empty where the
@@ -53,7 +65,7 @@ def example_patterns(run: ExampleRun, settings: PatternSettings | None = None,
         threshold = threshold_of(pattern, thresholds)
         out.append(ExamplePattern(pattern=pattern, threshold=threshold, heads=heads,
                                   weak=not heads or not heads[0].value > threshold))
-    return out
+    return out, label_heads(values, thresholds)[0].tolist()
 
 
 def pattern_cells(run: ExampleRun) -> dict[str, np.ndarray]:

@@ -7,6 +7,11 @@ and the label table all read its name here, so a pattern is called the same thin
 `scale` says how a heatmap of the statistic is coloured. A share of attention is drawn on
 the fixed range 0-1, so the same colour means the same share on every pattern; entropy has
 its own scale in nats, and a difference of two shares is drawn on -1..1 around 0.
+
+`colour` is a head label's colour wherever heads are coloured by their label (the head map,
+the head-similarity map): the Okabe-Ito palette (Okabe and Ito 2008, "Color Universal Design"),
+whose colours stay apart for the common kinds of colour blindness, and a neutral grey for
+"mixed" (no pattern). Only the labels of patterns.LABELS have one.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ class PatternName:
     short: str  # what it measures, one plain sentence (tooltips, the glossary, the label table)
     term: str | None = None  # the glossary entry that explains how it is measured (glossary.TERMS id)
     scale: Scale = "share"
+    colour: str | None = None  # a head label's colour (see the module docstring); None for other statistics
 
 
 PATTERNS: dict[str, PatternName] = {
-    "previous_token": PatternName("Previous token", "Attention on the token just before.", "argmax-test"),
-    "next_token": PatternName("Next token", "Attention on the token just after.", "argmax-test"),
+    "previous_token": PatternName("Previous token", "Attention on the token just before.", "argmax-test",
+                                  colour="#0072b2"),
+    "next_token": PatternName("Next token", "Attention on the token just after.", "argmax-test", colour="#56b4e9"),
     "previous_token_argmax": PatternName(
         "Previous token, argmax share", "Share of the tokens whose largest weight is on the token just before.",
         "argmax-test"),
@@ -42,12 +49,14 @@ PATTERNS: dict[str, PatternName] = {
         "Next token (Clark's /n)", "Attention on the token just after, summed and divided by all n tokens.",
         "denominator"),
     "same_token": PatternName(
-        "Same word", "Attention on the token itself and on other occurrences of its word in the same sentence."),
+        "Same word", "Attention on the token itself and on other occurrences of its word in the same sentence.",
+        colour="#009e73"),
     "other_segment": PatternName(
-        "Same word in the other sentence", "Attention from a word on its occurrences in the other sentence of a pair."),
+        "Same word in the other sentence", "Attention from a word on its occurrences in the other sentence of a pair.",
+        colour="#cc79a7"),
     "within_word": PatternName(
         "Other pieces of the same word", "Attention from a word piece on the other pieces of its word.",
-        "boundary-selectivity"),
+        "boundary-selectivity", colour="#d55e00"),
     "adjacent_same_word": PatternName(
         "Neighbour in the same word", "Attention on a neighbouring token that is a piece of the same word.",
         "boundary-selectivity"),
@@ -66,15 +75,15 @@ PATTERNS: dict[str, PatternName] = {
     "cls_sep": PatternName("[CLS] and [SEP]", "Attention on [CLS] and [SEP] together.", "no-op"),
     "punctuation": PatternName("Punctuation", "Attention on '.' and ',' (only these two).", "no-op"),
     "delimiter": PatternName("[CLS], [SEP] and punctuation", "Attention on [CLS], [SEP], '.' and ',' together.",
-                             "no-op"),
+                             "no-op", colour="#e69f00"),
     "entropy": PatternName("Entropy", "How spread the attention is, in nats.", "entropy", "nats"),
     "effective_share": PatternName(
         "Effective share", "exp(entropy) / n: the share of the tokens uniform attention would cover to be as spread.",
         "effective-share"),
     "max_weight": PatternName("Largest weight", "The largest weight of a token's attention, averaged over tokens."),
     "broad": PatternName("Broad attention", "Attention spread over many tokens (a high effective share).",
-                         "effective-share"),
-    "mixed": PatternName("Mixed", "No single pattern passes its threshold."),
+                         "effective-share", colour="#f0e442"),
+    "mixed": PatternName("Mixed", "No single pattern passes its threshold.", colour="#d4d4d4"),
 }
 
 # The heads with a known simple pattern whose scores on the same inputs are each statistic's nulls
@@ -102,6 +111,16 @@ def name(key: str) -> str:
 def domain(key: str) -> tuple[float, float] | None:
     """The colour domain of the statistic's heatmaps: fixed for shares and differences, free for entropy."""
     return SCALE_DOMAIN[pattern(key).scale]
+
+
+def colour(label: str) -> str:
+    """A head label's colour (the head map, the head-similarity map); "mixed"'s grey for a key without one."""
+    return pattern(label).colour or PATTERNS["mixed"].colour
+
+
+def label_colours() -> dict[str, str]:
+    """Every head label's colour, label key -> "#rrggbb", in the table's order ("mixed" last)."""
+    return {key: entry.colour for key, entry in PATTERNS.items() if entry.colour}
 
 
 def metric(key: str) -> str:

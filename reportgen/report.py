@@ -92,6 +92,9 @@ class Example(Record):
     qk_page: str | None  # only examples up to views.QK_MAX_TOKENS tokens have a query/key page
     entropy: Grid  # mean attention entropy per head on this example, in nats (Clark et al. 2019)
     patterns: list[ExamplePattern]  # the six seed patterns, in the order of example_patterns.SEED_PATTERNS
+    # Each head's label on this example alone: patterns.label_heads on its own statistics (the site-wide
+    # `statistics.labels` use their means over the inputs), "mixed" where no pattern passes; the example's head map.
+    labels: list[list[str]]
 
 
 # -- pattern statistics (patterns.py) ---------------------------------------------------------------

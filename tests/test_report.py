@@ -30,7 +30,7 @@ from tests.helpers import check_report, write_config
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "reportgen"
 # Modules that draw pages, and what they may never import (analyses run torch; rendering gets plain data).
-RENDERING = ("jinja2", "altair", "mkdocs")
+RENDERING = ("jinja2", "altair", "mkdocs", "vl_convert")
 ANALYSIS = {"torch", "transformers", "reportgen.attention", "reportgen.patterns", "reportgen.ablation",
             "reportgen.engine", "reportgen.stats", "reportgen.masking", "reportgen.tasks", "reportgen.model",
             "reportgen.corpus", "reportgen.findings", "reportgen.findings.sentence", "reportgen.findings.patterns",
@@ -179,7 +179,8 @@ def rendering_modules() -> set[str]:
 
 def test_modules_that_render_import_no_torch_and_no_analysis():
     rendering = rendering_modules()
-    assert {"site", "pages", "charts", "chartdata", "mkdocs_site"} <= rendering
+    assert {"site", "pages", "charts", "chartdata", "mkdocs_site", "inline_svg", "head_map_svg",
+            "finding_pictures"} <= rendering
     for module in rendering:
         imports = _imports(PACKAGE / f"{module}.py")
         assert not {name for name in imports if name in ANALYSIS or name.split(".")[0] in ANALYSIS}, module

@@ -58,6 +58,7 @@ DESCRIBE_JS = """const describe = node => {
     ` (x ${Math.round(rect.left)}..${Math.round(rect.right)}, y ${Math.round(rect.top)}..${Math.round(rect.bottom)})`;
 };"""
 
+LOADED_JS = "() => !document.querySelector('.rgv[data-rgv-loading]')"
 READY_JS = """() => [...document.querySelectorAll('.rgv[data-rgv]')].every(r => r.hasAttribute('data-rgv-state'))
   && document.querySelectorAll('.vega-embed svg, .vega-embed canvas').length
      >= document.querySelectorAll('script[data-rg-chart]').length"""
@@ -730,6 +731,8 @@ class Controls:
         except Exception as err:  # noqa: BLE001 - a control that cannot be used is reported with the others
             self.failures.append(f"{self.where}, {label}: {str(err).splitlines()[0]}")
             return False
+        # a view that fetches a layer's data file draws (and writes its state) when the file is in
+        self.page.wait_for_function(LOADED_JS, timeout=15_000)
         self.failures += state_problems(self.tab, f"{self.where}, {label}", **wanted)
         return True
 

@@ -22,21 +22,35 @@ What each claim needs is in ../shared/REFERENCE.md, "Claims and the test that an
 The masks are evaluated by `reportgen.engine` (fast, cached, resumable); the tests and
 intervals are `reportgen.stats`. The experiments share one `Context`: the task, the runner,
 the settings and the unmasked model's outputs, computed once.
+
+Statistics are cached too, so that a rebuild spends its time on what changed: each experiment
+first gathers what its statistics read (the per-mask outputs, from the mask cache) and its record
+is stored under a key of those arrays, the settings it reads (EXPERIMENT_SETTINGS) and
+STATS_VERSION (`Context.remembered`); and the whole stage's record is stored under the model's
+fingerprint, the data file's content and every setting (`run_ablations`), so that a rebuild with
+nothing changed loads neither the model nor a mask.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from pydantic import ValidationError
 
-from reportgen.config import AblationSettings
+from reportgen.cache import Cache, key_of
+from reportgen.config import BUILTIN_DATA, AblationSettings
 from reportgen.engine import CODE_VERSION, Engine, Progress, ResultCache, Runner
+from reportgen.errors import DataError
 from reportgen.formatting import margin
+from reportgen.loaders import open_data_file
 from reportgen.report import (
     Ablation,
     AblationTask,
@@ -52,24 +66,41 @@ from reportgen.report import (
     Pruning,
     RandomFraction,
     RandomOrder,
+    Record,
     Sweep,
 )
 from reportgen.stats import (
     adjust,
     at_floor,
     bootstrap_ci,
-    paired_change_ci,
-    paired_permutation_p,
-    paired_permutation_p_pooled,
+    paired_change_cis,
+    paired_permutation_ps,
     permutations_for,
     rank_p,
     relative_change,
 )
 from reportgen.tasks import Task, load_task
 
-__all__ = ["CODE_VERSION", "EXPERIMENTS", "Context", "ablate", "load_ablation_task", "run_ablations"]
+__all__ = ["CODE_VERSION", "EXPERIMENTS", "STATS_VERSION", "Context", "ablate", "load_ablation_task", "record_key",
+           "run_ablations"]
 
 EXPERIMENTS = ("baseline", "single_heads", "random_fraction", "layer_halves", "whole_layers", "importance")
+STATS_VERSION = "stats-1"  # bump when a change alters an experiment's record for the same outputs and settings
+_TESTS = ("permutations", "alpha", "correction")
+_NON_INFERIORITY = ("bootstrap_samples", "margin")
+# The settings each experiment's statistics read besides its outputs (the first seed, the method and
+# the model's shape always count). A setting left out here would let a stale record through: the
+# tests change each setting and check that every experiment not listing it keeps its record.
+EXPERIMENT_SETTINGS = {
+    "baseline": ("bootstrap_samples",),
+    "single_heads": _TESTS,
+    "whole_layers": _TESTS,
+    "random_fraction": ("fractions", "seeds", *_NON_INFERIORITY),
+    "layer_halves": ("fractions", "seeds", *_TESTS),
+    "importance": ("fractions", "seeds", "importance", *_NON_INFERIORITY, *_TESTS),
+}
+TASK_WARNINGS = ("ablation.py", "tasks.py", "loaders.py")  # where the warnings about the task and its data come from
+RecordType = TypeVar("RecordType", bound=Record)
 METHOD_NOTES = {"zero": "zero: head output removed (Michel et al. 2019)",
                 "uniform": "uniform: head attention replaced by 1/n over non-padding keys (Kovaleva et al. 2019)"}
 LOSSES = {"similarity": "squared error of the calibrated cosine (a * cosine + b, fitted once by least squares on the "
@@ -104,6 +135,7 @@ class Context:
     base_outputs: np.ndarray  # per-example outputs of the unmasked model
     base_value: float  # its primary metric; NaN when undefined
     undefined: str | None  # why the metric is undefined on the task data, else None
+    stats: ResultCache | None = None  # where experiment records are kept; None: always computed
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -128,6 +160,38 @@ class Context:
         (progress under `name`)."""
         return np.stack(self.runner.outputs(name, masks, done=done, total=total))
 
+    def stats_key(self, name: str, inputs: dict[str, Any]) -> str:
+        """The key of experiment `name`'s record: `inputs` (arrays by content), the unmasked outputs,
+        the settings it reads (EXPERIMENT_SETTINGS) and STATS_VERSION. The model, the data and the
+        method are the cache folder's (`ResultCache.directory`)."""
+        settings = self.settings.model_dump(mode="json")
+        digest = hashlib.sha256(json.dumps(
+            [STATS_VERSION, name, self.task.kind, self.seed, self.shape,
+             {field: settings[field] for field in EXPERIMENT_SETTINGS[name]},
+             {label: value for label, value in inputs.items() if not isinstance(value, np.ndarray)}],
+            sort_keys=True, default=str).encode())
+        for value in [self.base_outputs, *(value for value in inputs.values() if isinstance(value, np.ndarray))]:
+            array = np.ascontiguousarray(value)
+            digest.update(f"{array.dtype.str}{array.shape}".encode() + array.tobytes())
+        return digest.hexdigest()[:24]
+
+    def remembered(self, name: str, inputs: dict[str, Any], compute: Callable[[], RecordType],
+                   kind: type[RecordType]) -> RecordType:
+        """Experiment `name`'s record from the cache when its statistics' inputs (`stats_key`) are
+        unchanged, else computed and stored."""
+        if self.stats is None:
+            return compute()
+        key = self.stats_key(name, inputs)
+        stored = self.stats.get_stats(key)
+        if stored is not None:
+            try:
+                return kind.model_validate(stored)
+            except ValidationError:  # written by a version whose record had another layout: recompute
+                pass
+        record = compute()
+        self.stats.put_stats(key, record.model_dump(mode="json"))
+        return record
+
 
 def make_context(task: Task, runner: Runner, settings: AblationSettings) -> Context:
     """Evaluate the unmasked model (always: every experiment compares with it) and warn when its
@@ -139,7 +203,8 @@ def make_context(task: Task, runner: Runner, settings: AblationSettings) -> Cont
         warnings.warn(f"ablation: {task.primary} is undefined on the task data ({undefined}); no significance "
                       "test was run and no head or layer is marked significant", stacklevel=1)
     base_value = float(task.metrics(base_outputs[None], task.gold[None])[task.primary][0])
-    return Context(task, runner, settings, engine.layers, engine.heads, base_outputs, base_value, undefined)
+    return Context(task, runner, settings, engine.layers, engine.heads, base_outputs, base_value, undefined,
+                   runner.cache)
 
 
 def task_record(ctx: Context) -> AblationTask:
@@ -153,6 +218,10 @@ def task_record(ctx: Context) -> AblationTask:
 # -- the experiments ------------------------------------------------------------------------------------
 def baseline(ctx: Context) -> Baseline:
     """The unmasked model's metrics, each with its bootstrap CI (NaN bounds when undefined)."""
+    return ctx.remembered("baseline", {}, lambda: _baseline(ctx), Baseline)
+
+
+def _baseline(ctx: Context) -> Baseline:
     settings, task = ctx.settings, ctx.task
     if ctx.undefined:
         ci = {name: [math.nan, math.nan] for name in task.metric_names}
@@ -164,20 +233,21 @@ def baseline(ctx: Context) -> Baseline:
                     bootstrap_samples=settings.bootstrap_samples, ci_method="percentile bootstrap over examples")
 
 
-def _tested(ctx: Context, name: str, masks: list[np.ndarray], shape: tuple[int, ...]) -> dict[str, Any]:
-    """Each mask's metric, change and corrected p-value against the unmasked model, as the fields
-    shared by `HeadTests` and `LayerTests` (arrays reshaped to `shape`)."""
+def _tested(ctx: Context, outputs: np.ndarray, shape: tuple[int, ...]) -> dict[str, Any]:
+    """Each mask's metric, change and corrected p-value against the unmasked model, from the masks'
+    outputs [masks, examples, columns], as the fields shared by `HeadTests` and `LayerTests` (arrays
+    reshaped to `shape`). The masks are tested together: one draw of swaps serves them all."""
     settings = ctx.settings
-    outputs = ctx.runner.outputs(name, masks)
-    values = np.array([ctx.metrics(out)[ctx.task.primary] for out in outputs])
+    masks = len(outputs)
+    values = _metric(ctx, outputs)
     if ctx.undefined:  # no change can be measured, so none is tested and none is significant
-        p_values = np.full(len(masks), np.nan)
+        p_values = np.full(masks, np.nan)
         permutations = 0
         test = f"no test: {ctx.task.primary} is undefined on the task data ({ctx.undefined})"
     else:
-        permutations = permutations_for(settings.permutations, len(masks), settings.alpha)
-        p_values = np.array([paired_permutation_p(ctx.task, ctx.base_outputs, out, permutations, ctx.seed)
-                             for out in outputs])
+        permutations = permutations_for(settings.permutations, masks, settings.alpha)
+        base = np.broadcast_to(ctx.base_outputs, (masks, 1, *ctx.base_outputs.shape))
+        p_values = paired_permutation_ps(ctx.task, base, outputs[:, None], permutations, ctx.seed)
         test = f"paired permutation test over examples ({permutations} permutations, two-sided)"
     p_adjusted = adjust(p_values, settings.correction)
     significant = np.isfinite(p_adjusted) & (p_adjusted < settings.alpha)
@@ -196,7 +266,9 @@ def single_heads(ctx: Context) -> HeadTests:
             mask = ctx.ones()
             mask[layer, head] = 0
             masks.append(mask)
-    return HeadTests(**_tested(ctx, "single_heads", masks, ctx.shape))
+    outputs = ctx.outputs("single_heads", masks)
+    return ctx.remembered("single_heads", {"outputs": outputs},
+                          lambda: HeadTests(**_tested(ctx, outputs, ctx.shape)), HeadTests)
 
 
 def whole_layers(ctx: Context) -> LayerTests:
@@ -206,7 +278,9 @@ def whole_layers(ctx: Context) -> LayerTests:
         mask = ctx.ones()
         mask[layer] = 0
         masks.append(mask)
-    return LayerTests(layers=list(range(ctx.layers)), **_tested(ctx, "whole_layers", masks, (ctx.layers,)))
+    outputs = ctx.outputs("whole_layers", masks)
+    return ctx.remembered("whole_layers", {"outputs": outputs}, lambda: LayerTests(
+        layers=list(range(ctx.layers)), **_tested(ctx, outputs, (ctx.layers,))), LayerTests)
 
 
 def _prefix_mask(order: np.ndarray, count: int, shape: tuple[int, int]) -> np.ndarray:
@@ -267,8 +341,7 @@ def _non_inferiority(ctx: Context, fractions: list[float], outputs: np.ndarray) 
     """
     settings, scale = ctx.settings, abs(ctx.base_value)
     pooled, worst, worst_ci = [], [], []
-    for per_fraction in outputs:  # [pairs, examples, columns]
-        ci, per_pair = paired_change_ci(ctx.task, ctx.base_outputs, per_fraction, settings.bootstrap_samples, ctx.seed)
+    for ci, per_pair in paired_change_cis(ctx.task, ctx.base_outputs, outputs, settings.bootstrap_samples, ctx.seed):
         lows = np.array([low for low, _ in per_pair], dtype=np.float64)
         index = int(np.nanargmin(lows)) if np.isfinite(lows).any() else None
         pooled.append(np.array(ci) / scale)
@@ -294,8 +367,7 @@ def _paired_comparison(ctx: Context, labels: tuple[str, str], fractions: list[fl
     settings = ctx.settings
     permutations = permutations_for(settings.permutations, len(fractions), settings.alpha)
     difference = (_metric(ctx, second) - _metric(ctx, first)).mean(-1)
-    p_values = np.array([paired_permutation_p_pooled(ctx.task, one, two, permutations, ctx.seed)
-                         for one, two in zip(first, second, strict=True)])
+    p_values = paired_permutation_ps(ctx.task, first, second, permutations, ctx.seed)
     p_adjusted = adjust(p_values, settings.correction)
     return PairedComparison(
         first=labels[0], second=labels[1], fractions=fractions, difference=_numbers(difference),
@@ -312,10 +384,15 @@ def random_fraction(ctx: Context) -> RandomFraction:
     """p% of all heads masked at random; stream 0, the random pruning order's."""
     fractions = sorted(set(ctx.settings.fractions))
     _, outputs = _swept(ctx, "random_fraction", {"all": np.arange(ctx.layers * ctx.heads)}, fractions, 0)
-    values = _metric(ctx, outputs[0])
+    return ctx.remembered("random_fraction", {"outputs": outputs},
+                          lambda: _random_fraction(ctx, fractions, outputs[0]), RandomFraction)
+
+
+def _random_fraction(ctx: Context, fractions: list[float], outputs: np.ndarray) -> RandomFraction:
+    values = _metric(ctx, outputs)
     return RandomFraction(fractions=fractions, n_masked=[_masked_count(ctx, fraction) for fraction in fractions],
                           seeds=ctx.settings.seeds, baseline=_number(ctx.base_value),
-                          non_inferiority=None if ctx.undefined else _non_inferiority(ctx, fractions, outputs[0]),
+                          non_inferiority=None if ctx.undefined else _non_inferiority(ctx, fractions, outputs),
                           **_sweep(ctx, values).model_dump())
 
 
@@ -328,6 +405,12 @@ def layer_halves(ctx: Context) -> LayerHalves:
     limit = min(len(pool) for pool in pools.values())
     fractions = sorted(fraction for fraction in set(ctx.settings.fractions) if _masked_count(ctx, fraction) <= limit)
     masks, outputs = _swept(ctx, "layer_halves", pools, fractions, 1)
+    return ctx.remembered("layer_halves", {"outputs": outputs},
+                          lambda: _layer_halves(ctx, fractions, masks, outputs), LayerHalves)
+
+
+def _layer_halves(ctx: Context, fractions: list[float], masks: np.ndarray, outputs: np.ndarray) -> LayerHalves:
+    half = ctx.layers // 2
     values = _metric(ctx, outputs)
     # every seed drew the same mask in both halves, e.g. the whole half: the seeds cannot spread
     same = [bool((masks[:, index] == masks[:, index, :1]).all()) for index in range(len(fractions))]
@@ -416,24 +499,34 @@ def importance(ctx: Context) -> Importance:
     random_masks = [_prefix_mask(random_order, count, ctx.shape) for random_order in orders for count in targets]
     random = ctx.outputs("importance", random_masks, done=importance_steps + len(prune_masks),
                          total=total).reshape(len(orders), len(fractions), task.n_examples, -1)
+    gathered = {"importance": first, "order": order, "pruned": pruned, "random": random, "source": source}
+    return ctx.remembered("importance", gathered,
+                          lambda: _importance(ctx, fractions, targets, calibration, gathered), Importance)
+
+
+def _importance(ctx: Context, fractions: list[float], targets: list[int], calibration: Calibration | None,
+                gathered: dict[str, Any]) -> Importance:
+    """The importance experiment's record from what `importance` gathered."""
+    settings, task = ctx.settings, ctx.task
+    pruned, random = gathered["pruned"], gathered["random"]
     pruned_values, random_values = _metric(ctx, pruned), _metric(ctx, random)
-    random_curves = _random_order_curves(random_values, ctx.base_value, source)
+    random_curves = _random_order_curves(random_values, ctx.base_value, gathered["source"])
     tested = [index for index, count in enumerate(targets) if count > 0]
     defined = not ctx.undefined
     return Importance(
-        importance=_numbers(first),
+        importance=_numbers(gathered["importance"]),
         normalization="per-layer L2 (Michel et al.'s code)" if settings.importance.normalize == "layer_l2" else "none",
         variant="mean over tokens of |d loss / d gate| per token and head (Michel et al. 2019)",
         loss=LOSSES[task.kind], recompute=settings.importance.recompute, calibration=calibration,
         pruning=Pruning(fractions=fractions, n_pruned=targets, value=_numbers(pruned_values),
-                        relative=_numbers(relative_change(pruned_values, ctx.base_value)), order=order,
+                        relative=_numbers(relative_change(pruned_values, ctx.base_value)), order=gathered["order"],
                         baseline=_number(ctx.base_value)),
         random_order=random_curves,
         area=_area_rank(ctx, relative_change(pruned_values, ctx.base_value),
                         relative_change(random_values, ctx.base_value)) if defined else None,
         comparison=_paired_comparison(
             ctx, ("random order", "least important first"), [fractions[i] for i in tested],
-            random.swapaxes(0, 1)[tested], np.repeat(pruned[tested, None], len(orders), axis=1))
+            random.swapaxes(0, 1)[tested], np.repeat(pruned[tested, None], len(random), axis=1))
         if defined and tested else None,
         non_inferiority=_non_inferiority(ctx, fractions, pruned[:, None]) if defined else None)
 
@@ -477,7 +570,68 @@ def ablate(task: Task, settings: AblationSettings, cache: ResultCache, progress:
 def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, cache_dir: Path, fingerprint: str,
                   progress: Progress | None = None) -> Ablation:
     """Run the enabled experiments on the model in `model_dir` (see the module docstring); every
-    finished mask is cached under `cache_dir`, keyed by the model's `fingerprint`."""
-    task = load_ablation_task(model_dir, settings, device=device)
-    cache = ResultCache(Path(cache_dir), fingerprint, task.data_hash(), settings.method)
-    return ablate(task, settings, cache, progress)
+    finished mask is cached under `cache_dir`, keyed by the model's `fingerprint`, and so is the
+    whole record (`record_key`): a rebuild with nothing changed reads it back and loads no model.
+    The warnings about the task and its data are stored with it and said again when it is read."""
+    store = Cache(Path(cache_dir))
+    data_sha256 = _data_sha256(settings)
+    key = f"record-{record_key(settings, fingerprint, data_sha256)}" if data_sha256 else None
+    folder = f"ablation/{fingerprint}"
+    stored = _stored_record(store.get_json(folder, key), settings) if key else None
+    if stored is not None:
+        return stored
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            task = load_ablation_task(model_dir, settings, device=device)
+            cache = ResultCache(Path(cache_dir), fingerprint, task.data_hash(), settings.method)
+            result = ablate(task, settings, cache, progress)
+    finally:  # said as they were, whether or not the run finished
+        for warning in caught:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
+                                   source=warning.source)
+    notes = [str(warning.message) for warning in caught if issubclass(warning.category, UserWarning)
+             and "reportgen" in warning.filename and Path(warning.filename).name in TASK_WARNINGS]
+    if key:  # `uses`: the folder of the masks and statistics it was made from, which housekeeping keeps with it
+        store.put_json(folder, key, {"record": result.model_dump(mode="json"), "warnings": notes,
+                                     "uses": cache.directory.relative_to(store.root).as_posix()})
+    return result
+
+
+def record_key(settings: AblationSettings, fingerprint: str, data_sha256: str) -> str:
+    """The key of a whole ablation record: everything it depends on. The model's files (`fingerprint`),
+    the data file's content, every setting but where the data file is (a moved project keeps its
+    record), the statistics' and the masks' code versions. The device is left out, as it is from the
+    mask cache: it changes outputs only at float rounding."""
+    fields = settings.model_dump(mode="json")
+    fields.pop("data")
+    return key_of("ablation-record", STATS_VERSION, CODE_VERSION, fingerprint, data_sha256, fields)
+
+
+def _data_sha256(settings: AblationSettings) -> str | None:
+    """sha256 of the task's data file; None when it cannot be read (loading the task then says why)."""
+    path = BUILTIN_DATA if settings.data == "builtin" else Path(settings.data)
+    digest = hashlib.sha256()
+    try:
+        with open_data_file(path, "data file") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except (DataError, OSError):
+        return None
+    return digest.hexdigest()
+
+
+def _stored_record(stored: Any, settings: AblationSettings) -> Ablation | None:
+    """A stored whole record as this build shows it (its data file where the settings say), its
+    warnings said again; None when there is none, or it is of another layout."""
+    if not isinstance(stored, dict) or not isinstance(stored.get("warnings"), list):
+        return None
+    try:
+        record = Ablation.model_validate(stored.get("record"))
+    except ValidationError:
+        return None
+    record.task.data = settings.data
+    for note in stored["warnings"]:
+        warnings.warn(str(note), UserWarning, stacklevel=1)
+    return record

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from reportgen import __version__, findings, model, output, patterns, views
+from reportgen import __version__, cache_usage, findings, model, output, patterns, views
 from reportgen.attention import ExampleRun, run_example
 from reportgen.cache import Cache, key_of
 from reportgen.config import BUILTIN_DATA, Config, PatternSettings
@@ -297,7 +297,9 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
 
     target = output.check(Path(out) if out is not None else config.output, config.base_dir, protected_paths(config))
     # The config's trust_remote_code / allow_pickle govern every model load of the build.
-    with output.exclusive(target), model.file_policy(config.trust_remote_code, config.allow_pickle):
+    # cache_usage records which cache entries this build used, for `reportgen cache prune`.
+    with (output.exclusive(target), model.file_policy(config.trust_remote_code, config.allow_pickle),
+          cache_usage.recording(config)):
         return _build(config, target, reproducible, progress, site)
 
 
@@ -341,5 +343,5 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         lap("comparison")
     manifest = make_manifest(config, stage, data_files(config), timings, reproducible)
     report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible)
-    site.write_site(report, example_views(stage.runs, statistics), out, progress, reproducible)
+    site.write_site(report, example_views(stage.runs, statistics), out, progress, reproducible, config.cache_dir)
     return Built(report, stage.computed, len(stage.runs) - stage.computed, round(stage.seconds, 3))

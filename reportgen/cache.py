@@ -6,7 +6,9 @@ the computation changes). Every entry, whatever writes it (model runs, pattern
 statistics, model info, each ablation mask), goes through `Cache.write_bytes`:
 the file is a sha256 line then the payload, written to `<entry>.tmp<pid>` and renamed,
 so a kill never leaves half an entry under the entry's name. `read_bytes` checks the
-sha256: a damaged entry is reported with a warning and recomputed, never trusted.
+sha256: a damaged entry is reported with a warning and recomputed, never trusted. A hit's
+modification time is set to now, so that an entry's time says when a build last used it: that is
+how `reportgen.cache_usage` records which entries each config uses, for `reportgen cache prune`.
 
 A temp file outlives its writer only when the writer is killed between writing and
 renaming (SIGTERM, SIGKILL); `sweep` removes those of writers that are no longer
@@ -35,10 +37,13 @@ from reportgen.config import ExampleSpec
 from reportgen.errors import OutputError
 
 CACHE_VERSION = "2"
-# The temp files reportgen writes: an entry's name (a 24-hex key, for ablation entries with a
-# `mask-`/`importance-` prefix; old versions wrote `mask-<key>.tmp<pid>` without the suffix)
-# then `.tmp<pid>`. Nothing else in the cache is ever swept.
-TEMP_NAME = re.compile(r"^(?:(?:mask|importance)-)?[0-9a-f]{24}(?:\.(?:npy|npz|json))?\.tmp(\d+)$")
+# The name of every entry reportgen writes, whatever its kind: a hex key (16 to 64 digits), maybe
+# after a lowercase prefix (`mask-`, `importance-calibrated-`, ...) and before a short suffix (`.npz`,
+# `.json`, `.png`, ...). Housekeeping (`reportgen cache prune`, `sweep`) touches no file named otherwise.
+ENTRY_NAME = r"(?:[a-z]+-)*[0-9a-f]{16,64}(?:\.[a-z0-9]{1,5})?"
+# The temp files reportgen writes: an entry's name then `.tmp<pid>` (old versions wrote
+# `mask-<key>.tmp<pid>`, without the suffix). Nothing else in the cache is ever swept.
+TEMP_NAME = re.compile(rf"^{ENTRY_NAME}\.tmp(\d+)$")
 FIELD = "(config field 'cache_dir')"
 
 
@@ -69,8 +74,9 @@ class Cache:
         self.root = Path(root)
 
     # -- bytes with a checksum: the one way entries are stored --------------------------------------
-    def read_bytes(self, path: Path) -> bytes | None:
-        """The payload of the entry at `path`; None when it is not there or is damaged (warned)."""
+    def read_bytes(self, path: Path, touch: bool = True) -> bytes | None:
+        """The payload of the entry at `path`; None when it is not there or is damaged (warned).
+        With `touch`, a hit is marked as used now (see the module's doc)."""
         path = Path(path)
         try:
             if not self._check_entry(path):
@@ -84,7 +90,18 @@ class Cache:
         if hashlib.sha256(payload).hexdigest().encode() != digest:
             self.damaged(path, "checksum mismatch")
             return None
+        if touch:
+            self.touch(path)
         return payload
+
+    @staticmethod
+    def touch(path: Path) -> None:
+        """Set the entry's modification time to now: it was used. A cache reportgen cannot write
+        keeps its times (and its build records: `reportgen.cache_usage`)."""
+        try:
+            os.utime(path)
+        except OSError:
+            pass
 
     def write_bytes(self, path: Path, payload: bytes) -> None:
         """Store `payload` with its sha256 at `path`, atomically (temp file + rename)."""

@@ -65,27 +65,27 @@ def build(config: Optional[Path] = ConfigOption,
 
 @app.command()
 def serve(config: Optional[Path] = ConfigOption,
-          port: int = typer.Option(8000, help="Port on 127.0.0.1.")) -> None:
-    """Preview the built site on http://127.0.0.1:PORT (run `reportgen build` first)."""
-    import functools
-    import http.server
-
+          port: int = typer.Option(8000, help="Port on 127.0.0.1."),
+          watch: bool = typer.Option(False, "--watch", "-w",
+                                     help="Rebuild when the config, a data file or a template changes, "
+                                          "and reload the open pages.")) -> None:
+    """Preview the built site on http://127.0.0.1:PORT (run `reportgen build` first, or use --watch)."""
     from reportgen.config import load_config
     from reportgen.errors import ConfigError, OutputError
     from reportgen.output import is_site
+    from reportgen.preview_server import open_server
 
     if not 1 <= port <= 65535:
         raise ConfigError(f"--port {port}: out of range; give a port from 1 to 65535")
+    if watch:
+        from reportgen.watch import serve_watch
+
+        serve_watch(config, port)
+        return
     site = load_config(config).output
     if not (site / "index.html").is_file() or not is_site(site):
         raise OutputError(f"no reportgen site at {site}; run `reportgen build` first")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    try:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    except OSError as err:
-        raise OutputError(f"cannot serve on 127.0.0.1:{port}: {err.strerror}; "
-                          "is another server using it? pass --port with another") from None
-    with server:
+    with open_server(port, site=site) as server:
         typer.echo(f"Serving {site} on http://127.0.0.1:{port}/ (Ctrl+C to stop)")
         try:
             server.serve_forever()
@@ -151,6 +151,44 @@ def schema(report: bool = typer.Option(False, "--report", help="The schema of re
     from reportgen.config import json_schema
 
     typer.echo(json_schema())
+
+
+cache_app = typer.Typer(no_args_is_help=True, help="The cache of model outputs and results: its size, and pruning it.")
+app.add_typer(cache_app, name="cache")
+
+
+@cache_app.command("info")
+def cache_info(config: Optional[Path] = ConfigOption) -> None:
+    """Show the config's cache: its size per model and per kind of entry, and the builds that use it."""
+    from reportgen.cache_info import describe
+    from reportgen.config import load_config
+
+    typer.echo(describe(load_config(config).cache_dir))
+
+
+@cache_app.command("prune")
+def cache_prune(config: Optional[Path] = ConfigOption,
+                dry_run: bool = typer.Option(False, "--dry-run", help="List what would be removed; remove nothing.")
+                ) -> None:
+    """Remove the cache entries that the latest build of no current config used (see `cache info`)."""
+    from reportgen.cache_info import human
+    from reportgen.config import load_config
+    from reportgen.housekeeping import plan_prune, prune
+
+    cfg = load_config(config)
+    plan = plan_prune(cfg)
+    if plan is None:
+        typer.echo(f"No cache at {cfg.cache_dir}; nothing to prune.")
+        return
+    for entry in plan.remove if dry_run else ():
+        typer.echo(f"would remove {entry.relative} ({human(entry.size)})")
+    removed = plan.remove if dry_run else prune(plan)
+    verb = "Would remove" if dry_run else "Removed"
+    users = ", ".join(record.label() for record in plan.current)
+    typer.echo(f"{verb} {len(removed)} entries ({human(sum(e.size for e in removed))}) from {plan.root}; "
+               f"kept {len(plan.keep)} entries ({human(sum(e.size for e in plan.keep))}) used by {users}")
+    if plan.left_alone:
+        typer.echo(f"Left alone {len(plan.left_alone)} files or links that are not reportgen's entries.")
 
 
 def main() -> None:

@@ -19,6 +19,8 @@ and (6) answers the all-ones mask from the recording pass itself.
 Every finished mask's per-example outputs are stored under the cache directory, keyed
 by model fingerprint, data hash, method, mask and code version, so an interrupted run resumes;
 each entry carries a sha256 (`ResultCache`), so a damaged one is recomputed, never published.
+The experiments' statistics are stored beside them (`stats-<key>.json`, keyed by
+`reportgen.ablation`), so a rebuild does not redo a bootstrap whose inputs it already saw.
 `Runner` puts the two together: it answers masks from memory or the cache and evaluates the
 rest in stacks that start at the same layer.
 """
@@ -26,6 +28,7 @@ rest in stacks that start at the same layer.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Callable, Sequence
 from itertools import pairwise
@@ -74,6 +77,24 @@ class ResultCache:
     def put(self, kind: str, mask: np.ndarray, value: np.ndarray) -> None:
         self.store.put_array(self.entry_path(kind, mask), value)
         self.computed += 1
+
+    def stats_path(self, key: str) -> Path:
+        """Where an experiment's record (its statistics) under `key` is stored, beside its masks."""
+        return self.directory / f"stats-{key}.json"
+
+    def get_stats(self, key: str) -> Any:
+        """The experiment record stored under `key` (plain JSON data); None when missing or damaged."""
+        payload = self.store.read_bytes(self.stats_path(key))
+        if payload is None:
+            return None
+        try:
+            return json.loads(payload)
+        except ValueError:
+            self.store.damaged(self.stats_path(key), "not JSON")
+            return None
+
+    def put_stats(self, key: str, record: Any) -> None:
+        self.store.write_bytes(self.stats_path(key), json.dumps(record).encode())
 
 
 # -- the engine -------------------------------------------------------------------------------------

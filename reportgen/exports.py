@@ -7,9 +7,11 @@ import json
 import re
 import struct
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
+from reportgen.export_cache import NO_CACHE, ExportCache
 from reportgen.progress import Callback, silent
 
 FORMATS = ("png", "svg", "csv", "json")
@@ -21,6 +23,9 @@ GRID_FORMATS = ("png", "csv")
 # and more, as drawn. The SVG scales to any size.
 PNG_SCALE = 2
 GRID_PNG_SCALE = 1
+# Charts exported at once. vl-convert holds the GIL while it draws; zlib lets it go while it compresses
+# (recompressed, 3 s of the default site's 10 s of exports), so a second thread keeps the other core busy.
+EXPORT_THREADS = 2
 
 
 class Recorded(NamedTuple):
@@ -32,14 +37,62 @@ class Recorded(NamedTuple):
     formats: tuple[str, ...]
 
 
-def export_charts(recorded: list[Recorded], target: Path, progress: Callback = silent) -> None:
-    """Each chart as pictures (rendered here by vl-convert, no browser) and its data as tables."""
+def export_charts(recorded: list[Recorded], target: Path, progress: Callback = silent,
+                  cache: ExportCache = NO_CACHE) -> None:
+    """Each chart as pictures (rendered here by vl-convert, no browser, or copied from `cache` when it
+    drew them before) and its data as tables."""
     target.mkdir(parents=True, exist_ok=True)
-    for done, chart in enumerate(recorded, 1):
-        stem = target / f"{chart.page}--{chart.chart_id}"
-        for fmt in chart.formats:
-            _WRITERS[fmt](stem.with_suffix(f".{fmt}"), chart.spec)
-        progress("Exporting charts", done, len(recorded))
+    with ThreadPoolExecutor(EXPORT_THREADS) as pool:
+        futures = [pool.submit(_export_chart, chart, target, cache) for chart in recorded]
+        for done, future in enumerate(futures, 1):
+            future.result()
+            progress("Exporting charts", done, len(recorded))
+
+
+def _export_chart(chart: Recorded, target: Path, cache: ExportCache) -> None:
+    stem = target / f"{chart.page}--{chart.chart_id}"
+    drawing = _Drawing(chart.spec, from_svg="svg" in chart.formats)
+    for fmt in chart.formats:
+        path = stem.with_suffix(f".{fmt}")
+        if fmt == "svg":
+            path.write_text(cache.get_text(["chart", chart.spec], "svg", drawing.svg), encoding="utf-8")
+        elif fmt == "png":
+            inputs = ["chart", drawing.scale, drawing.from_svg, chart.spec]
+            path.write_bytes(cache.get_bytes(inputs, "png", drawing.png))
+        else:
+            _WRITERS[fmt](path, chart.spec)
+
+
+class _Drawing:
+    """One chart, drawn by Vega once: its SVG file, and its PNG rasterised from that SVG when the chart
+    has both (the pixels vegalite_to_png gives, without a second Vega pass: 70% of a PNG's time)."""
+
+    def __init__(self, spec: dict, from_svg: bool):
+        self.spec, self.from_svg = spec, from_svg
+        self.scale = GRID_PNG_SCALE if "hconcat" in spec else PNG_SCALE
+        self._svg: str | None = None
+
+    def _vega_svg(self) -> str:
+        """As vl-convert writes it, without the ARIA label Vega gives each mark on the page (a third of
+        the file): a downloaded picture is for documents and slides, and the table beside it has every value."""
+        import vl_convert
+
+        if self._svg is None:
+            self._svg = vl_convert.vegalite_to_svg({**self.spec, "config": {**self.spec.get("config", {}),
+                                                                            "aria": False}})
+        return self._svg
+
+    def svg(self) -> str:
+        return _number_ids(self._vega_svg())
+
+    def png(self) -> bytes:
+        import vl_convert
+
+        if self.from_svg:
+            drawn = vl_convert.svg_to_png(self._vega_svg(), scale=self.scale)
+        else:
+            drawn = vl_convert.vegalite_to_png(self.spec, scale=self.scale)
+        return recompressed(drawn)
 
 
 def side_by_side(specs: list[dict]) -> dict:
@@ -62,22 +115,6 @@ def table_rows(spec: dict) -> list[dict]:
 def _title(spec: dict) -> str:
     title = spec.get("title", "")
     return title.get("text", "") if isinstance(title, dict) else str(title)
-
-
-def _write_svg(path: Path, spec: dict) -> None:
-    """The chart as SVG, without the ARIA label Vega gives each mark on the page (a third of the file):
-    a downloaded picture is for documents and slides, and the table beside it has every value."""
-    import vl_convert
-
-    plain = {**spec, "config": {**spec.get("config", {}), "aria": False}}
-    path.write_text(_number_ids(vl_convert.vegalite_to_svg(plain)), encoding="utf-8")
-
-
-def _write_png(path: Path, spec: dict) -> None:
-    import vl_convert
-
-    scale = GRID_PNG_SCALE if "hconcat" in spec else PNG_SCALE
-    path.write_bytes(recompressed(vl_convert.vegalite_to_png(spec, scale=scale)))
 
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -119,14 +156,17 @@ def _write_json(path: Path, spec: dict) -> None:
     write_json(path, table_rows(spec), indent=None)
 
 
-_WRITERS = {"png": _write_png, "svg": _write_svg, "csv": _write_csv, "json": _write_json}
+_WRITERS = {"csv": _write_csv, "json": _write_json}  # the tables; pictures are _Drawing's
 
 
-def write_vega_bundle(target: Path) -> None:
-    """Vega, Vega-Lite and vega-embed from vl-convert-python, so no page needs a CDN."""
+def write_vega_bundle(target: Path, cache: ExportCache = NO_CACHE) -> None:
+    """Vega, Vega-Lite and vega-embed from vl-convert-python, so no page needs a CDN.
+
+    vl-convert bundles them anew in each process (3 s, more than the rest of a warm rebuild's drawing):
+    kept in `cache` under its version, which is part of every key."""
     import vl_convert
 
-    target.write_text(vl_convert.javascript_bundle(), encoding="utf-8")
+    target.write_text(cache.get_text(["vega-bundle"], "js", vl_convert.javascript_bundle), encoding="utf-8")
 
 
 def _number_ids(svg: str) -> str:

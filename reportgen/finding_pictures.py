@@ -16,6 +16,7 @@ from typing import NamedTuple
 from markupsafe import Markup, escape
 
 from reportgen import formatting, inline_svg, names
+from reportgen.export_cache import NO_CACHE, ExportCache
 from reportgen.report import Ablation, Finding, HeadStatistic, Report
 
 WIDTH, HEIGHT = 240, 140  # px, the whole picture with its axes and legend (a thumbnail)
@@ -41,9 +42,10 @@ class Picture(NamedTuple):
     caption: Markup
 
 
-def rendered(report: Report) -> dict[str, Picture]:
-    """Every finding's picture drawn as inline SVG, by finding id; ids inside each SVG carry the finding's."""
-    return {finding_id: Picture(inline_svg.svg(spec, f"rg-pic-{finding_id}", spec["description"]),
+def rendered(report: Report, cache: ExportCache = NO_CACHE) -> dict[str, Picture]:
+    """Every finding's picture drawn as inline SVG (or taken from `cache`), by finding id; ids inside each
+    SVG carry the finding's."""
+    return {finding_id: Picture(inline_svg.svg(spec, f"rg-pic-{finding_id}", spec["description"], cache),
                                 Markup(escape(spec["description"])))
             for finding_id, spec in pictures(report).items()}
 

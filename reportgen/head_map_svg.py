@@ -17,6 +17,7 @@ from pathlib import Path
 from markupsafe import Markup, escape
 
 from reportgen import formatting, names, png_palette
+from reportgen.export_cache import NO_CACHE, ExportCache
 from reportgen.head_map import Cell, HeadMap, example_map, findings_maps
 from reportgen.htmlsafe import chart_text
 from reportgen.report import Example, Report
@@ -196,13 +197,16 @@ def preview_svg(head_map: HeadMap) -> tuple[str, float]:
     return str(_svg(head_map, background + body, box)), canvas_width
 
 
-def png(head_map: HeadMap) -> bytes:
+def png(head_map: HeadMap, cache: ExportCache = NO_CACHE) -> bytes:
     """The map as a PREVIEW_SHAPE PNG (1200 x 630 pixels, what Open Graph and Twitter cards show) on white,
-    in indexed colour (png_palette: the same pixels in a fraction of the bytes)."""
+    in indexed colour (png_palette: the same pixels in a fraction of the bytes); from `cache`, by its
+    drawing, when a build drew it before."""
     import vl_convert
 
     drawing, width = preview_svg(head_map)
-    return png_palette.indexed(vl_convert.svg_to_png(drawing, scale=PREVIEW_SHAPE[0] / width))
+    scale = PREVIEW_SHAPE[0] / width
+    return cache.get_bytes(["head-map-png", drawing, scale], "png",
+                           lambda: png_palette.indexed(vl_convert.svg_to_png(drawing, scale=scale)))
 
 
 # -- the pages ----------------------------------------------------------------------------------------
@@ -216,23 +220,23 @@ def figure(drawn: HeadMap) -> dict:
             "svg": svg(drawn)}
 
 
-def write_png(drawn: HeadMap, charts: Path, page: str) -> Path:
+def write_png(drawn: HeadMap, charts: Path, page: str, cache: ExportCache = NO_CACHE) -> Path:
     """The map's link-preview PNG, charts/<page>--head-map.png (reportgen.previews points og:image at it)."""
     charts.mkdir(parents=True, exist_ok=True)
     target = charts / PNG_NAME.format(page=page)
-    target.write_bytes(png(drawn))
+    target.write_bytes(png(drawn, cache))
     return target
 
 
-def findings_figures(report: Report, charts: Path) -> list[dict]:
+def findings_figures(report: Report, charts: Path, cache: ExportCache = NO_CACHE) -> list[dict]:
     """The findings page's maps (the model's, then the comparison model's); writes the first one's PNG."""
     maps = findings_maps(report)
-    write_png(maps[0], charts, "index")
+    write_png(maps[0], charts, "index", cache)
     return [figure(drawn) for drawn in maps]
 
 
-def example_figure(report: Report, example: Example, charts: Path) -> dict:
+def example_figure(report: Report, example: Example, charts: Path, cache: ExportCache = NO_CACHE) -> dict:
     """An example page's map (the labels on that example); writes its PNG."""
     drawn = example_map(report, example)
-    write_png(drawn, charts, f"example-{example.id}")
+    write_png(drawn, charts, f"example-{example.id}", cache)
     return figure(drawn)

@@ -12,6 +12,8 @@ import xml.etree.ElementTree as ElementTree
 
 from markupsafe import Markup
 
+from reportgen.export_cache import NO_CACHE, ExportCache
+
 # A picture inlined in a page (reportgen.finding_pictures): what Vega writes for interaction and for a
 # standalone file, which a static picture in a page does not need; the attributes that hold coordinates,
 # written to 0.1 px (invisible at any zoom); and the presentation attributes that SVG inherits, so that
@@ -27,13 +29,18 @@ _RGB = re.compile(r"rgb\((\d+), ?(\d+), ?(\d+)\)")
 _URL_REFERENCE = re.compile(r"url\(#([^)]+)\)")
 
 
-def svg(spec: dict, prefix: str, label: str) -> Markup:
+def svg(spec: dict, prefix: str, label: str, cache: ExportCache = NO_CACHE) -> Markup:
     """The chart as an <svg> element to put inside a page: no XML prolog or namespace declarations (an
     HTML parser gives <svg> its namespace), `role="img"` with `label` as its accessible name, every id
     (clip paths, legend gradients) renamed `<prefix>-<n>` with its references, so that several pictures
     on one page never share one; viewBox, width and height kept, so CSS can scale it.
 
-    Text stays text in the generic sans-serif family: the page loads no font for it."""
+    Text stays text in the generic sans-serif family: the page loads no font for it. `cache` keeps the
+    finished element by its inputs, so a rebuild draws only the pictures that changed."""
+    return Markup(cache.get_text(["inline-svg", spec, prefix, label], "svg", lambda: _drawn(spec, prefix, label)))
+
+
+def _drawn(spec: dict, prefix: str, label: str) -> str:
     import vl_convert
 
     root = ElementTree.fromstring(vl_convert.vegalite_to_svg({**spec, "config": {**spec.get("config", {}),
@@ -49,7 +56,7 @@ def svg(spec: dict, prefix: str, label: str) -> Markup:
     _rename_ids(root, prefix)
     root.attrib = {"viewBox": root.get("viewBox"), "width": root.get("width"), "height": root.get("height"),
                    "role": "img", "aria-label": label, "class": "rg-picture"}
-    return Markup(ElementTree.tostring(root, encoding="unicode"))
+    return ElementTree.tostring(root, encoding="unicode")
 
 
 def _prune(parent: ElementTree.Element) -> None:

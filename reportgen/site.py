@@ -16,6 +16,7 @@ import yaml
 from markupsafe import Markup
 
 from reportgen import chartdata, exports, finding_pictures, glossary, names, output, pages, previews, view_files, views
+from reportgen.export_cache import NO_CACHE, ExportCache
 from reportgen.head_map_svg import example_figure, findings_figures
 from reportgen.mkdocs_site import mkdocs_build
 from reportgen.progress import Callback, silent
@@ -33,17 +34,20 @@ def sources() -> tuple[Path, Path]:
 
 
 def write_site(report: Report, example_views: list[ExampleViews], out: output.Output,
-               progress: Callback = silent, reproducible: bool = False) -> None:
+               progress: Callback = silent, reproducible: bool = False, cache_dir: Path | None = None) -> None:
     """Build the whole site in staging beside the output, then swap it in.
 
     With a site_url, each page's link preview (reportgen.previews) goes into its front matter once
-    every page and chart is written: a step of its own, so no page's render call carries it."""
+    every page and chart is written: a step of its own, so no page's render call carries it.
+    With a `cache_dir` (the config's), every picture a build drew before is copied from it
+    (reportgen.export_cache) instead of drawn again: the same bytes, in a fraction of the time."""
+    cache = ExportCache(cache_dir) if cache_dir is not None else NO_CACHE
     with output.staging(out) as staging:
         docs = staging / "docs"
         src, base_config = sources()
         shutil.copytree(src / "assets", docs / "assets")
-        exports.write_vega_bundle(docs / "assets" / "javascripts" / "vega-bundle.js")
-        nav = write_pages(report, example_views, src / "templates", docs, progress)
+        exports.write_vega_bundle(docs / "assets" / "javascripts" / "vega-bundle.js", cache)
+        nav = write_pages(report, example_views, src / "templates", docs, progress, cache)
         previews.add_to_pages(report, nav, docs)
         (docs / "report.json").write_text(report.to_json(), encoding="utf-8")
         exports.write_json(docs / "manifest.json", report.manifest.model_dump(mode="json"))
@@ -55,16 +59,16 @@ def write_site(report: Report, example_views: list[ExampleViews], out: output.Ou
 
 
 def write_pages(report: Report, example_views: list[ExampleViews], templates: Path, docs: Path,
-                progress: Callback = silent) -> list:
-    """Every Markdown page and chart export; returns the MkDocs nav."""
+                progress: Callback = silent, cache: ExportCache = NO_CACHE) -> list:
+    """Every Markdown page and chart export (pictures from `cache` when it has them); returns the MkDocs nav."""
     env = pages.environment(templates)
     recorder = pages.Charts()
     stats = report.statistics
     pages.render(env, "home.md.j2", docs / "index.md", report=report, findings=report.findings,
                  headline=report.headline,
                  task_data=names.task_data(report.ablation.task.data) if report.ablation else None,
-                 head_maps=findings_figures(report, docs / "charts"),  # the head map(s), and the PNG of the first
-                 pictures=finding_pictures.rendered(report))  # finding id -> its picture (inline SVG)
+                 head_maps=findings_figures(report, docs / "charts", cache),  # the head map(s), the first's PNG
+                 pictures=finding_pictures.rendered(report, cache))  # finding id -> its picture (inline SVG)
     pages.render(env, "statistics.md.j2", docs / "statistics.md", recorder, report=report, stats=stats,
                  charts=chartdata.statistics_charts(stats))
     pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
@@ -86,9 +90,9 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
     selectivity = stats.settings["thresholds"].get("boundary_selectivity")
     for done, (example, example_view) in enumerate(zip(report.examples, example_views, strict=True), 1):
         example_nav.append({f"Example {example.id}": write_example(env, recorder, docs, example, example_view,
-                                                                   selectivity, report)})
+                                                                   selectivity, report, cache)})
         progress("Writing pages", done, len(example_views))
-    exports.export_charts(recorder.recorded, docs / "charts", progress)
+    exports.export_charts(recorder.recorded, docs / "charts", progress, cache)
     return [{"Findings": "index.md"}, {"Attention statistics": "statistics.md"},
             {"Attention patterns": "patterns.md"},
             *([{"Head ablation": "ablation.md"}] if report.ablation else []),
@@ -113,12 +117,13 @@ WIDE = {"hide": ["toc"]}
 
 
 def write_example(env, recorder: pages.Charts, docs: Path, example: Example, example_view: ExampleViews,
-                  selectivity: float | None, report: Report) -> str:
+                  selectivity: float | None, report: Report, cache: ExportCache = NO_CACHE) -> str:
     """An example's page (and its query/key page); returns the page's name for the nav.
 
     `selectivity`: the boundary-selectivity threshold a head must pass to be listed for "other
     pieces of the same word" (the page says why the list can be empty). `report`: for the page's
-    head map, which marks the heads whose masking matters on the task (and writes its PNG)."""
+    head map, which marks the heads whose masking matters on the task (and writes its PNG, from `cache`
+    when a build drew it before)."""
     page = f"example-{example.id}.md"
     tokens = [{"text": text, "segment": SEGMENT_CLASS[segment]}
               for text, segment in zip(example_view.tokens, example_view.segments, strict=True)]
@@ -129,7 +134,7 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
                  qk_max_tokens=views.QK_MAX_TOKENS, ln_n=math.log(example.n_tokens),
                  patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
                  selectivity=selectivity, summary_chart=chartdata.example_entropy_chart(example.entropy),
-                 head_map=example_figure(report, example, docs / "charts"))
+                 head_map=example_figure(report, example, docs / "charts", cache))
     if example.qk_page:
         pages.render(env, "example_qk.md.j2", docs / f"example-{example.id}-qk.md", front_matter=WIDE, ex=example,
                      check=example_view.qk_payload["check"],

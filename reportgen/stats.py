@@ -15,13 +15,17 @@
   curves over metrics of different scales read alike.
 
 All draws come from `numpy.random.default_rng([seed, stream])`, so a result depends only on
-the configured seed, never on what ran before.
+the configured seed, never on what ran before. That is also what makes the tests fast: every
+test of an experiment (each head, each fraction) would draw the same swaps or resamples alone,
+so they are drawn once and scored for all tests together (`paired_permutation_ps`,
+`paired_change_cis`), with the same numbers as one test at a time; Spearman's rho under swaps
+is computed without a sort per swap (`SwappedRanks`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,6 +34,7 @@ if TYPE_CHECKING:  # only named in annotations: the pattern analyses use these t
     from reportgen.tasks import Task
 
 DRAWS_PER_CHUNK = 2_000_000  # resampled example outputs held in memory at once
+EXACT_RANK_EXAMPLES = 50_000  # up to this many examples, sums of ranks (n^3 / 3 at most) are exact in float64
 
 
 def relative_change(value: float | np.ndarray, base: float | None) -> np.ndarray:
@@ -69,6 +74,11 @@ def _stacked_metric(task: Task, outputs: np.ndarray, gold: np.ndarray) -> np.nda
     """The primary metric of outputs [..., conditions, examples, columns] against gold [..., examples]
     (the same gold for every condition), as [..., conditions]."""
     lead = outputs.shape[:-2]
+    if ranks_primary(task):  # Spearman alone, each gold row ranked once for all its conditions (see SwappedRanks)
+        from reportgen.tasks import pearson_rows, rank_rows
+
+        gold_ranks = rank_rows(gold)
+        return pearson_rows(rank_rows(outputs[..., 0]), gold_ranks if gold.ndim == 1 else gold_ranks[..., None, :])
     flat = outputs.reshape(-1, *outputs.shape[-2:])
     if gold.ndim == 1:  # one gold row for all: the metric ranks it once and broadcasts
         gold = gold[None]
@@ -99,21 +109,128 @@ def paired_permutation_p_pooled(task: Task, first: np.ndarray, second: np.ndarra
     do not differ for any pair, each example's (first, second) outputs are exchangeable.
     With one pair this is `paired_permutation_p`.
     """
+    return float(paired_permutation_ps(task, first[None], second[None], permutations, seed)[0])
+
+
+def paired_permutation_ps(task: Task, first: np.ndarray, second: np.ndarray, permutations: int,
+                          seed: int) -> np.ndarray:
+    """`paired_permutation_p_pooled` of many tests at once, [tests, pairs, examples, columns] each:
+    one p-value per test, each exactly what it would be alone.
+
+    Every test alone would draw the same swaps from the same seed, so the swaps are drawn once
+    and applied to all tests (e.g. every head of a model): the cost that remains is scoring the
+    swapped outputs. For Spearman's rho (the similarity task) that is ranking, done by
+    `SwappedRanks` in time linear in the examples rather than by sorting every swap."""
     gold = task.gold
-    observed = np.mean(_stacked_metric(task, second, gold) - _stacked_metric(task, first, gold))
-    if not np.isfinite(observed):
-        return float("nan")
+    observed = np.mean(_stacked_metric(task, second, gold) - _stacked_metric(task, first, gold), axis=-1)
+    tests, pairs, examples = first.shape[:3]
+    ranks = SwappedRanks(first[..., 0], second[..., 0], gold) if ranks_primary(task) else None
+    step = max(1, DRAWS_PER_CHUNK // max(examples * pairs * tests, 1))  # swaps scored at once, all tests
     rng = np.random.default_rng([seed, 2])
-    examples = task.n_examples
-    chunk = _rows_per_chunk(examples * len(first))
-    hits = 0
+    hits = np.zeros(tests, dtype=np.int64)
+    for swap in _swap_draws(rng, permutations, examples, _rows_per_chunk(examples * pairs)):
+        for lo in range(0, len(swap), step):
+            rows = swap[lo:lo + step]
+            delta = ranks.changes(rows) if ranks is not None else _swapped_changes(task, first, second, rows)
+            hits += np.count_nonzero((delta >= np.abs(observed) - 1e-12) | ~np.isfinite(delta), axis=0)
+    p_values = (1 + hits) / (1 + permutations)
+    return np.where(np.isfinite(observed), p_values, np.nan)
+
+
+def _swap_draws(rng: np.random.Generator, permutations: int, examples: int, chunk: int) -> Iterator[np.ndarray]:
+    """The swaps [rows, examples] (True: the example's outputs trade places), chunk by chunk, from
+    the same stream as ever, so batching the tests changes no p-value."""
     for lo in range(0, permutations, chunk):
-        swap = rng.random((min(chunk, permutations - lo), 1, examples, 1)) < 0.5
-        one = np.where(swap, first[None], second[None])
-        two = np.where(swap, second[None], first[None])
-        delta = np.abs(np.mean(_stacked_metric(task, two, gold) - _stacked_metric(task, one, gold), axis=-1))
-        hits += int(np.sum((delta >= abs(observed) - 1e-12) | ~np.isfinite(delta)))
-    return (1 + hits) / (1 + permutations)
+        yield rng.random((min(chunk, permutations - lo), examples)) < 0.5
+
+
+def _swapped_changes(task: Task, first: np.ndarray, second: np.ndarray, swap: np.ndarray) -> np.ndarray:
+    """|mean over pairs of metric(second) - metric(first)| with each example's two outputs traded
+    where `swap` says: [rows, tests], for any task's metric."""
+    where = swap[:, None, None, :, None]
+    one = np.where(where, first[None], second[None])
+    two = np.where(where, second[None], first[None])
+    return np.abs(np.mean(_stacked_metric(task, two, task.gold) - _stacked_metric(task, one, task.gold), axis=-1))
+
+
+def ranks_primary(task: Task) -> bool:
+    """Whether the primary metric is Spearman's rho of output column 0 against the gold scores (the
+    similarity task, `reportgen.tasks.SimilarityTask.metrics`), and few enough examples that its sums
+    of half-integer ranks are exact in float64 (`SwappedRanks`)."""
+    return task.kind == "similarity" and task.primary == "spearman" and task.n_examples <= EXACT_RANK_EXAMPLES
+
+
+class SwappedRanks:
+    """Spearman's rho of both sides of a paired swap, without sorting per swap.
+
+    The tests' values are [tests, pairs, examples] on each side. A swap gives, per example, one of
+    its two values to one side and the other to the other side, so both sides are subsets of the
+    same 2n values: they are sorted once, and a side's rank of a value is the count of its values up
+    to that one in this order (a cumulative sum); tied values (a run of equal values) get the mean
+    rank of their run. These are the ranks `reportgen.tasks.rank_rows` gives, and rho is then
+    Pearson's correlation with the gold ranks (`reportgen.tasks.pearson_rows`). Every rank is a
+    half-integer, so every sum rho needs is exact in float64 in any order (up to EXACT_RANK_EXAMPLES
+    examples): rho, and every p-value, is the same to the last bit as sorting each swap, for O(n)
+    work per swap instead of O(n log n) and no ranks put back in example order.
+    """
+
+    def __init__(self, first: np.ndarray, second: np.ndarray, gold: np.ndarray):
+        from reportgen.tasks import rank_rows  # torch is loaded wherever there is a task
+
+        self.shape = first.shape[:-1]  # [tests, pairs]
+        examples = first.shape[-1]
+        values = np.concatenate([first, second], axis=-1).reshape(-1, 2 * examples).astype(np.float64)
+        order = np.argsort(values, axis=-1)
+        ordered = np.take_along_axis(values, order, axis=-1)
+        self.example = order % examples  # [groups, 2n]: the example of each sorted value
+        self.from_second = order >= examples
+        gold_ranks = rank_rows(gold[None].astype(np.float64))[0]
+        centred = gold_ranks - gold_ranks.mean()
+        self.gold_at = centred[self.example]  # the centred gold rank of each sorted value's example
+        self.gold_spread = float((centred * centred).sum())
+        starts = np.ones(values.shape, dtype=bool)  # where a run of equal values starts (NaN: each alone)
+        starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+        # [groups]: two equal values can fall on one side. Equal values of one example never do (a swap
+        # gives one to each side), and whichever of the two a side holds, its count is the same.
+        self.tied = (~starts[:, 1:] & (self.example[:, 1:] != self.example[:, :-1])).any(axis=1)
+        ends = np.ones(values.shape, dtype=bool)
+        ends[:, :-1] = starts[:, 1:]
+        index = np.broadcast_to(np.arange(2 * examples), values.shape)
+        self.run_start = np.maximum.accumulate(np.where(starts, index, 0), axis=-1)
+        self.run_end = np.flip(np.minimum.accumulate(np.flip(np.where(ends, index, 2 * examples), -1), -1), -1)
+        centre = (examples + 1) / 2
+        self.rank_spread = float(((np.arange(1, examples + 1) - centre) ** 2).sum())  # without ties
+        self.centre_square = examples * centre * centre
+
+    def _rho(self, chosen: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """rho of the side that holds the sorted values where `chosen` [rows, groups, 2n] (a subset
+        of the groups, `groups`), against the gold ranks: sum(rank * centred gold) / sqrt(spreads)."""
+        through = np.cumsum(chosen, axis=-1, dtype=np.int32)  # the rank of each chosen value, ties aside
+        weights = chosen * self.gold_at[groups]
+        tied = self.tied[groups]
+        if not tied.any():
+            products, spread = np.einsum("rgk,rgk->rg", through, weights), self.rank_spread
+        else:  # a tied value's rank is the mean over its run: (chosen before the run + chosen to its end + 1) / 2
+            start, end = self.run_start[groups][None], self.run_end[groups][None]
+            before = np.take_along_axis(through - chosen, np.broadcast_to(start, chosen.shape), axis=-1)
+            ranks = (before + np.take_along_axis(through, np.broadcast_to(end, chosen.shape), axis=-1) + 1) / 2
+            products = np.einsum("rgk,rgk->rg", ranks, weights)
+            spread = np.einsum("rgk,rgk->rg", ranks * ranks, chosen) - self.centre_square
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return products / np.sqrt(spread * self.gold_spread)
+
+    def changes(self, swap: np.ndarray) -> np.ndarray:
+        """|mean over pairs of rho(np.where(swap, second, first)) - rho(np.where(swap, first, second))|
+        per swap [rows, examples] and test: [rows, tests]."""
+        one = swap[:, self.example] ^ self.from_second  # [rows, groups, 2n]: np.where(swap, first, second) holds it
+        rho = np.empty((2, len(swap), len(self.example)))
+        for ties in (False, True):  # the groups without ties take the short way
+            groups = np.flatnonzero(self.tied == ties)
+            if len(groups):
+                part = one[:, groups]
+                rho[0][:, groups], rho[1][:, groups] = self._rho(part, groups), self._rho(~part, groups)
+        rho = rho.reshape(2, len(swap), *self.shape)
+        return np.abs(np.mean(rho[1] - rho[0], axis=-1))
 
 
 def paired_change_ci(task: Task, base: np.ndarray, masked: np.ndarray, samples: int, seed: int,
@@ -125,22 +242,35 @@ def paired_change_ci(task: Task, base: np.ndarray, masked: np.ndarray, samples: 
     so the interval is of the change itself, not of either level (REFERENCE, "Claims": a
     baseline's CI says how precise the baseline is, not whether a change is zero).
     """
+    return paired_change_cis(task, base, masked[None], samples, seed, level)[0]
+
+
+def paired_change_cis(task: Task, base: np.ndarray, masked: np.ndarray, samples: int, seed: int,
+                      level: float = 0.95) -> list[tuple[list[float], list[list[float]]]]:
+    """`paired_change_ci` of several sets of conditions at once, masked [sets, pairs, examples, columns]
+    (e.g. one set per fraction): each set's result exactly as alone, since alone each would draw the
+    same resamples from the same seed (drawn once here, in the same chunks)."""
     rng = np.random.default_rng([seed, 3])
-    examples = task.n_examples
-    stacked = np.concatenate([base[None], masked])  # condition 0 is the base
-    chunk = _rows_per_chunk(examples * len(stacked))
+    examples, sets, pairs = task.n_examples, masked.shape[0], masked.shape[1]
+    stacked = np.concatenate([np.broadcast_to(base, (sets, 1, *base.shape)), masked], axis=1)  # condition 0: base
+    chunk = _rows_per_chunk(examples * (1 + pairs))
     changes = []
     for lo in range(0, samples, chunk):
         picked = rng.integers(0, examples, size=(min(chunk, samples - lo), examples))
-        values = _stacked_metric(task, stacked[:, picked].swapaxes(0, 1), task.gold[picked])  # [draws, conditions]
-        changes.append(values[:, 1:] - values[:, :1])
-    change = np.concatenate(changes)  # [samples, pairs]
+        for start in range(0, len(picked), max(1, chunk // sets)):
+            rows = picked[start:start + max(1, chunk // sets)]
+            resampled = stacked[:, :, rows].reshape(sets * (1 + pairs), *rows.shape, -1).swapaxes(0, 1)
+            values = _stacked_metric(task, resampled, task.gold[rows]).reshape(len(rows), sets, 1 + pairs)
+            changes.append(values[..., 1:] - values[..., :1])
+    change = np.concatenate(changes)  # [samples, sets, pairs]
     tail = (1 - level) / 2 * 100
 
     def bounds(values: np.ndarray) -> list[float]:
         return [float(np.nanpercentile(values, tail)), float(np.nanpercentile(values, 100 - tail))]
 
-    return bounds(change.mean(1)), [bounds(change[:, pair]) for pair in range(change.shape[1])]
+    # each set's changes contiguous, so that the mean over pairs adds in the same order as for one set
+    per_set = [np.ascontiguousarray(change[:, index]) for index in range(sets)]
+    return [(bounds(values.mean(1)), [bounds(values[:, pair]) for pair in range(pairs)]) for values in per_set]
 
 
 def sign_flip_p(differences: np.ndarray, permutations: int, seed: int) -> np.ndarray:

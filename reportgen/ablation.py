@@ -16,7 +16,11 @@ Experiments (each optional), one function each, returning its record of `reportg
   normalisation as in their code; then pruning the least important heads 10% at a time
   (optionally recomputing importance after each step) next to many random pruning orders:
   the importance order's area under the curve is ranked among theirs (a Monte Carlo
-  p-value) and compared with them per fraction (paired test, corrected over fractions).
+  p-value) and compared with them per fraction (paired test, corrected over fractions);
+- head_pairs (off by default: it multiplies the masks): two heads masked together, for every pair
+  among the top-k heads by |single change| (or every pair); each pair's interaction, its change
+  minus the two single changes, with a paired bootstrap test over examples, corrected over the
+  pairs (`reportgen.head_pairs`).
 
 What each claim needs is in ../shared/REFERENCE.md, "Claims and the test that answers them".
 The masks are evaluated by `reportgen.engine` (fast, cached, resumable); the tests and
@@ -38,9 +42,10 @@ import json
 import math
 import warnings
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from pydantic import ValidationError
@@ -50,6 +55,7 @@ from reportgen.config import BUILTIN_DATA, AblationSettings
 from reportgen.engine import CODE_VERSION, Engine, Progress, ResultCache, Runner
 from reportgen.errors import DataError
 from reportgen.formatting import margin
+from reportgen.head_pairs import chosen_heads, head_pairs_record, pair_masks, pair_positions
 from reportgen.loaders import open_data_file
 from reportgen.report import (
     Ablation,
@@ -57,6 +63,7 @@ from reportgen.report import (
     AreaRank,
     Baseline,
     Calibration,
+    HeadPairs,
     HeadTests,
     Importance,
     LayerHalves,
@@ -81,10 +88,14 @@ from reportgen.stats import (
 )
 from reportgen.tasks import Task, load_task
 
-__all__ = ["CODE_VERSION", "EXPERIMENTS", "STATS_VERSION", "Context", "ablate", "load_ablation_task", "record_key",
-           "run_ablations"]
+if TYPE_CHECKING:  # Ray is imported only when a build asks for it
+    from reportgen.distributed import RayCluster, WorkerPool
+
+__all__ = ["CODE_VERSION", "EXPERIMENTS", "OPTIONAL_EXPERIMENTS", "STATS_VERSION", "Context", "ablate",
+           "load_ablation_task", "record_key", "run_ablations"]
 
 EXPERIMENTS = ("baseline", "single_heads", "random_fraction", "layer_halves", "whole_layers", "importance")
+OPTIONAL_EXPERIMENTS = ("head_pairs",)  # off by default, listed after EXPERIMENTS when they run
 STATS_VERSION = "stats-1"  # bump when a change alters an experiment's record for the same outputs and settings
 _TESTS = ("permutations", "alpha", "correction")
 _NON_INFERIORITY = ("bootstrap_samples", "margin")
@@ -98,6 +109,8 @@ EXPERIMENT_SETTINGS = {
     "random_fraction": ("fractions", "seeds", *_NON_INFERIORITY),
     "layer_halves": ("fractions", "seeds", *_TESTS),
     "importance": ("fractions", "seeds", "importance", *_NON_INFERIORITY, *_TESTS),
+    # which pairs (ablation.head_pairs) is in its inputs: the chosen heads and the selection
+    "head_pairs": ("bootstrap_samples", "alpha", "correction"),
 }
 TASK_WARNINGS = ("ablation.py", "tasks.py", "loaders.py")  # where the warnings about the task and its data come from
 RecordType = TypeVar("RecordType", bound=Record)
@@ -258,15 +271,16 @@ def _tested(ctx: Context, outputs: np.ndarray, shape: tuple[int, ...]) -> dict[s
             "alpha": settings.alpha, "permutations": permutations, "baseline": _number(ctx.base_value)}
 
 
+def _single_head_masks(ctx: Context) -> list[np.ndarray]:
+    """One mask per head with that head alone at 0, in layer-major order (shared by head_pairs)."""
+    masks = np.ones((ctx.layers * ctx.heads, ctx.layers * ctx.heads), dtype=np.float32)
+    np.fill_diagonal(masks, 0)
+    return list(masks.reshape(-1, *ctx.shape))
+
+
 def single_heads(ctx: Context) -> HeadTests:
     """Each head masked alone, tested against the unmasked model."""
-    masks = []
-    for layer in range(ctx.layers):
-        for head in range(ctx.heads):
-            mask = ctx.ones()
-            mask[layer, head] = 0
-            masks.append(mask)
-    outputs = ctx.outputs("single_heads", masks)
+    outputs = ctx.outputs("single_heads", _single_head_masks(ctx))
     return ctx.remembered("single_heads", {"outputs": outputs},
                           lambda: HeadTests(**_tested(ctx, outputs, ctx.shape)), HeadTests)
 
@@ -539,6 +553,25 @@ def _random_order_curves(values: np.ndarray, base_value: float, source: str) -> 
                        relative_mean=_numbers(relative.mean(0)))
 
 
+def head_pairs(ctx: Context) -> HeadPairs:
+    """Two heads masked together for every pair among the chosen heads, and each pair's interaction
+    (`reportgen.head_pairs`). The single-head masks come first, through the runner like the pairs:
+    when single_heads ran they are read back from the cache, else computed here."""
+    selection = ctx.settings.head_pairs
+    top_k = None if selection.all else selection.top_k
+    count = ctx.layers * ctx.heads if top_k is None else min(top_k, ctx.layers * ctx.heads)
+    total = ctx.layers * ctx.heads + count * (count - 1) // 2
+    singles = ctx.outputs("head_pairs", _single_head_masks(ctx), total=total)
+    heads = chosen_heads(_metric(ctx, singles) - ctx.base_value, top_k)
+    pairs = pair_positions(len(heads))
+    pair_outputs = ctx.outputs("head_pairs", pair_masks(heads, pairs, ctx.shape), done=len(singles), total=total)
+    gathered = {"heads": heads, "pairs": pairs, "base": ctx.base_outputs, "singles": singles[heads],
+                "pair_outputs": pair_outputs.reshape(len(pairs), *singles.shape[1:]),
+                "selection": selection.model_dump(mode="json")}
+    return ctx.remembered("head_pairs", gathered, lambda: head_pairs_record(
+        ctx.task, ctx.settings, ctx.shape, ctx.seed, ctx.undefined, gathered), HeadPairs)
+
+
 # -- running them -----------------------------------------------------------------------------------------
 def load_ablation_task(model_dir: Path, settings: AblationSettings, *, device: str) -> Task:
     """The task the settings describe, on the model in `model_dir`."""
@@ -549,30 +582,35 @@ def load_ablation_task(model_dir: Path, settings: AblationSettings, *, device: s
     )
 
 
-def ablate(task: Task, settings: AblationSettings, cache: ResultCache, progress: Progress | None = None) -> Ablation:
+def ablate(task: Task, settings: AblationSettings, cache: ResultCache, progress: Progress | None = None,
+           workers: WorkerPool | None = None) -> Ablation:
     """Run the enabled experiments on a loaded task through `cache` (whose counts then say how many
-    masks were computed and how many came from the cache)."""
+    masks were computed and how many came from the cache); with `workers`, the masks the cache lacks
+    are evaluated on Ray actors (`reportgen.distributed`), everything else here as without."""
     switched_on = settings.experiments
     with Engine(task, settings.method, batch_tokens=settings.batch_tokens) as engine:
-        ctx = make_context(task, Runner(engine, cache, progress), settings)
+        runner = workers.runner(engine, cache, progress) if workers is not None else Runner(engine, cache, progress)
+        ctx = make_context(task, runner, settings)
         return Ablation(
             task=task_record(ctx), layers=ctx.layers, heads=ctx.heads,
-            experiments=[name for name in EXPERIMENTS if getattr(switched_on, name)],
+            experiments=[name for name in (*EXPERIMENTS, *OPTIONAL_EXPERIMENTS) if getattr(switched_on, name)],
             baseline=baseline(ctx) if switched_on.baseline else None,
             single_heads=single_heads(ctx) if switched_on.single_heads else None,
             whole_layers=whole_layers(ctx) if switched_on.whole_layers else None,
             random_fraction=random_fraction(ctx) if switched_on.random_fraction else None,
             layer_halves=layer_halves(ctx) if switched_on.layer_halves else None,
             importance=importance(ctx) if switched_on.importance else None,
+            head_pairs=head_pairs(ctx) if switched_on.head_pairs else None,
         )
 
 
 def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, cache_dir: Path, fingerprint: str,
-                  progress: Progress | None = None) -> Ablation:
+                  progress: Progress | None = None, cluster: RayCluster | None = None) -> Ablation:
     """Run the enabled experiments on the model in `model_dir` (see the module docstring); every
     finished mask is cached under `cache_dir`, keyed by the model's `fingerprint`, and so is the
     whole record (`record_key`): a rebuild with nothing changed reads it back and loads no model.
-    The warnings about the task and its data are stored with it and said again when it is read."""
+    The warnings about the task and its data are stored with it and said again when it is read.
+    With a `cluster` (`reportgen.distributed.connected`) the masks are evaluated on its actors."""
     store = Cache(Path(cache_dir))
     data_sha256 = _data_sha256(settings)
     key = f"record-{record_key(settings, fingerprint, data_sha256)}" if data_sha256 else None
@@ -586,7 +624,9 @@ def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, c
             warnings.simplefilter("always")
             task = load_ablation_task(model_dir, settings, device=device)
             cache = ResultCache(Path(cache_dir), fingerprint, task.data_hash(), settings.method)
-            result = ablate(task, settings, cache, progress)
+            pool = cluster.pool(model_dir, settings, device, fingerprint, task.data_hash()) if cluster else None
+            with pool if pool is not None else nullcontext():
+                result = ablate(task, settings, cache, progress, pool)
     finally:  # said as they were, whether or not the run finished
         for warning in caught:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
@@ -603,9 +643,11 @@ def record_key(settings: AblationSettings, fingerprint: str, data_sha256: str) -
     """The key of a whole ablation record: everything it depends on. The model's files (`fingerprint`),
     the data file's content, every setting but where the data file is (a moved project keeps its
     record), the statistics' and the masks' code versions. The device is left out, as it is from the
-    mask cache: it changes outputs only at float rounding."""
+    mask cache: it changes outputs only at float rounding; so is where the masks ran (`ray`), so that
+    a Ray build and a local one share the cache both ways."""
     fields = settings.model_dump(mode="json")
     fields.pop("data")
+    fields.pop("ray", None)
     return key_of("ablation-record", STATS_VERSION, CODE_VERSION, fingerprint, data_sha256, fields)
 
 

@@ -154,12 +154,13 @@ def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent)
     """The head-ablation experiments on the configured task (each finished mask is cached)."""
     if not config.ablation.enabled:
         return None
-    from reportgen import ablation
+    from reportgen import ablation, distributed
 
     result = ablation.run_ablations(stage.path, config.ablation, device=model.resolve_device(config.device),
                                     cache_dir=config.cache_dir, fingerprint=stage.fingerprint,
                                     progress=lambda name, done, total: progress(
-                                        f"Ablation: {name.replace('_', ' ')}", done, total))
+                                        f"Ablation: {name.replace('_', ' ')}", done, total),
+                                    cluster=distributed.active_cluster())
     result.task.data = config.shown_path(result.task.data)
     return result
 
@@ -293,13 +294,15 @@ class Built:
 def build(config: Config, out: Path | None = None, reproducible: bool = False,
           progress: Callback = silent) -> Built:
     """Run the whole pipeline and write the site."""
-    from reportgen import site  # rendering is imported only by the stage that renders
+    from reportgen import distributed, site  # rendering is imported only by the stage that renders
 
     target = output.check(Path(out) if out is not None else config.output, config.base_dir, protected_paths(config))
     # The config's trust_remote_code / allow_pickle govern every model load of the build.
     # cache_usage records which cache entries this build used, for `reportgen cache prune`.
+    # With ablation.ray the Ray cluster is joined (or started) first: one that cannot be reached fails before any work.
+    ray = config.ablation.ray if config.ablation.enabled else None
     with (output.exclusive(target), model.file_policy(config.trust_remote_code, config.allow_pickle),
-          cache_usage.recording(config)):
+          cache_usage.recording(config), distributed.connected(ray)):
         return _build(config, target, reproducible, progress, site)
 
 

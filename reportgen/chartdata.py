@@ -15,6 +15,7 @@ from reportgen.report import (
     Ablation,
     DelimiterContribution,
     ExampleViews,
+    HeadPairs,
     Importance,
     LayerHalves,
     NonInferiority,
@@ -242,7 +243,23 @@ def ablation_charts(ablation: Ablation) -> dict:
         out["layer_halves"] = _layer_halves_chart(ablation.layer_halves, metric)
     if ablation.importance:
         out.update(_importance_charts(ablation.importance, metric))
+    if ablation.head_pairs:
+        out["head_pairs"] = _head_pairs_chart(ablation.head_pairs, metric)
     return out
+
+
+def _head_pairs_chart(pairs: HeadPairs, metric: str) -> dict:
+    """The interaction of every masked pair; a cell opens the first head's view on example 1, where a
+    single-head cell opens its head."""
+    def label(head: list[int]) -> str:
+        return f"L{head[0]} H{head[1]}"
+
+    rows = [{"first": label(pair.first), "second": label(pair.second), "value": pair.interaction_relative,
+             "change": pair.change, "interaction": pair.interaction, "ci_low": pair.ci[0], "ci_high": pair.ci[1],
+             "p_value": pair.p_value, "p_adjusted": pair.p_adjusted, "significant": pair.significant,
+             "url": head_link(0, *pair.first)} for pair in pairs.pairs]
+    return charts.pair_heatmap(rows, [label(head) for head in pairs.heads],
+                               f"Interaction of two masked heads ({metric})", "relative interaction")
 
 
 def _reference_lines(ablation: Ablation) -> dict:

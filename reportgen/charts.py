@@ -129,6 +129,37 @@ def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
     return with_rows((cells + stars).properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
 
 
+def pair_heatmap(rows: list[dict], order: list[str], title: str, label: str) -> dict:
+    """One cell per pair of heads (a triangle: each pair once), the heads in `order` on both axes;
+    colour = the pair's interaction (diverging around 0), significant cells starred.
+
+    Rows: {"first", "second" (head labels of `order`), "value", "change", "interaction", "ci_low",
+    "ci_high", "p_value", "p_adjusted", "significant", optional "url"}. As in delta_heatmap, the star
+    carries its cell's tooltip and link. Many heads get smaller cells, so that every pair of 72 heads
+    fits a page width that scrolls rather than one that runs on for metres.
+    """
+    extent = max([abs(r["value"]) for r in rows if r["value"] is not None] + [1e-9])
+    step = max(10, min(CELL, 540 // max(len(order), 1)))
+    tooltip = [alt.Tooltip("first:N", title="first head"), alt.Tooltip("second:N", title="second head"),
+               alt.Tooltip("change:Q", title="change with both masked", format="+.4f"),
+               alt.Tooltip("interaction:Q", title="interaction", format="+.4f"),
+               alt.Tooltip("ci_low:Q", title="95% CI low", format="+.4f"),
+               alt.Tooltip("ci_high:Q", title="95% CI high", format="+.4f"),
+               alt.Tooltip("value:Q", title=label, format="+.4f"),
+               alt.Tooltip("p_value:Q", title="p", format=".4f"),
+               alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
+               alt.Tooltip("significant:N", title="significant")]
+    mark, link = links(rows)
+    base = alt.Chart(ROWS, title=title).encode(
+        x=alt.X("first:N", sort=order, title="first head"), y=alt.Y("second:N", sort=order, title="second head"),
+        tooltip=tooltip, **link)
+    cells = base.mark_rect(**mark).encode(
+        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent])))
+    stars = base.mark_text(text="*", fontSize=min(16, step), baseline="middle", **mark).transform_filter(
+        "datum.significant")
+    return with_rows((cells + stars).properties(width=alt.Step(step), height=alt.Step(step)), rows)
+
+
 def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str, band: dict | None = None,
                   rules: list[dict] = ()) -> dict:
     """Lines of the mean over seeds with a band for the spread, one colour per `group`.

@@ -38,14 +38,23 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 def build(config: Optional[Path] = ConfigOption,
           out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output directory (overrides the config)."),
           reproducible: bool = typer.Option(False, "--reproducible",
-                                            help="No dates: identical inputs, identical site.")) -> None:
+                                            help="No dates: identical inputs, identical site."),
+          ray: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS",
+                                            help='Evaluate the ablation masks on Ray: "local", "auto" or '
+                                                 '"ray://host:port" (overrides ablation.ray).')) -> None:
     """Run the model over the examples, analyse the heads and write the site."""
     from reportgen.build import build as run_build
-    from reportgen.config import load_config
+    from reportgen.config import check_ray_address, load_config
+    from reportgen.errors import ConfigError
     from reportgen.previews import NEEDS_SITE_URL
     from reportgen.progress import RichProgress
 
     cfg = load_config(config)
+    if ray is not None:
+        try:
+            cfg.ablation.ray = check_ray_address(ray)
+        except ValueError as err:
+            raise ConfigError(f"--ray {ray}: {err}") from None
     with RichProgress() as progress, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         built = run_build(cfg, out, reproducible, progress)

@@ -69,6 +69,20 @@ def check_site_url(value: str | None) -> str | None:
     return value
 
 
+_RAY_CLIENT = re.compile(r"ray://(?:[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]):(\d{1,5})")
+
+
+def check_ray_address(value: str | None) -> str | None:
+    """Where the ablation's Ray workers are: refused here, before any work, unless it is one of the
+    forms `reportgen.distributed` connects to (a Ray Client address needs a host and a port)."""
+    if value is None or value in ("local", "auto"):
+        return value
+    matched = _RAY_CLIENT.fullmatch(value)
+    if not matched or not 1 <= int(matched.group(1)) <= 65535:
+        raise ValueError(f'expected null, "local", "auto" or "ray://host:port" (port 1 to 65535), got {value!r}')
+    return value
+
+
 class ExampleSpec(Strict):
     """One text to visualise: a single sentence, or a pair when `pair` is set."""
 
@@ -135,6 +149,8 @@ class ExperimentSwitches(Strict):
     layer_halves: bool
     whole_layers: bool
     importance: bool
+    # off unless asked, also where a caller lists only the other switches: it multiplies the masks
+    head_pairs: bool = Field(False, description="Mask two heads together (see `ablation.head_pairs`).")
 
 
 class ImportanceSettings(Strict):
@@ -143,6 +159,15 @@ class ImportanceSettings(Strict):
     recompute: bool = Field(description="Recompute importance after each pruning step.")
     random_orders: int = Field(ge=1, description="Random pruning orders the importance order is ranked among "
                                                  "(its p-value cannot go below 1 / (orders + 1)).")
+
+
+class HeadPairSettings(Strict):
+    """Which pairs of heads the head_pairs experiment masks together: every pair among the `top_k` heads
+    whose single masking changes the metric most, or every pair of the model (L*H*(L*H-1)/2 masks)."""
+
+    top_k: int = Field(ge=2, description="Heads with the largest |change| when masked alone; every pair among "
+                                         "them is masked (k*(k-1)/2 masks; capped at the model's heads).")
+    all: bool = Field(description="Every pair of heads instead of the top k (72 heads: 2,556 masks).")
 
 
 class AblationSettings(Strict):
@@ -169,11 +194,16 @@ class AblationSettings(Strict):
     margin: float = Field(gt=0, lt=1, description="Non-inferiority margin, relative to the unmasked model's metric: "
                                                   "a change above -margin counts as no loss.")
     importance: ImportanceSettings
+    head_pairs: HeadPairSettings
     mlm_probability: float = Field(gt=0, lt=1)
     mlm_seed: int
     batch_tokens: int = Field(ge=64, description="Padded tokens per forward pass.")
+    ray: str | None = Field(description='Evaluate the masks on Ray actors: null (here, no Ray), "local" (a Ray '
+                                        'instance on this machine), "auto" (the running cluster) or '
+                                        '"ray://host:port"; `reportgen build --ray` overrides it.')
 
     _data = field_validator("data", mode="before")(no_script_url)
+    _ray = field_validator("ray")(check_ray_address)
 
     @field_validator("columns")
     @classmethod
@@ -250,6 +280,9 @@ class Config(Strict):
         for item in data["patterns"]["corpus"]:
             item["path"] = relative(item["path"])
         data["ablation"]["data"] = relative(self.ablation.data)
+        # Where the masks ran changes no number (a Ray build's report equals a local one's), and a
+        # cluster address names private hosts: the published manifest leaves it out.
+        data["ablation"].pop("ray", None)
         return data
 
     def shown_path(self, path: str | Path) -> str:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -265,6 +265,19 @@ def evaluate_plain(task: Task, mask: np.ndarray, method: Method, batch_size: int
 
 
 # -- evaluating through the cache ---------------------------------------------------------------------
+def _stack_groups(masks: Sequence[np.ndarray], todo: list[int], step: int) -> list[list[int]]:
+    """`todo` (indexes into `masks`) in stacks of at most `step` masks that start at the same layer,
+    so one forward pass serves a whole stack."""
+    todo = sorted(todo, key=lambda index: first_masked_layer(masks[index]))
+    groups = []
+    while todo:
+        first = first_masked_layer(masks[todo[0]])
+        group = [index for index in todo[:step] if first_masked_layer(masks[index]) == first]
+        todo = todo[len(group):]
+        groups.append(group)
+    return groups
+
+
 class Runner:
     """Evaluates masks through the cache and reports progress per experiment."""
 
@@ -292,13 +305,10 @@ class Runner:
                 todo.append(index)
         finished = done + len(masks) - len(todo)
         self.tick(name, finished, total)
-        todo.sort(key=lambda index: first_masked_layer(masks[index]))
-        step = self.engine.masks_per_pass
-        while todo:
-            first = first_masked_layer(masks[todo[0]])
-            group = [index for index in todo[:step] if first_masked_layer(masks[index]) == first]
-            todo = todo[len(group):]
-            evaluated = self.engine.evaluate(np.stack([masks[index] for index in group]))
+        groups = _stack_groups(masks, todo, self.engine.masks_per_pass)
+        stacks = [np.stack([masks[index] for index in group]) for group in groups]
+        for number, evaluated in self.evaluate_stacks(stacks):
+            group = groups[number]
             for index, out in zip(group, evaluated, strict=True):
                 self.cache.put("mask", masks[index], out)
                 self.memo[masks[index].astype(np.float32).tobytes()] = out
@@ -306,6 +316,12 @@ class Runner:
             finished += len(group)
             self.tick(name, finished, total)
         return result  # type: ignore[return-value]
+
+    def evaluate_stacks(self, stacks: list[np.ndarray]) -> Iterator[tuple[int, list[np.ndarray]]]:
+        """(position in `stacks`, per-mask outputs) for every stack, in the order they finish: the seam
+        where `reportgen.distributed.RayRunner` hands the same stacks to Ray actors instead."""
+        for number, stack in enumerate(stacks):
+            yield number, self.engine.evaluate(stack)
 
     def importance(self, mask: np.ndarray) -> np.ndarray:
         """Michel et al. head importance at `mask` (`Engine.importance`), from the cache when stored."""

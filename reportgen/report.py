@@ -440,6 +440,41 @@ class Importance(Record):
     non_inferiority: NonInferiority | None  # the importance order against the margin
 
 
+class HeadPair(Record):
+    """Two heads masked together, and their interaction: the pair's change minus the sum of the two
+    single changes, I = (m(ab) - m0) - (m(a) - m0) - (m(b) - m0), on the primary metric."""
+
+    first: list[int]  # [layer, head]; the head with the larger |single change| of the two
+    second: list[int]
+    value: Number  # the metric with both masked
+    change: Number  # m(ab) - m0
+    relative: Number  # (m(ab) - m0) / |m0|
+    interaction: Number  # I, in the metric's units
+    interaction_relative: Number  # I / |m0|
+    ci: list[Number]  # [low, high] 95% paired bootstrap CI of I (metric units)
+    p_value: Number  # two-sided p-value of I = 0 from the bootstrap SE; null when the metric is undefined
+    p_adjusted: Number
+    significant: bool
+
+
+class HeadPairs(Record):
+    """The head_pairs experiment: pairs of heads masked together, each pair's interaction with its test."""
+
+    selection: str  # how the pairs were chosen, in words
+    top_k: int | None  # the k of top-k by |single change|; null when every pair was masked
+    heads: list[list[int]]  # the chosen heads [layer, head], largest |single change| first
+    single_change: list[Number]  # [chosen head] m(a) - m0
+    pairs: list[HeadPair]
+    tested: int  # pairs whose interaction was tested (defined), the family the correction is over
+    significant_count: int
+    bootstrap_samples: int  # resamples behind the CIs and the standard errors of the p-values
+    confidence: float
+    test: str
+    correction: Literal["holm", "bonferroni"]
+    alpha: float
+    baseline: Number
+
+
 class Ablation(Record):
     """The head-ablation experiments on the task; an experiment that was switched off is null."""
 
@@ -453,6 +488,7 @@ class Ablation(Record):
     random_fraction: RandomFraction | None = None
     layer_halves: LayerHalves | None = None
     importance: Importance | None = None
+    head_pairs: HeadPairs | None = None  # only when ablation.experiments.head_pairs is on
 
 
 # -- comparison, findings, manifest -----------------------------------------------------------------

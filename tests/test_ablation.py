@@ -460,3 +460,17 @@ def test_cache_key_depends_on_fingerprint_and_method(tmp_path):
     other = mask.copy()
     other[0, 0] = 0
     assert first.get("mask", other) is None
+
+
+def test_halves_with_no_fraction_to_compare_state_no_finding(model_dir, data, tmp_path):
+    """With fractions [0, 0.5] on 3 layers the lower half (4 of 12 heads) holds no tested fraction: the halves
+    have no comparison, and the findings say nothing about them rather than fail."""
+    from reportgen.findings.ablation import ablation_findings
+
+    off = dict.fromkeys(ablation.EXPERIMENTS, False)
+    report = run_ablations(model_dir, _settings(data=str(data), fractions=[0.0, 0.5],
+                                                experiments={**off, "baseline": True, "layer_halves": True}),
+                           device="cpu", cache_dir=tmp_path, fingerprint="fp")
+    assert report.layer_halves.fractions == [0.0] and report.layer_halves.comparison is None
+    found = [finding.id for finding in ablation_findings(report)]
+    assert found and "ablation-layer-halves" not in found

@@ -197,6 +197,9 @@ CASES: list[Case] = [
     Case("config-column-negative", "a negative column index", ablation(columns={"text": -1}), errors.EXIT_CONFIG,
          "config-column-negative.yaml: field 'ablation.columns': Value error, column indexes count from 0; "
          "text: -1 is not one"),
+    Case("config-ray-address", "`ablation.ray` not an address Ray takes", ablation(ray="ray:/head:10001"),
+         errors.EXIT_CONFIG, "config-ray-address.yaml: field 'ablation.ray': Value error, expected null, \"local\", "
+         "\"auto\" or \"ray://host:port\" (port 1 to 65535), got 'ray:/head:10001'"),
     Case("site-url-script", "`site_url` that breaks out of an attribute",
          {"site_url": 'https://example.com/x"><img src=x onerror=alert(1)>'}, errors.EXIT_CONFIG,
          "site-url-script.yaml: field 'site_url': Value error, the URL contains '\"'; quotes, angle brackets, "
@@ -269,6 +272,10 @@ CASES: list[Case] = [
          "<dir>/models/odd-tokenizer/tokenizer.json: the tokenizer cannot be loaded "
          "(KeyError: 'added_tokens')",
          setup=model_variant("odd-tokenizer", files={"tokenizer.json": '{"version": "1.0"}'})),
+    Case("ray-unreachable", "`ablation.ray` a Ray cluster nothing answers at (`ray://127.0.0.1:9`)",
+         ablation(ray="ray://127.0.0.1:9"), errors.EXIT_MODEL,
+         "Ray cluster ray://127.0.0.1:9 cannot be reached (Connection refused); start its head with ray start "
+         "--head, or check ablation.ray / --ray"),
     # -- data files (exit 4) -------------------------------------------------------------------------
     Case("examples-none", "zero examples (`examples: []`)", {"examples": []}, errors.EXIT_DATA,
          "examples-none.yaml: field 'examples': the list is empty; give at least one example"),

@@ -234,11 +234,11 @@ def ablation_findings(ablation: Ablation) -> list[Finding]:
         out.append(_single_heads(ablation))
     if ablation.random_fraction:
         out.append(_random_fraction(ablation))
-    if ablation.layer_halves:
+    if ablation.layer_halves and ablation.layer_halves.comparison:  # None: no fraction masks any head to compare
         out.append(_layer_halves(ablation))
     if ablation.whole_layers:
         out.append(_whole_layers(ablation))
-    if ablation.importance:
+    if ablation.importance and ablation.importance.comparison:  # None: no pruning step masks a head
         out.append(_importance(ablation))
     return out
 

@@ -7,7 +7,7 @@ code, never a traceback. Anything else is a bug in reportgen and keeps its trace
 
 # Exit codes, documented in the README.
 EXIT_CONFIG = 2  # the config file: missing, bad YAML, unknown key, wrong type
-EXIT_MODEL = 3  # the model: missing path, not downloadable, not a supported encoder
+EXIT_MODEL = 3  # the model: missing path, not downloadable, not a supported encoder; a Ray cluster not reached
 EXIT_DATA = 4  # a data file or example the config points at
 EXIT_OUTPUT = 5  # the output: not reportgen's to replace, cannot be written, or cannot be served
 EXIT_BUSY = 6  # another build holds the lock on this output

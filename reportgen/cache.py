@@ -29,12 +29,15 @@ import re
 import stat
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from reportgen.attention import ExampleRun
-from reportgen.config import ExampleSpec
 from reportgen.errors import OutputError
+
+if TYPE_CHECKING:  # the site stage stores its drawings here too (reportgen.export_cache) and loads no analysis
+    from reportgen.attention import ExampleRun
+    from reportgen.config import ExampleSpec
 
 CACHE_VERSION = "2"
 # The name of every entry reportgen writes, whatever its kind: a hex key (16 to 64 digits), maybe
@@ -213,6 +216,8 @@ class Cache:
         self.write_bytes(path, buf.getvalue())
 
     def get_run(self, key: str, spec: ExampleSpec) -> ExampleRun | None:
+        from reportgen.attention import ExampleRun
+
         payload = self.read_bytes(self._path("runs", key, ".npz"))
         if payload is None:
             return None

@@ -81,11 +81,11 @@ def test_what_cannot_be_an_entry_is_one_line_not_a_traceback(tmp_path):
     cache = ExportCache(tmp_path)
     key = key_of(["x"])
     (tmp_path / KIND / f"{key}.png").mkdir(parents=True)
-    with pytest.raises(OutputError, match="not a regular file; delete it"):
+    with pytest.raises(OutputError, match="is a directory, not a file; delete it"):
         cache.get_bytes(["x"], "png", Drawer())
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the cache directory should be")
-    with pytest.raises(OutputError, match="holds a file where a directory should be"):
+    with pytest.raises(OutputError, match="is a file, not a directory"):
         ExportCache(blocked).get_bytes(["x"], "png", Drawer())
 
 

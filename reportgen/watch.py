@@ -194,6 +194,9 @@ def serve_watch(config_arg: Path | None, port: int) -> None:
         serving.start()
         typer.echo(f"Serving {config.output} on http://127.0.0.1:{port}/ with live reload; watching "
                    f"{len(session.watcher.roots)} paths (Ctrl+C to stop)")
+        # Ctrl+C stops the preview even when started with SIGINT ignored (a background job, nohup);
+        # SIGTERM does the same. Both handlers are put back on the way out.
+        previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
         previous_handler = signal.signal(signal.SIGTERM, _interrupt)
         try:
             if existing:
@@ -203,6 +206,7 @@ def serve_watch(config_arg: Path | None, port: int) -> None:
             typer.echo("Stopped")
         finally:
             signal.signal(signal.SIGTERM, previous_handler)
+            signal.signal(signal.SIGINT, previous_int)
             live.close()
             server.shutdown()
 

@@ -230,7 +230,7 @@ def test_an_unreachable_cluster_is_one_line_and_exit_3_before_any_work(project):
     assert run.returncode == 3, run.stderr
     assert lines == [f"error: Ray cluster {address} cannot be reached (Connection refused); start its head with "
                      "ray start --head, or check ablation.ray / --ray"]
-    assert seconds < 30  # the interpreter and imports; the refused port itself answers at once
+    assert seconds < 60  # the interpreter and imports; Ray Client alone would retry for minutes
     assert not (project / "site-unreachable").exists()
     assert not (cache / "runs").exists()  # the model never ran
 

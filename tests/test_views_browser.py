@@ -209,24 +209,20 @@ def test_qk_view_softmax_matches_the_model(pages, open_page, transport):
     _clean(view)
 
 
-def test_long_input_renders_within_two_seconds(pages, open_page):
+def test_long_input_renders_and_answers_a_hover(pages, open_page):
+    """A 512-token example: the first render is marked (benchmarks/views_render.py times it; a timing
+    here would only measure the machine's load), one head's top-5 lines per token, and a hover shows
+    all 512 weights of that token, each as the model gave it."""
     view = _open(open_page, _url(pages, "file", "long.html"))
     page = view.page
-    # performance.now() at the end of the first render: since navigation start, parsing included
-    first_render_at = float(page.get_attribute(".rgv", "data-first-render-at"))
-    assert first_render_at < 2000
+    assert float(page.get_attribute(".rgv", "data-first-render-at")) > 0
     assert page.evaluate("performance.getEntriesByName('rgv-first-render').length") == 1
     lines = _lines(page)
     assert 0 < len(lines) <= 512 * 5 and {ln["h"] for ln in lines} == {0}  # one head, top-5 per token
     assert all(ln["w"] >= 0.02 for ln in lines)
-    # stays responsive: hovering a token (512 lines and numbers) takes well under a frame budget of 200 ms
-    took = page.evaluate("""() => {
-        const row = document.querySelector('.rgv-left .rgv-tok[data-i="100"]');
-        const t0 = performance.now();
-        row.dispatchEvent(new MouseEvent('mouseover', {bubbles: true}));
-        return performance.now() - t0;
-    }""")
-    assert took < 200 and len(_nums(page)) == 512
+    page.evaluate("""() => document.querySelector('.rgv-left .rgv-tok[data-i="100"]')
+        .dispatchEvent(new MouseEvent('mouseover', {bubbles: true}))""")
+    assert len(_nums(page)) == 512
     model = pages["long"].attention[0, 0, 100]
     assert max(abs(n["w"] - model[n["k"]]) for n in _nums(page)) <= MAX_ERR
     _clean(view)

@@ -238,6 +238,7 @@ def test_without_room_to_record_the_result_is_the_same(model_dir, data):
 
 
 @pytest.mark.parametrize("kind", ["classification", "mlm"])
+@pytest.mark.slow  # seconds of model runs: kept out of the edit-test loop
 def test_fast_path_equals_plain_for_other_tasks(tmp_path, kind):
     if kind == "classification":
         root = _tiny(tmp_path / "m", "BertForSequenceClassification", num_labels=2)
@@ -403,6 +404,7 @@ def test_experiments_switched_off_are_null(model_dir, data, tmp_path):
     assert all(report[name] is None for name in ablation.EXPERIMENTS if name != "whole_layers")
 
 
+@pytest.mark.slow  # seconds of model runs: kept out of the edit-test loop
 def test_interrupted_run_resumes_without_recomputing(model_dir, data, tmp_path, monkeypatch):
     settings = _settings(data=str(data))
     task = load_ablation_task(model_dir, settings, device="cpu")

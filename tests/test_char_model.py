@@ -68,6 +68,7 @@ def test_every_token_is_one_character_and_the_tokenizer_makes_each_its_own_word(
         assert len(np.unique(inner)) == len(inner)  # without a segmentation, every character is a word
 
 
+@pytest.mark.slow  # seconds of model runs: kept out of the edit-test loop
 def test_jieba_word_ids_group_the_characters_of_each_word(char_tokenizer):
     spec = SPECS[0]  # 北京 今天天气 怎么样 | 北京 天气预报 ： 今天 多云转晴
     run = resegment(tokenised_run(char_tokenizer, spec), "jieba")

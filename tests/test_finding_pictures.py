@@ -22,6 +22,9 @@ from reportgen.ablation import EXPERIMENTS
 from reportgen.report import Report
 from tests.helpers import make_tiny_bert
 
+# Every test here draws pictures through vl-convert (render work, like a site build): the slow tier.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 TITLE = "Pictures <b>title</b> & co"
 TEXTS = ["the cat sat on the mat.", "i went to the store."]

@@ -9,6 +9,9 @@ from reportgen.errors import OutputError
 from reportgen.output import MARKER, mark
 from reportgen.publish import PublishError, publish
 
+# Every test here drives git in subprocesses (repositories, commits, pushes): the slow tier.
+pytestmark = pytest.mark.slow
+
 
 def git(*args, cwd):
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()

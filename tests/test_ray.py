@@ -82,6 +82,7 @@ def test_the_ray_address_enters_no_key_and_no_manifest(tmp_path):
     assert "ray" not in config.as_written()["ablation"]
 
 
+@pytest.mark.slow  # a subprocess or real drawing/waiting: seconds, kept out of the edit-test loop
 def test_ray_not_installed_is_one_line_naming_the_extra():
     """An ImportError for ray (sys.modules['ray'] = None makes `import ray` raise it) ends as a ModelError."""
     code = ("import sys; sys.modules['ray'] = None\n"

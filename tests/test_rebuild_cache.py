@@ -86,6 +86,7 @@ def test_the_record_key_holds_the_data_content_the_model_and_every_setting(tmp_p
         assert record_key(_settings(data, **{field: value}), "fp", "sha") != key, field
 
 
+@pytest.mark.slow  # a subprocess or real drawing/waiting: seconds, kept out of the edit-test loop
 def test_a_changed_setting_misses_and_only_the_experiments_that_read_it_recompute(tiny_model, tmp_path):
     data, cache = _data(tmp_path / "pairs.tsv"), tmp_path / "cache"
     first = run_ablations(tiny_model, _settings(data), device="cpu", cache_dir=cache, fingerprint="fp")
@@ -118,6 +119,7 @@ STATISTICS_SETTINGS = {"bootstrap_samples": 150, "permutations": 150, "alpha": 0
                        "importance": {"normalize": "none", "recompute": True, "random_orders": 3}}
 
 
+@pytest.mark.slow  # a subprocess or real drawing/waiting: seconds, kept out of the edit-test loop
 def test_every_setting_an_experiment_reads_is_in_its_key(tiny_model, tmp_path):
     """An experiment whose key leaves a setting out must not change when that setting changes: else a
     stale record would be read back. (Settings of the data and the model change the outputs, which

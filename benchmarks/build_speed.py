@@ -10,7 +10,7 @@ folder, and each round alternates which goes first:
 - retitled: the title changed (written into the project's reportgen.yaml), everything else cached.
 Each time is the median over `--runs` rounds of the whole `reportgen build` process. The stages are
 the manifest's `seconds` (model, patterns, ablation, ...); the site stage is timed around
-`reportgen.site.write_site` by the small driver below (the manifest is written inside the site,
+`reportgen.site.writer.write_site` by the small driver below (the manifest is written inside the site,
 before that stage ends), unless the manifest has it; "rest" is start-up and what lies between.
 
 Usage: python benchmarks/build_speed.py [--baseline REV] [--runs 3] [--config FILE]
@@ -40,7 +40,7 @@ KINDS = ("cold", "warm", "retitled")
 # Runs `reportgen build` as the command line does, timing the site stage from outside the code under test.
 DRIVER = """
 import json, os, sys, time
-import reportgen.site as site
+import reportgen.site.writer as site
 inner = site.write_site
 def timed(*args, **kwargs):
     start = time.perf_counter()
@@ -50,7 +50,7 @@ def timed(*args, **kwargs):
         with open(os.environ["BUILD_SPEED_SITE"], "w") as handle:
             json.dump({"site": time.perf_counter() - start, "module": site.__file__}, handle)
 site.write_site = timed
-from reportgen.cli import main
+from reportgen.commands.cli import main
 sys.argv = ["reportgen", *sys.argv[1:]]
 main()
 """

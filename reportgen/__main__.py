@@ -1,3 +1,3 @@
-from reportgen.cli import main
+from reportgen.commands.cli import main
 
 main()

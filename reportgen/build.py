@@ -14,16 +14,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from reportgen import __version__, cache_usage, findings, model, output, patterns, views
-from reportgen.attention import ExampleRun, run_example
-from reportgen.cache import Cache, key_of
+from reportgen import __version__, findings
+from reportgen.cache import usage
+from reportgen.cache.store import Cache, key_of
 from reportgen.config import BUILTIN_DATA, Config, PatternSettings
-from reportgen.corpus import iter_corpus
+from reportgen.datafiles import open_data_file
 from reportgen.errors import DataError
-from reportgen.example_patterns import patterns_and_labels
 from reportgen.findings.claims import claim_checks
-from reportgen.loaders import open_data_file
-from reportgen.model import ModelInfo
+from reportgen.model import loading
+from reportgen.model.loading import ModelInfo
+from reportgen.model.run import run_example
+from reportgen.patterns.corpus import iter_corpus
+from reportgen.patterns.per_example import patterns_and_labels
+from reportgen.patterns.statistics import RESULT_VERSION as PATTERNS_VERSION
+from reportgen.patterns.statistics import PatternAccumulator, entropy
 from reportgen.progress import Callback, silent
 from reportgen.report import (
     Ablation,
@@ -35,6 +39,8 @@ from reportgen.report import (
     PatternStatistics,
     Report,
 )
+from reportgen.runs import ExampleRun
+from reportgen.site import output, views
 
 RUN_VERSION = 2  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions)
 MATRIX_MAX_TOKENS = 64  # the patterns page draws a head's attention as a matrix only for examples this short
@@ -50,7 +56,7 @@ class LazyModel:
     def __call__(self):
         if self._loaded is None:
             self.progress("Loading model", 0, 1)
-            self._loaded = model.load(self.path, self.device)
+            self._loaded = loading.load(self.path, self.device)
             self.progress("Loading model", 1, 1)
         return self._loaded
 
@@ -83,11 +89,11 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     specs = config.examples
     if not specs:
         raise DataError(f"{config.source}: field 'examples': the list is empty; give at least one example")
-    name, path = model.resolve(model_spec or config.model)
+    name, path = loading.resolve(model_spec or config.model)
     # Never ask the model for more tokens than its position embeddings hold.
-    max_length, length_note = model.clamp_max_length(path, config.max_length)
-    file_hashes = model.file_hashes(path)
-    fingerprint = model.fingerprint(file_hashes)
+    max_length, length_note = loading.clamp_max_length(path, config.max_length)
+    file_hashes = loading.file_hashes(path)
+    fingerprint = loading.fingerprint(file_hashes)
     cache = Cache(config.cache_dir)
     keys = [run_key(fingerprint, s, max_length) for s in specs]
     runs = [cache.get_run(k, s) for k, s in zip(keys, specs, strict=True)]
@@ -96,7 +102,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     load = LazyModel(path, config.device, progress)
     if missing or info is None:
         net, tokenizer = load()
-        info = model.describe(name, path, net, fingerprint).to_dict()
+        info = loading.describe(name, path, net, fingerprint).to_dict()
         # Cached by the files' fingerprint, so only what the files determine: the name and the path
         # come from this build's config (a renamed model directory shows its new name).
         cache.put_json("info", key_of("info", fingerprint),
@@ -122,7 +128,7 @@ def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent)
     settings = config.patterns
     corpus_hashes = [_file_hash(f.path, "corpus file") for f in settings.corpus]
     cache = Cache(config.cache_dir)
-    key = key_of("patterns", patterns.RESULT_VERSION, stage.fingerprint,
+    key = key_of("patterns", PATTERNS_VERSION, stage.fingerprint,
                  [(r.spec.text, r.spec.pair) for r in stage.runs], corpus_hashes,
                  settings.model_dump(mode="json"), stage.max_length)
     cached = cache.get_json("patterns", key)
@@ -138,7 +144,7 @@ def _pattern_statistics(config: Config, stage: ModelStage, progress: Callback) -
     """Examples come first so that a head's strongest `example` is one with a page; corpus
     sentences run through the model one at a time and are not kept."""
     settings = config.patterns
-    accumulator = patterns.PatternAccumulator(settings)
+    accumulator = PatternAccumulator(settings)
     for run in stage.runs:
         accumulator.add(run)
     if settings.corpus:
@@ -154,13 +160,14 @@ def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent)
     """The head-ablation experiments on the configured task (each finished mask is cached)."""
     if not config.ablation.enabled:
         return None
-    from reportgen import ablation, distributed
+    from reportgen.ablation import ray_runner
+    from reportgen.ablation.experiments import run_ablations
 
-    result = ablation.run_ablations(stage.path, config.ablation, device=model.resolve_device(config.device),
-                                    cache_dir=config.cache_dir, fingerprint=stage.fingerprint,
-                                    progress=lambda name, done, total: progress(
-                                        f"Ablation: {name.replace('_', ' ')}", done, total),
-                                    cluster=distributed.active_cluster())
+    result = run_ablations(stage.path, config.ablation, device=loading.resolve_device(config.device),
+                           cache_dir=config.cache_dir, fingerprint=stage.fingerprint,
+                           progress=lambda name, done, total: progress(
+                               f"Ablation: {name.replace('_', ' ')}", done, total),
+                           cluster=ray_runner.active_cluster())
     result.task.data = config.shown_path(result.task.data)
     return result
 
@@ -245,7 +252,7 @@ def describe_example(number: int, run: ExampleRun, settings: PatternSettings | N
     return Example(id=number, name=run.spec.name, text=run.spec.text, pair=run.spec.pair, n_tokens=run.n_tokens,
                    truncated=run.truncated, page=f"example-{number}.html",
                    qk_page=f"example-{number}-qk.html" if "queries" in run.extras else None,
-                   entropy=patterns.entropy(run.attention).round(4).tolist(),
+                   entropy=entropy(run.attention).round(4).tolist(),
                    patterns=found, labels=labels)
 
 
@@ -274,7 +281,7 @@ def make_manifest(config: Config, stage: ModelStage, files: dict[str, str],
         model_files=stage.file_hashes,
         data_files=files,
         versions=versions(),
-        device=model.resolve_device(config.device),
+        device=loading.resolve_device(config.device),
         seeds={"ablation": config.ablation.seeds if config.ablation.enabled else None,
                "mlm_masking": config.ablation.mlm_seed if config.ablation.task == "mlm" else None},
         seconds=None if reproducible else {k: round(v, 2) for k, v in timings.items()},
@@ -294,16 +301,17 @@ class Built:
 def build(config: Config, out: Path | None = None, reproducible: bool = False,
           progress: Callback = silent) -> Built:
     """Run the whole pipeline and write the site."""
-    from reportgen import distributed, site  # rendering is imported only by the stage that renders
+    from reportgen.ablation import ray_runner  # rendering is imported only by the stage that renders
+    from reportgen.site import writer
 
     target = output.check(Path(out) if out is not None else config.output, config.base_dir, protected_paths(config))
     # The config's trust_remote_code / allow_pickle govern every model load of the build.
     # cache_usage records which cache entries this build used, for `reportgen cache prune`.
     # With ablation.ray the Ray cluster is joined (or started) first: one that cannot be reached fails before any work.
     ray = config.ablation.ray if config.ablation.enabled else None
-    with (output.exclusive(target), model.file_policy(config.trust_remote_code, config.allow_pickle),
-          cache_usage.recording(config), distributed.connected(ray)):
-        return _build(config, target, reproducible, progress, site)
+    with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle),
+          usage.recording(config), ray_runner.connected(ray)):
+        return _build(config, target, reproducible, progress, writer)
 
 
 def protected_paths(config: Config) -> dict[str, Path]:
@@ -323,7 +331,7 @@ def protected_paths(config: Config) -> dict[str, Path]:
     return paths
 
 
-def _build(config: Config, out: output.Output, reproducible: bool, progress: Callback, site) -> Built:
+def _build(config: Config, out: output.Output, reproducible: bool, progress: Callback, writer) -> Built:
     timings: dict[str, float] = {}
     clock = time.perf_counter()
 
@@ -346,5 +354,5 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         lap("comparison")
     manifest = make_manifest(config, stage, data_files(config), timings, reproducible)
     report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible)
-    site.write_site(report, example_views(stage.runs, statistics), out, progress, reproducible, config.cache_dir)
+    writer.write_site(report, example_views(stage.runs, statistics), out, progress, reproducible, config.cache_dir)
     return Built(report, stage.computed, len(stage.runs) - stage.computed, round(stage.seconds, 3))

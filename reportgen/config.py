@@ -74,7 +74,7 @@ _RAY_CLIENT = re.compile(r"ray://(?:[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]
 
 def check_ray_address(value: str | None) -> str | None:
     """Where the ablation's Ray workers are: refused here, before any work, unless it is one of the
-    forms `reportgen.distributed` connects to (a Ray Client address needs a host and a port)."""
+    forms `reportgen.ablation.ray_runner` connects to (a Ray Client address needs a host and a port)."""
     if value is None or value in ("local", "auto"):
         return value
     matched = _RAY_CLIENT.fullmatch(value)

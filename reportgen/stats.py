@@ -27,12 +27,24 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:  # only named in annotations: the pattern analyses use these tests without loading torch
-    from reportgen.tasks import Task
+
+class Task(Protocol):
+    """What the tests need of a task (`reportgen.ablation.tasks.Task` is one): its examples' gold
+    values, its metrics of outputs against them, and which metric is primary. Named here, not
+    imported, so the statistics depend on no analysis (the pattern analyses use them without torch)."""
+
+    kind: str
+    primary: str
+    gold: np.ndarray
+
+    @property
+    def n_examples(self) -> int: ...
+
+    def metrics(self, outputs: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]: ...
 
 DRAWS_PER_CHUNK = 2_000_000  # resampled example outputs held in memory at once
 EXACT_RANK_EXAMPLES = 50_000  # up to this many examples, sums of ranks (n^3 / 3 at most) are exact in float64
@@ -76,7 +88,7 @@ def _stacked_metric(task: Task, outputs: np.ndarray, gold: np.ndarray) -> np.nda
     (the same gold for every condition), as [..., conditions]."""
     lead = outputs.shape[:-2]
     if ranks_primary(task):  # Spearman alone, each gold row ranked once for all its conditions (see SwappedRanks)
-        from reportgen.tasks import pearson_rows, rank_rows
+        from reportgen.stats import pearson_rows, rank_rows
 
         gold_ranks = rank_rows(gold)
         return pearson_rows(rank_rows(outputs[..., 0]), gold_ranks if gold.ndim == 1 else gold_ranks[..., None, :])
@@ -156,7 +168,7 @@ def _swapped_changes(task: Task, first: np.ndarray, second: np.ndarray, swap: np
 
 def ranks_primary(task: Task) -> bool:
     """Whether the primary metric is Spearman's rho of output column 0 against the gold scores (the
-    similarity task, `reportgen.tasks.SimilarityTask.metrics`), and few enough examples that its sums
+    similarity task, `reportgen.ablation.tasks.SimilarityTask.metrics`), and few enough examples that its sums
     of half-integer ranks are exact in float64 (`SwappedRanks`)."""
     return task.kind == "similarity" and task.primary == "spearman" and task.n_examples <= EXACT_RANK_EXAMPLES
 
@@ -168,15 +180,15 @@ class SwappedRanks:
     its two values to one side and the other to the other side, so both sides are subsets of the
     same 2n values: they are sorted once, and a side's rank of a value is the count of its values up
     to that one in this order (a cumulative sum); tied values (a run of equal values) get the mean
-    rank of their run. These are the ranks `reportgen.tasks.rank_rows` gives, and rho is then
-    Pearson's correlation with the gold ranks (`reportgen.tasks.pearson_rows`). Every rank is a
+    rank of their run. These are the ranks `reportgen.stats.rank_rows` gives, and rho is then
+    Pearson's correlation with the gold ranks (`reportgen.stats.pearson_rows`). Every rank is a
     half-integer, so every sum rho needs is exact in float64 in any order (up to EXACT_RANK_EXAMPLES
     examples): rho, and every p-value, is the same to the last bit as sorting each swap, for O(n)
     work per swap instead of O(n log n) and no ranks put back in example order.
     """
 
     def __init__(self, first: np.ndarray, second: np.ndarray, gold: np.ndarray):
-        from reportgen.tasks import rank_rows  # torch is loaded wherever there is a task
+        from reportgen.stats import rank_rows  # torch is loaded wherever there is a task
 
         self.shape = first.shape[:-1]  # [tests, pairs]
         examples = first.shape[-1]
@@ -368,3 +380,37 @@ def adjust(p_values: Sequence[float], method: str) -> np.ndarray:
     stepped = np.maximum.accumulate((tests - np.arange(tests)) * p_values[order])
     adjusted[order] = np.minimum(1.0, stepped)
     return adjusted
+
+
+# -- ranks and correlations, row by row (the similarity task's metrics, and the tests' Spearman) ---------
+def rank_rows(values: np.ndarray) -> np.ndarray:
+    """Ranks along the last axis with ties given their average rank (as Spearman needs).
+
+    Equal values get the same average rank whatever their order, so an unstable sort (several
+    times faster than a stable one) gives exactly the same ranks."""
+    order = np.argsort(values, axis=-1)
+    ordered = np.take_along_axis(values, order, axis=-1)
+    count = values.shape[-1]
+    position = np.broadcast_to(np.arange(count), values.shape)
+    new = np.ones(values.shape, dtype=bool)  # where a run of equal values starts
+    new[..., 1:] = ordered[..., 1:] != ordered[..., :-1]
+    first = np.maximum.accumulate(np.where(new, position, 0), axis=-1)
+    end = np.ones(values.shape, dtype=bool)
+    end[..., :-1] = new[..., 1:]
+    last = np.flip(np.minimum.accumulate(np.flip(np.where(end, position, count), -1), axis=-1), -1)
+    ranks = np.empty(values.shape, dtype=np.float64)
+    np.put_along_axis(ranks, order, (first + last) / 2 + 1, axis=-1)
+    return ranks
+
+
+def pearson_rows(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Pearson's correlation along the last axis, row by row (NaN where a row is constant)."""
+    first = first - first.mean(-1, keepdims=True)
+    second = second - second.mean(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (first * second).sum(-1) / np.sqrt((first * first).sum(-1) * (second * second).sum(-1))
+
+
+def spearman_rows(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Spearman's correlation along the last axis: Pearson's on the average ranks."""
+    return pearson_rows(rank_rows(first), rank_rows(second))

@@ -14,14 +14,14 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from reportgen import ablation
-from reportgen.ablation import ablate, load_ablation_task, run_ablations
+from reportgen.ablation import experiments as ablation
+from reportgen.ablation.engine import Engine, ResultCache, Runner, evaluate_plain
+from reportgen.ablation.experiments import ablate, run_ablations
+from reportgen.ablation.tasks import load_ablation_task, load_task, pool
 from reportgen.config import AblationSettings, defaults
-from reportgen.engine import Engine, ResultCache, Runner, evaluate_plain
-from reportgen.head_sites import locate
+from reportgen.model.head_sites import locate
 from reportgen.report import Ablation
 from reportgen.stats import adjust, bootstrap_ci, paired_permutation_p, relative_change
-from reportgen.tasks import load_task, pool
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 TOL = 1e-5

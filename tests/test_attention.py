@@ -1,16 +1,16 @@
 import numpy as np
 import pytest
 
-from reportgen import model
-from reportgen.attention import run_example
 from reportgen.config import ExampleSpec
+from reportgen.model import loading
+from reportgen.model.run import run_example
 
 PAIR = ExampleSpec(text="I went to the store.", pair="At the store, I bought fresh strawberries.")
 
 
 @pytest.fixture(scope="module")
 def embedded(embedded_model_path):
-    return model.load(embedded_model_path, "cpu")
+    return loading.load(embedded_model_path, "cpu")
 
 
 @pytest.mark.slow
@@ -38,7 +38,7 @@ def test_known_positional_heads_of_the_embedded_model(embedded):
 
 
 def test_tiny_model_and_truncation(tiny_model):
-    net, tokenizer = model.load(tiny_model, "cpu")
+    net, tokenizer = loading.load(tiny_model, "cpu")
     run = run_example(net, tokenizer, ExampleSpec(text="the cat sat on the mat . " * 4), 8)
     assert run.truncated and run.n_tokens == 8
     assert run.attention.shape == (2, 4, 8, 8)
@@ -46,15 +46,15 @@ def test_tiny_model_and_truncation(tiny_model):
 
 
 def test_model_errors_are_one_line(tmp_path):
-    with pytest.raises(model.ModelError, match="does not exist"):
-        model.resolve(str(tmp_path / "missing"))
+    with pytest.raises(loading.ModelError, match="does not exist"):
+        loading.resolve(str(tmp_path / "missing"))
     (tmp_path / "empty").mkdir()
-    with pytest.raises(model.ModelError, match="no config.json"):
-        model.resolve(str(tmp_path / "empty"))
+    with pytest.raises(loading.ModelError, match="no config.json"):
+        loading.resolve(str(tmp_path / "empty"))
 
 
 def test_hub_id_offline_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))
-    with pytest.raises(model.ModelError, match="offline"):
-        model.resolve("someone/some-model-that-is-not-cached")
+    with pytest.raises(loading.ModelError, match="offline"):
+        loading.resolve("someone/some-model-that-is-not-cached")

@@ -143,13 +143,13 @@ def cache_entry_directory(cache: str) -> Callable[[Path], AbstractContextManager
     first BASE example is stored (the path reportgen computes for it). Removed after."""
     @contextmanager
     def setup(project: Path) -> Iterator[None]:
-        from reportgen import model
         from reportgen.build import run_key
         from reportgen.config import ExampleSpec
+        from reportgen.model import loading
 
-        _, path = model.resolve("default")
-        max_length, _ = model.clamp_max_length(path, BASE["max_length"])
-        key = run_key(model.fingerprint(model.file_hashes(path)), ExampleSpec(text=BASE["examples"][0]["text"]),
+        _, path = loading.resolve("default")
+        max_length, _ = loading.clamp_max_length(path, BASE["max_length"])
+        key = run_key(loading.fingerprint(loading.file_hashes(path)), ExampleSpec(text=BASE["examples"][0]["text"]),
                       max_length)
         (project / cache / "runs" / f"{key}.npz").mkdir(parents=True)
         try:
@@ -578,8 +578,8 @@ def test_long_example_is_marked_truncated_on_its_pages(project):
 
 def test_model_file_policy_and_token_limit(tmp_path):
     """In process, no model loaded: what the config keys let through, and the position limits."""
-    from reportgen import model
     from reportgen.errors import ModelError
+    from reportgen.model import loading
 
     def directory(name: str, config: dict, files: tuple[str, ...] = ("model.safetensors", "tokenizer.json")) -> Path:
         path = tmp_path / name
@@ -592,27 +592,27 @@ def test_model_file_policy_and_token_limit(tmp_path):
 
     custom = directory("custom", {"model_type": "bert", "auto_map": {"AutoModel": "m.M"}})
     with pytest.raises(ModelError, match="trust_remote_code: true"):
-        model.check_directory(custom)
-    with model.file_policy(trust_remote_code=True):
-        assert model.check_directory(custom).trust_remote_code
+        loading.check_directory(custom)
+    with loading.file_policy(trust_remote_code=True):
+        assert loading.check_directory(custom).trust_remote_code
     pickled = directory("pickled", {"model_type": "bert"}, ("pytorch_model.bin", "vocab.txt"))
     with pytest.raises(ModelError, match="allow_pickle: true"):
-        model.check_directory(pickled)
+        loading.check_directory(pickled)
     with pytest.warns(UserWarning, match="pickle"):
-        assert model.pretrained_kwargs(pickled, model.FilePolicy(allow_pickle=True)) == {
+        assert loading.pretrained_kwargs(pickled, loading.FilePolicy(allow_pickle=True)) == {
             "use_safetensors": False, "trust_remote_code": False}
     both = directory("both", {"model_type": "bert"}, ("pytorch_model.bin", "model.safetensors", "vocab.txt"))
-    assert model.pretrained_kwargs(both)["use_safetensors"] is True  # safetensors first, no warning
+    assert loading.pretrained_kwargs(both)["use_safetensors"] is True  # safetensors first, no warning
     roberta = directory("roberta", {"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1})
-    assert model.max_tokens(roberta) == 512
-    assert model.clamp_max_length(roberta, 128) == (128, None)
-    assert model.clamp_max_length(roberta, 1024)[0] == 512
+    assert loading.max_tokens(roberta) == 512
+    assert loading.clamp_max_length(roberta, 128) == (128, None)
+    assert loading.clamp_max_length(roberta, 1024)[0] == 512
     relative = directory("deberta", {"model_type": "deberta-v2", "max_position_embeddings": 512,
                                      "position_biased_input": False})
-    assert model.max_tokens(relative) is None
+    assert loading.max_tokens(relative) is None
     encoder_decoder = directory("t5", {"model_type": "t5", "is_encoder_decoder": True})
     with pytest.raises(ModelError, match="encoder-decoder"):
-        model.check_directory(encoder_decoder)
+        loading.check_directory(encoder_decoder)
 
 
 def test_matrix_has_at_least_25_error_cases():

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from reportgen import build as build_module
-from reportgen import model
 from reportgen.build import build
 from reportgen.config import load_config
 from reportgen.errors import DataError, OutputError
+from reportgen.model import loading
 from tests.helpers import check_report, tree, write_config
 
 TINY_CONFIG = """\
@@ -71,7 +71,7 @@ def test_second_build_takes_everything_from_the_cache(project, monkeypatch):
     def no_model(*_args, **_kwargs):
         raise AssertionError("the model was loaded although everything was cached")
 
-    monkeypatch.setattr(model, "load", no_model)
+    monkeypatch.setattr(loading, "load", no_model)
     monkeypatch.setattr(build_module, "run_example", no_model)
     again = build(config)
     assert (again.computed, again.cached) == (0, 2)

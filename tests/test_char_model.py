@@ -1,7 +1,7 @@
 """Issue 14 part 3: a character-level Chinese BERT, as in seed 004, end to end with `segmentation: jieba`.
 
 Each CJK character is its own token, so the tokenizer's word ids make every character a word and no
-word structure can be measured; jieba's segmentation gives the words back (reportgen.words.resegment).
+word structure can be measured; jieba's segmentation gives the words back (reportgen.patterns.words.resegment).
 The fast tests check that chain and the boundary statistic's null on Chinese text (REFERENCE.md,
 "Claims": a pattern score needs what a pure previous-token head scores on the same inputs); the slow
 one builds a whole site from a small trained character model.
@@ -21,10 +21,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from reportgen import patterns
-from reportgen.attention import ExampleRun, encode
 from reportgen.config import ExampleSpec
-from reportgen.words import piece_text, resegment, segment_words, word_level_run
+from reportgen.model.run import encode
+from reportgen.patterns import statistics as patterns
+from reportgen.patterns.words import piece_text, resegment, segment_words, word_level_run
+from reportgen.runs import ExampleRun
 from tests.char_helpers import CHAR_PAIRS, CHAR_SENTENCES, char_vocabulary, make_char_bert
 from tests.helpers import check_report, write_config
 
@@ -50,7 +51,8 @@ def tokenised_run(tokenizer, spec: ExampleSpec, heads: np.ndarray | None = None)
 
 
 def jieba_word_per_character(spec: ExampleSpec) -> list[str]:
-    """Per character of text then pair, the jieba word it belongs to (worked out apart from reportgen.words)."""
+    """Per character of text then pair, the jieba word it belongs to (worked out apart from
+    reportgen.patterns.words)."""
     texts = [spec.text] + ([spec.pair] if spec.pair else [])
     return [word for text in texts for word in segment_words(text, "jieba") for _ in word]
 

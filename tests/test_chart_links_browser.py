@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reportgen import chartdata, charts
+from reportgen.site.charts import chartdata, vegalite
 from tests.helpers import VIEWPORTS, check_report
 
 CHART_SCRIPT = re.compile(r'<script type="application/json" data-rg-chart="([^"]+)">(.*?)</script>', re.S)
@@ -86,10 +86,10 @@ def test_every_chart_kind_points_only_where_it_links(urls):
     bars = [{"layer": layer, "value": -0.1, "p_adjusted": 0.01, "significant": True,
              **({"url": f"example-1.html#view=model&layer={layer}"} if urls == "all" else {})} for layer in range(2)]
     points = [dict(row, x=row["layer"], y=row["head"], label="previous token") for row in rows]
-    specs = {"heatmap": charts.head_heatmap(rows, "heatmap", "value"),
-             "delta": charts.delta_heatmap(rows, "delta", "change"),
-             "scatter": charts.head_scatter(points, "scatter"),
-             "bars": charts.layer_bars(bars, "bars", "change") if urls != "some" else None}
+    specs = {"heatmap": vegalite.head_heatmap(rows, "heatmap", "value"),
+             "delta": vegalite.delta_heatmap(rows, "delta", "change"),
+             "scatter": vegalite.head_scatter(points, "scatter"),
+             "bars": vegalite.layer_bars(bars, "bars", "change") if urls != "some" else None}
     expected = {"all": 1, "some": 1, "none": 0}[urls]
     for name, spec in specs.items():
         if spec is not None:
@@ -104,16 +104,16 @@ def test_every_chart_kind_points_only_where_it_links(urls):
 def test_charts_without_links_show_no_pointer():
     rows = head_rows_with("none")
     curves = [{"x": 0.1, "mean": -0.01, "low": -0.02, "high": 0.0, "group": "random heads"}]
-    specs = [charts.head_heatmap(rows, "t", "v"), charts.difference_heatmap(
+    specs = [vegalite.head_heatmap(rows, "t", "v"), vegalite.difference_heatmap(
         [dict(row, a=0.1, b=0.2) for row in rows], "t", ("a", "b")),
-             charts.grouped_bars([{"x": 0, "group": "a", "value": 0.1}], "t", "x", "y"),
-             charts.metric_curves(curves, "t", "x", "y", band={"low": -0.01, "high": 0.01, "label": "CI"}),
-             charts.attention_matrix(["[CLS]", "a", "[SEP]"], [[1 / 3] * 3] * 3, "t")]
+             vegalite.grouped_bars([{"x": 0, "group": "a", "value": 0.1}], "t", "x", "y"),
+             vegalite.metric_curves(curves, "t", "x", "y", band={"low": -0.01, "high": 0.01, "label": "CI"}),
+             vegalite.attention_matrix(["[CLS]", "a", "[SEP]"], [[1 / 3] * 3] * 3, "t")]
     assert [linked_marks(spec) for spec in specs] == [0] * len(specs)
 
 
 def test_attention_matrix_cells_open_the_head_view_with_their_query_pinned():
-    spec = charts.attention_matrix(["[CLS]", "a", "[SEP]"], [[1 / 3] * 3] * 3, "t",
+    spec = vegalite.attention_matrix(["[CLS]", "a", "[SEP]"], [[1 / 3] * 3] * 3, "t",
                                    "example-4.html#view=head&layer=2&head=7")
     assert linked_marks(spec) == 1
     calculate = [step for step in spec["transform"] if "calculate" in step]
@@ -124,11 +124,11 @@ def test_attention_matrix_cells_open_the_head_view_with_their_query_pinned():
 @pytest.fixture(scope="module")
 def tiny_pages(tiny_model):
     """The statistics, patterns and example charts of a two-example run of the tiny model (no site build)."""
-    from reportgen.attention import run_example
     from reportgen.build import describe_example, example_views
     from reportgen.config import ExampleSpec
-    from reportgen.model import load
-    from reportgen.patterns import PatternAccumulator, load_settings
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
+    from reportgen.patterns.statistics import PatternAccumulator, load_settings
     from reportgen.report import PatternStatistics
 
     net, tokenizer = load(tiny_model, "cpu")
@@ -336,18 +336,18 @@ def test_no_drawn_chart_shows_the_pointer_without_a_link(default_site, open_page
 
 @pytest.mark.slow
 def test_a_cell_without_a_url_neither_points_nor_navigates(tmp_path, open_page):
-    """Vega-Lite writes a missing url as the text "undefined": the conditional link of `charts.links`
+    """Vega-Lite writes a missing url as the text "undefined": the conditional link of `vegalite.links`
     leaves such a cell inert, drawn by the site's own charts.js and Vega bundle."""
     import shutil
 
-    from reportgen import exports
-    from reportgen.htmlsafe import script_json
-    from reportgen.site import sources
+    from reportgen.site import exports
+    from reportgen.site.htmlsafe import script_json
+    from reportgen.site.writer import sources
 
     scripts = sources()[0] / "assets" / "javascripts"
     exports.write_vega_bundle(tmp_path / "vega-bundle.js")
     shutil.copy(scripts / "charts.js", tmp_path / "charts.js")
-    spec = charts.head_heatmap(head_rows_with("some"), "some cells link", "value")
+    spec = vegalite.head_heatmap(head_rows_with("some"), "some cells link", "value")
     (tmp_path / "chart.html").write_text(
         '<!doctype html><meta charset="utf-8"><script src="vega-bundle.js"></script>'
         f'<div id="c"></div><script type="application/json" data-rg-chart="c">{script_json(spec)}</script>'

@@ -3,7 +3,7 @@
 Every case here is one the old findings got wrong: a layer-halves comparison with no spread over
 seeds, a masked model inside the baseline's CI yet significantly worse, and a pruning curve one
 step better than random by chance. The outputs are constructed per example, so the truth is known,
-and they go through the real statistics (reportgen.stats, reportgen.ablation) and the real findings.
+and they go through the real statistics (reportgen.stats, reportgen.ablation.experiments) and the real findings.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reportgen import ablation
-from reportgen.ablation import Context
+from reportgen.ablation import experiments as ablation
+from reportgen.ablation.experiments import Context
+from reportgen.ablation.tasks import SimilarityTask
 from reportgen.config import AblationSettings, defaults
 from reportgen.findings import ablation_findings
 from reportgen.report import Ablation, AblationTask, Importance, LayerHalves, Pruning, RandomFraction
 from reportgen.stats import bootstrap_ci, paired_change_ci, paired_permutation_p, paired_permutation_p_pooled, rank_p
-from reportgen.tasks import SimilarityTask
 
 EXAMPLES = 300
 

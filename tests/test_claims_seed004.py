@@ -2,7 +2,7 @@
 
 Every verdict (supported, not supported here, contradicted, not measured) is reached by a case whose
 numbers make it so: per-example outputs constructed so the truth is known, put through the real
-statistics of reportgen.ablation (as tests/test_claims.py does), attention heads with known patterns
+statistics of reportgen.ablation.experiments (as tests/test_claims.py does), attention heads with known patterns
 through the real pattern statistics, and a tiny random model through the real ablation run. Each row
 must quote exactly the number the report holds.
 """
@@ -15,17 +15,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen import ablation, patterns
-from reportgen.ablation import Context, run_ablations
-from reportgen.attention import ExampleRun
+from reportgen.ablation import experiments as ablation
+from reportgen.ablation.experiments import Context, run_ablations
+from reportgen.ablation.tasks import SimilarityTask
 from reportgen.build import build
 from reportgen.config import AblationSettings, ExampleSpec, defaults, load_config
 from reportgen.errors import ConfigError
 from reportgen.findings import ablation_findings, all_findings, pattern_findings
 from reportgen.findings.claims import PLANNED_TESTS, SEED004_CLAIMS, claim_checks, middle_layers, seed_layer_here
-from reportgen.formatting import change, interval
+from reportgen.findings.formatting import change, interval
+from reportgen.patterns import statistics as patterns
 from reportgen.report import Ablation, AblationTask, ClaimCheck, LayerHalves, PatternStatistics, RandomFraction
-from reportgen.tasks import SimilarityTask
+from reportgen.runs import ExampleRun
 from tests.helpers import TINY_WORDS, check_report, write_config
 
 EXAMPLES = 300

@@ -17,7 +17,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from reportgen.ablation import run_ablations
+from reportgen.ablation.experiments import run_ablations
 from reportgen.config import AblationSettings, defaults
 from tests.helpers import make_tiny_bert
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reportgen.ablation import EXPERIMENTS
+from reportgen.ablation.experiments import EXPERIMENTS
 from tests.helpers import check_report
 
 pytestmark = pytest.mark.slow

@@ -15,11 +15,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from reportgen import chartdata, exports, noop, pages, patterns
-from reportgen.contributions import shares
 from reportgen.findings import pattern_findings
 from reportgen.findings.contributions import FINDING_ID
+from reportgen.patterns import noop, statistics
 from reportgen.report import ExampleViews, PatternStatistics
+from reportgen.runs import shares
+from reportgen.site import exports, pages
+from reportgen.site.charts import chartdata
 from reportgen.stats import sign_flip_p
 from tests.helpers import check_report
 from tests.test_patterns import (
@@ -48,7 +50,7 @@ def make_run(heads=HEADS, norms=NORMS, scale: float = 1.0):
 
 
 def accumulate(runs) -> dict:
-    accumulator = patterns.PatternAccumulator(patterns.load_settings())
+    accumulator = statistics.PatternAccumulator(statistics.load_settings())
     for run in runs:
         accumulator.add(run)
     return accumulator.result()
@@ -61,7 +63,7 @@ def test_contribution_statistics_are_the_statistics_of_the_shares():
     by_hand = by_hand / by_hand.sum(-1, keepdims=True)
     contribution = accumulate([run])["contribution"]["statistics"]
     on_shares = accumulate([make_weight_run(SENTENCE, SENTENCE_WORDS, SENTENCE_SEGMENTS, list(by_hand[0]))])
-    for name in patterns.STATS:
+    for name in statistics.STATS:
         np.testing.assert_allclose(np.array(contribution[name]["mean"], dtype=float),
                                    np.array(on_shares[name]["mean"], dtype=float), atol=2e-6, err_msg=name)
     # the uniform head (2): a key's share is its norm over all norms; [CLS] passes on 0.5 / 7.25
@@ -75,7 +77,7 @@ def test_contribution_statistics_are_the_statistics_of_the_shares():
 
 def test_contributions_count_every_input_and_link_and_pair_only_examples():
     runs = [make_run(scale=1.0), make_run(norms=NORMS[::-1].copy())]
-    accumulator = patterns.PatternAccumulator(patterns.load_settings())
+    accumulator = statistics.PatternAccumulator(statistics.load_settings())
     accumulator.add(runs[0])
     accumulator.add(runs[1], linkable=False)  # a corpus sentence: counted, never the example a cell opens
     result = accumulator.result()
@@ -106,11 +108,11 @@ def test_runs_without_value_norms_have_no_contribution_statistics():
 def test_word_level_contributions_are_the_word_level_statistics_of_the_shares():
     run = replace(make_run(), tokens=["[CLS]", "the", "straw", "##berries", "a", "cat", "[SEP]"],
                   word_ids=np.array([-1, 0, 1, 1, 2, 3, -1]))
-    settings = patterns.load_settings({"word_level": True})
-    accumulator = patterns.PatternAccumulator(settings)
+    settings = statistics.load_settings({"word_level": True})
+    accumulator = statistics.PatternAccumulator(settings)
     accumulator.add(run)
     contribution = accumulator.result()["contribution"]["statistics"]
-    plain = patterns.PatternAccumulator(settings)
+    plain = statistics.PatternAccumulator(settings)
     plain.add(replace(run, attention=shares(run.attention, run.value_norms)[0], value_norms=None))
     on_shares = plain.result()
     for name in ("cls", "sep", "within_word", "entropy", "same_token"):
@@ -153,7 +155,7 @@ def test_each_head_links_to_the_example_where_it_passes_on_least():
 
 def test_few_examples_cannot_reach_significance_and_none_give_no_test():
     assert noop.smallest_p(3, 9_999) == 0.25 and noop.smallest_p(20, 9_999) == pytest.approx(1e-4)
-    accumulator = patterns.PatternAccumulator(patterns.load_settings())
+    accumulator = statistics.PatternAccumulator(statistics.load_settings())
     accumulator.add(make_run(), linkable=False)  # corpus sentences only: nothing to pair
     stats = PatternStatistics.model_validate(accumulator.result())
     assert stats.contribution.statistics["cls"].count == 1 and stats.contribution.delimiter is None
@@ -287,7 +289,7 @@ def test_memory_does_not_grow_with_the_corpus_with_contributions():
 
     def peak(count: int) -> int:
         rng = np.random.default_rng(1)
-        accumulator = patterns.PatternAccumulator(patterns.load_settings())
+        accumulator = statistics.PatternAccumulator(statistics.load_settings())
         tracemalloc.start()
         for index, run in enumerate(synthetic_runs(count)):
             norms = rng.uniform(0.1, 2.0, run.attention.shape[:2] + (run.n_tokens,)).astype(np.float32)

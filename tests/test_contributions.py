@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from reportgen.contributions import head_outputs, shares, value_norms
-from reportgen.head_sites import locate
+from reportgen.model.head_sites import locate
+from reportgen.model.value_norms import head_outputs, value_norms
+from reportgen.runs import shares
 from tests.test_masking import BUILDERS
 
 

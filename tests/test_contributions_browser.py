@@ -20,9 +20,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen import view_files
 from reportgen.config import ExampleSpec
-from reportgen.views import decode_attention, decode_contributions, example_payload, standalone_page, views_html
+from reportgen.site import view_files
+from reportgen.site.views import (
+    decode_attention,
+    decode_contributions,
+    example_payload,
+    standalone_page,
+    views_html,
+)
 from tests.helpers import TINY_WORDS, VIEW_DRAWN, VIEWPORTS, BrowserPage
 
 pytestmark = pytest.mark.slow  # a browser, and tiny models run
@@ -65,8 +71,8 @@ def _tiny_bert(target: Path, layers: int, heads: int, positions: int = 128) -> P
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict:
-    from reportgen.attention import run_example
-    from reportgen.model import load
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
 
     root = tmp_path_factory.mktemp("contributions")
     shutil.copytree(ASSETS, root / "assets")
@@ -281,7 +287,7 @@ def test_the_switch_fits_the_toolbar_of_a_built_site(built_site, open_at, size):
 
 def test_example_template_explains_the_switch_only_where_there_is_one(tmp_path):
     """The page's sentence on the switch (Kobayashi et al. 2020), from site_src/templates/example.md.j2."""
-    from reportgen import pages as page_render
+    from reportgen.site import pages as page_render
 
     templates = ASSETS.parent / "templates"
     env = page_render.environment(templates)

@@ -8,10 +8,10 @@ import types
 
 import pytest
 
-from reportgen import corpus
 from reportgen.config import CorpusFile
-from reportgen.corpus import iter_corpus, iter_corpus_file, read_corpus
 from reportgen.errors import DataError
+from reportgen.patterns import corpus
+from reportgen.patterns.corpus import iter_corpus, iter_corpus_file, read_corpus
 from tests.helpers import data_error
 
 

@@ -1,4 +1,4 @@
-"""The picture cache of the site stage (reportgen.export_cache): a rebuild copies what it drew before,
+"""The picture cache of the site stage (reportgen.site.export_cache): a rebuild copies what it drew before,
 byte for byte, and a damaged or missing entry is drawn again."""
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import pytest
 import vl_convert
 from PIL import Image
 
-from reportgen import exports, head_map_svg, inline_svg
 from reportgen.build import build
-from reportgen.cache import TEMP_NAME, Cache
+from reportgen.cache.store import TEMP_NAME, Cache
 from reportgen.config import load_config
 from reportgen.errors import OutputError
-from reportgen.export_cache import KIND, NO_CACHE, ExportCache, key_of
-from reportgen.head_map import Cell, HeadMap
+from reportgen.site import exports
+from reportgen.site.charts import head_map_svg, inline_svg
+from reportgen.site.charts.head_map import Cell, HeadMap
+from reportgen.site.export_cache import KIND, NO_CACHE, ExportCache, key_of
 from tests.helpers import tree, write_config
 
 BAR = {"data": {"values": [{"a": "x", "b": 1}, {"a": "y", "b": 3}]}, "mark": "bar",
@@ -45,7 +46,7 @@ def test_a_second_ask_reads_the_entry_instead_of_drawing(tmp_path):
     assert cache.get_bytes(["chart", BAR], "png", draw) == draw.payload
     assert draw.calls == 1 and (cache.hits, cache.misses) == (1, 1)
     entry = tmp_path / KIND / f"{key_of(['chart', BAR])}.png"
-    # The format every cache entry has (reportgen.cache): readable by Cache, its temp files swept by it.
+    # The format every cache entry has (reportgen.cache.store): readable by Cache, its temp files swept by it.
     assert Cache(tmp_path).read_bytes(entry) == draw.payload
     assert TEMP_NAME.match(f"{entry.name}.tmp{os.getpid()}")
     assert [path.name for path in (tmp_path / KIND).iterdir()] == [entry.name]
@@ -191,14 +192,14 @@ def test_a_warm_rebuild_draws_nothing_and_writes_the_cold_build_s_bytes(tmp_path
 @pytest.mark.slow
 def test_a_site_built_with_the_cache_is_the_site_built_without(tmp_path, tiny_model, monkeypatch):
     """Tests and scripts call write_site without a cache directory: the same site, drawn anew."""
-    from reportgen import site
+    from reportgen.site import writer
 
     write_config(tmp_path, TINY.format(model=tiny_model))
     config = load_config(tmp_path / "reportgen.yaml")
     build(config, out=tmp_path / "cached", reproducible=True)
     shutil.rmtree(config.cache_dir / KIND)
-    original = site.write_site
-    monkeypatch.setattr(site, "write_site", lambda *args: original(*args[:5]))  # the cache dir left out
+    original = writer.write_site
+    monkeypatch.setattr(writer, "write_site", lambda *args: original(*args[:5]))  # the cache dir left out
     build(config, out=tmp_path / "plain", reproducible=True)
     assert tree(tmp_path / "plain") == tree(tmp_path / "cached")
     assert not (config.cache_dir / KIND).exists()  # without a cache directory, nothing is kept

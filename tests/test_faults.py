@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reportgen import output
+from reportgen.site import output
 from tests.helpers import check_report, tree, write_config
 
 pytestmark = pytest.mark.slow

@@ -17,9 +17,11 @@ import markdown
 import pytest
 import yaml
 
-from reportgen import finding_pictures, findings, inline_svg, pages
-from reportgen.ablation import EXPERIMENTS
+from reportgen import findings
+from reportgen.ablation.experiments import EXPERIMENTS
 from reportgen.report import Report
+from reportgen.site import pages
+from reportgen.site.charts import finding_pictures, inline_svg
 from tests.helpers import make_tiny_bert
 
 # Every test here draws pictures through vl-convert (render work, like a site build): the slow tier.
@@ -81,7 +83,7 @@ def home_html(report: Report, target: Path) -> tuple[str, dict]:
     pictures = finding_pictures.rendered(report)
     pages.render(env, "home.md.j2", target, report=report, findings=report.findings, headline=report.headline,
                  task_data="data", head_maps=[], pictures=pictures)
-    extensions = ["admonition", "attr_list", "md_in_html", "tables", "toc", "reportgen.term_links"]
+    extensions = ["admonition", "attr_list", "md_in_html", "tables", "toc", "reportgen.site.term_links"]
     return markdown.markdown(target.read_text(encoding="utf-8"), extensions=extensions), pictures
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reportgen import finding_pictures
 from reportgen.report import Report
+from reportgen.site.charts import finding_pictures
 from tests.helpers import BrowserPage, make_tiny_bert
 
 pytestmark = pytest.mark.slow

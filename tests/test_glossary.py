@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reportgen import glossary, names, pages
+from reportgen.findings import names
 from reportgen.report import PatternStatistics, head_link
+from reportgen.site import glossary, pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +22,7 @@ def site_markdown():
 
     extensions = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["markdown_extensions"]
     listed = [e if isinstance(e, str) else next(iter(e)) for e in extensions]
-    assert "reportgen.term_links" in listed
+    assert "reportgen.site.term_links" in listed
     return markdown.Markdown(extensions=listed)
 
 
@@ -165,8 +166,8 @@ def test_the_glossary_has_the_terms_the_pages_use():
 
 # -- pattern names ---------------------------------------------------------------------------------
 def test_every_statistic_and_label_has_a_name_and_every_named_term_exists():
-    from reportgen.example_patterns import SEED_PATTERNS
-    from reportgen.patterns import LABELS, STATS
+    from reportgen.patterns.per_example import SEED_PATTERNS
+    from reportgen.patterns.statistics import LABELS, STATS
 
     assert set(STATS) | set(LABELS) <= set(names.PATTERNS)
     assert names.SEED_PATTERNS == SEED_PATTERNS
@@ -179,7 +180,7 @@ def test_every_statistic_and_label_has_a_name_and_every_named_term_exists():
 
 
 def test_pages_and_charts_name_patterns_from_the_table():
-    from reportgen import chartdata
+    from reportgen.site.charts import chartdata
 
     for key, _anchor, title, _description, extra in chartdata.PATTERN_SECTIONS:
         assert title in (names.name(key), names.name("broad"))
@@ -190,11 +191,11 @@ def test_pages_and_charts_name_patterns_from_the_table():
 
 
 def test_share_statistics_are_drawn_on_the_fixed_0_1_scale():
-    from reportgen import charts
+    from reportgen.site.charts import vegalite
 
-    rows = charts.head_rows([[0.2, 0.4]])
+    rows = vegalite.head_rows([[0.2, 0.4]])
     for key, entry in names.PATTERNS.items():
-        spec = charts.head_heatmap(rows, "t", "share", domain=names.domain(key))
+        spec = vegalite.head_heatmap(rows, "t", "share", domain=names.domain(key))
         scale = spec["encoding"]["color"]["scale"]
         if entry.scale == "share":
             assert scale["domain"] == [0.0, 1.0] and scale["clamp"] is True, key

@@ -15,12 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen import chartdata, charts, head_map, head_map_svg, names, patterns, png_palette
-from reportgen.attention import ExampleRun
 from reportgen.config import ExampleSpec
-from reportgen.example_patterns import patterns_and_labels
-from reportgen.head_map import Cell, HeadMap, Masking
+from reportgen.findings import names
+from reportgen.patterns import statistics as patterns
+from reportgen.patterns.per_example import patterns_and_labels
 from reportgen.report import HeadTests, Report, head_link
+from reportgen.runs import ExampleRun
+from reportgen.site.charts import chartdata, head_map, head_map_svg, png_palette, vegalite
+from reportgen.site.charts.head_map import Cell, HeadMap, Masking
 from tests.helpers import make_tiny_bert, write_config
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -77,7 +79,7 @@ def test_every_label_has_one_distinct_colour_and_no_pattern_is_grey():
 def test_the_similarity_map_colours_labels_from_the_same_table():
     points = [{"layer": 0, "head": head, "x": head, "y": 0, "label": names.name(label)}
               for head, label in enumerate(["delimiter", "previous_token", "mixed"])]
-    scale = charts.head_scatter(points, "t")["encoding"]["color"]["scale"]
+    scale = vegalite.head_scatter(points, "t")["encoding"]["color"]["scale"]
     assert dict(zip(scale["domain"], scale["range"], strict=True)) == {
         names.name(key): names.colour(key) for key in ("previous_token", "delimiter", "mixed")}
 

@@ -12,14 +12,14 @@ import math
 import numpy as np
 import pytest
 
-from reportgen import ablation
-from reportgen.ablation import ablate, load_ablation_task
+from reportgen.ablation import experiments as ablation
+from reportgen.ablation.engine import ResultCache, Runner, evaluate_plain
+from reportgen.ablation.experiments import ablate
+from reportgen.ablation.head_pairs import chosen_heads, pair_masks, pair_positions
+from reportgen.ablation.tasks import load_ablation_task
 from reportgen.config import AblationSettings, defaults
-from reportgen.engine import ResultCache, Runner, evaluate_plain
-from reportgen.head_pairs import chosen_heads, pair_masks, pair_positions
 from reportgen.report import Ablation
-from reportgen.stats import bootstrap_contrasts
-from reportgen.tasks import spearman_rows
+from reportgen.stats import bootstrap_contrasts, spearman_rows
 from tests.test_ablation import PAIRS, _tiny
 
 OFF = dict.fromkeys((*ablation.EXPERIMENTS, *ablation.OPTIONAL_EXPERIMENTS), False)
@@ -124,7 +124,7 @@ def test_all_pairs_and_the_test_can_pass_the_correction(model_dir, data, tmp_pat
 
 
 def test_switched_off_there_is_no_record_and_no_section(model_dir, data, tmp_path):
-    from reportgen import chartdata
+    from reportgen.site.charts import chartdata
 
     record, asked = _run(model_dir, _settings(data, experiments={**OFF, "whole_layers": True}), tmp_path / "c")
     assert record.head_pairs is None and "head_pairs" not in record.experiments

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reportgen.config import ExampleSpec
-from reportgen.views import example_payload, qk_html, qk_payload, standalone_page, views_html
+from reportgen.site.views import example_payload, qk_html, qk_payload, standalone_page, views_html
 from tests.helpers import TINY_WORDS, VIEWPORTS
 
 pytestmark = pytest.mark.slow
@@ -54,8 +54,8 @@ def _tiny_bert(target: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict:
-    from reportgen.attention import run_example
-    from reportgen.model import load
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
 
     model, tokenizer = load(_tiny_bert(tmp_path_factory.mktemp("bert-12-heads")), "cpu")
     run = run_example(model, tokenizer, PAIR, 128, keep_qk=True)

@@ -121,7 +121,7 @@ def test_templates_print_user_text_as_text(context, payload):
     nothing else: no element, no attribute, no link comes from it."""
     from html.parser import HTMLParser
 
-    from reportgen import pages
+    from reportgen.site import pages
 
     env = pages.environment(ROOT / "site_src" / "templates")
     html = site_markdown().convert(env.from_string(context).render(x=payload, anchor="an-anchor"))
@@ -155,7 +155,7 @@ def test_markup_and_numbers_pass_through():
     """What the site builds on purpose (Markup) and numbers print as they are."""
     from markupsafe import Markup
 
-    from reportgen import pages
+    from reportgen.site import pages
 
     env = pages.environment(ROOT / "site_src" / "templates")
 

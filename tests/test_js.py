@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reportgen.views import VIEW_SCRIPTS
+from reportgen.site.views import VIEW_SCRIPTS
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "site_src" / "assets" / "javascripts"

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
+from reportgen.datafiles import MAX_CELL_CHARS, CsvProblem, csv_records, load_rows, open_data_file, tsv_records
 from reportgen.errors import DataError
-from reportgen.loaders import MAX_CELL_CHARS, CsvProblem, csv_records, load_rows, open_data_file, tsv_records
 from tests.helpers import data_error
 
 

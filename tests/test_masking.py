@@ -33,8 +33,8 @@ from transformers import (
     XLMRobertaModel,
 )
 
-from reportgen.head_sites import locate
-from reportgen.masking import HeadMasker, masked
+from reportgen.model.head_sites import locate
+from reportgen.model.masking import HeadMasker, masked
 
 TOL = 1e-5
 COMMON = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48,

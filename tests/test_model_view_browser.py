@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from reportgen.config import ExampleSpec
-from reportgen.views import example_payload, standalone_page, views_html
+from reportgen.site.views import example_payload, standalone_page, views_html
 from tests.helpers import TINY_WORDS, BrowserPage
 
 pytestmark = pytest.mark.slow  # a browser (the models are tiny: seconds)
@@ -64,8 +64,8 @@ def _tiny_bert(target: Path, layers: int, heads: int) -> Path:
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory) -> dict[str, Path]:
     """name-column -> page, e.g. "base-1300": the 6x12 model in a 1300 px column."""
-    from reportgen.attention import run_example
-    from reportgen.model import load
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
 
     root = tmp_path_factory.mktemp("model-view")
     shutil.copytree(ASSETS, root / "assets")

@@ -27,16 +27,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen import errors, model
-from reportgen.ablation import ablate, load_ablation_task, run_ablations
+from reportgen import errors
+from reportgen.ablation.engine import ResultCache
+from reportgen.ablation.experiments import ablate, run_ablations
+from reportgen.ablation.tasks import load_ablation_task, load_task
 from reportgen.build import run_model
-from reportgen.cache import Cache, temp_path
+from reportgen.cache.store import Cache, temp_path
 from reportgen.config import AblationSettings, defaults, load_config
-from reportgen.engine import ResultCache
 from reportgen.errors import ModelError, OutputError
+from reportgen.model import loading as model
 from reportgen.report import Ablation
 from reportgen.stats import adjust, paired_permutation_p
-from reportgen.tasks import load_task
 from tests.helpers import TINY_WORDS, check_report, make_tiny_bert, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,7 +149,7 @@ def test_a_truncated_or_emptied_entry_is_recomputed(models, tmp_path):
 KILLED_WRITER = """\
 import os, signal, sys
 from pathlib import Path
-from reportgen.cache import temp_path
+from reportgen.cache.store import temp_path
 for entry in sys.argv[1:]:
     tmp = temp_path(Path(entry))
     tmp.parent.mkdir(parents=True, exist_ok=True)

@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reportgen import errors, output
+from reportgen import errors
 from reportgen.build import build
 from reportgen.config import load_config
+from reportgen.site import output
 from tests.helpers import Case, is_progress, tree, write_config
 
 ROOT = Path(__file__).resolve().parent.parent

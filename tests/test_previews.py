@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reportgen import previews
+from reportgen.site import previews
 from tests.helpers import is_progress, make_tiny_bert
 
 SITE_URL_GIVEN = "https://example.org/team/report"  # without the final slash, which MkDocs adds

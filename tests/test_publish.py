@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from reportgen.commands.publish import PublishError, publish
 from reportgen.errors import OutputError
-from reportgen.output import MARKER, mark
-from reportgen.publish import PublishError, publish
+from reportgen.site.output import MARKER, mark
 
 # Every test here drives git in subprocesses (repositories, commits, pushes): the slow tier.
 pytestmark = pytest.mark.slow

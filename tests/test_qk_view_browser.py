@@ -1,8 +1,8 @@
 """The query/key view and the data files of long views, in headless Chromium from file://.
 
-Standalone pages (reportgen.views.standalone_page) from synthetic runs: random query and key
+Standalone pages (reportgen.site.views.standalone_page) from synthetic runs: random query and key
 vectors with BERT-base's head size (64) and the model's weights as their softmax, so the pages are
-as wide as a real model's without running one. Data files come from reportgen.view_files with
+as wide as a real model's without running one. Data files come from reportgen.site.view_files with
 its limits set to 0, exactly as a long example's page gets them in a site.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen import view_files
-from reportgen.attention import ExampleRun
 from reportgen.config import ExampleSpec
-from reportgen.views import (
+from reportgen.runs import ExampleRun
+from reportgen.site import view_files
+from reportgen.site.views import (
     decode_attention,
     decode_qk_layer,
     decoded_softmax,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from reportgen.ablation import record_key
+from reportgen.ablation.experiments import record_key
 from reportgen.build import build
 from reportgen.config import AblationSettings, defaults, load_config
 from reportgen.errors import ConfigError
@@ -86,7 +86,7 @@ def test_the_ray_address_enters_no_key_and_no_manifest(tmp_path):
 def test_ray_not_installed_is_one_line_naming_the_extra():
     """An ImportError for ray (sys.modules['ray'] = None makes `import ray` raise it) ends as a ModelError."""
     code = ("import sys; sys.modules['ray'] = None\n"
-            "from reportgen.distributed import connected\n"
+            "from reportgen.ablation.ray_runner import connected\n"
             "from reportgen.errors import ModelError\n"
             "try:\n    connected('local').__enter__()\nexcept ModelError as err:\n"
             "    print(err.exit_code, err)\n")

@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen import ablation
-from reportgen.ablation import EXPERIMENT_SETTINGS, EXPERIMENTS, ablate, load_ablation_task, record_key, run_ablations
+from reportgen.ablation import experiments
+from reportgen.ablation.engine import ResultCache
+from reportgen.ablation.experiments import EXPERIMENT_SETTINGS, EXPERIMENTS, ablate, record_key, run_ablations
+from reportgen.ablation.tasks import ClassificationTask, SimilarityTask, load_ablation_task
 from reportgen.config import AblationSettings, defaults
-from reportgen.engine import ResultCache
 from reportgen.stats import DRAWS_PER_CHUNK, SwappedRanks, paired_change_cis, paired_permutation_ps
-from reportgen.tasks import ClassificationTask, SimilarityTask
 
 PAIRS = [("the cat sat on the mat", "a cat sat on a mat", 5.0), ("the cat sat", "a red car", 1.0),
          ("i went to the store", "i bought fresh strawberries", 2.5), ("the dog sat", "the cat sat", 4.0),
@@ -62,7 +62,7 @@ def test_a_rebuild_with_nothing_changed_reads_the_record_back_without_the_model(
     def no_model(*_args, **_kwargs):
         raise AssertionError("the task (and its model) was loaded on a rebuild with nothing changed")
 
-    monkeypatch.setattr(ablation, "load_ablation_task", no_model)
+    monkeypatch.setattr(experiments, "load_ablation_task", no_model)
     again = run_ablations(tiny_model, _settings(data), device="cpu", cache_dir=cache, fingerprint="fp")
     assert again == first
     assert again.model_dump_json() == first.model_dump_json()  # the report.json text too
@@ -141,8 +141,8 @@ def test_an_experiment_record_is_reused_only_for_the_same_outputs(tiny_model, tm
     task = load_ablation_task(tiny_model, settings, device="cpu")
     cache = ResultCache(tmp_path / "c", "fp", task.data_hash(), settings.method)
     first = ablate(task, settings, cache)
-    with ablation.Engine(task, settings.method) as engine:
-        ctx = ablation.make_context(task, ablation.Runner(engine, cache, None), settings)
+    with experiments.Engine(task, settings.method) as engine:
+        ctx = experiments.make_context(task, experiments.Runner(engine, cache, None), settings)
         outputs = np.ones((3, task.n_examples, 1))
         nudged = outputs.copy()
         nudged[1, 2, 0] = np.nextafter(1.0, 2.0)  # one output one ulp apart
@@ -151,7 +151,7 @@ def test_an_experiment_record_is_reused_only_for_the_same_outputs(tiny_model, tm
                                                                                     {"outputs": outputs.copy()})
         assert ctx.stats_key("single_heads", {"outputs": outputs}) != ctx.stats_key("whole_layers",
                                                                                     {"outputs": outputs})
-        reseeded = ablation.Context(*[getattr(ctx, name) for name in ("task", "runner")],
+        reseeded = experiments.Context(*[getattr(ctx, name) for name in ("task", "runner")],
                                     _settings(data, seeds=[4, 1]), *ctx.shape, ctx.base_outputs, ctx.base_value,
                                     ctx.undefined, ctx.stats)
         assert all(ctx.stats_key(name, {}) != reseeded.stats_key(name, {}) for name in EXPERIMENTS)  # the first seed
@@ -235,7 +235,7 @@ def test_batched_permutation_tests_equal_one_test_at_a_time(examples, ties):
 
 @pytest.mark.parametrize(("ties", "tied"), [("none", False), ("unchanged pairs", False), ("across examples", True)])
 def test_swapped_ranks_give_the_sorted_spearman_and_know_which_ties_matter(ties, tied):
-    from reportgen.tasks import spearman_rows
+    from reportgen.stats import spearman_rows
 
     rng = np.random.default_rng(3)
     gold = rng.integers(1, 6, 30).astype(np.float64)

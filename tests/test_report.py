@@ -1,13 +1,10 @@
-"""The report contract: report.json against its published schema, findings as data, and the
-stage boundaries (rendering modules never load torch or an analysis module)."""
+"""The report contract: report.json against its published schema, and findings as data (the stage
+boundaries are tests/test_layout.py)."""
 
 from __future__ import annotations
 
-import ast
 import json
 import re
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,24 +15,18 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from reportgen import findings
-from reportgen.attention import run_example
 from reportgen.build import build
-from reportgen.cli import app
+from reportgen.commands.cli import app
 from reportgen.config import ExampleSpec, load_config
-from reportgen.model import load
-from reportgen.patterns import PatternAccumulator, load_settings
+from reportgen.model.loading import load
+from reportgen.model.run import run_example
+from reportgen.patterns.statistics import PatternAccumulator, load_settings
 from reportgen.report import SCHEMA_VERSION, PatternStatistics, Report, report_schema
 from tests.helpers import check_report, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "reportgen"
-# Modules that draw pages, and what they may never import (analyses run torch; rendering gets plain data).
-RENDERING = ("jinja2", "altair", "mkdocs", "vl_convert")
-ANALYSIS = {"torch", "transformers", "reportgen.attention", "reportgen.patterns", "reportgen.ablation",
-            "reportgen.engine", "reportgen.stats", "reportgen.masking", "reportgen.tasks", "reportgen.model",
-            "reportgen.corpus", "reportgen.findings", "reportgen.findings.sentence", "reportgen.findings.patterns",
-            "reportgen.findings.ablation", "reportgen.example_patterns", "reportgen.pattern_conventions",
-            "reportgen.build", "reportgen.qk", "reportgen.noop", "reportgen.findings.contributions"}
+
 
 
 def test_the_report_schema_is_a_valid_json_schema():
@@ -149,57 +140,3 @@ ablation: {{limit: 30, seeds: [0], fractions: [0.0, 0.5], bootstrap_samples: 100
         assert " ".join(finding["sentence"].split()) in " ".join(block["text"].split())
         hrefs = [span["link"] for span in finding["spans"] if span["link"]] + [x["href"] for x in finding["links"]]
         assert block["links"] == hrefs
-
-
-def _imports(path: Path, top_level_only: bool = False) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    names = set()
-    for node in (tree.body if top_level_only else ast.walk(tree)):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            if node.module == "reportgen":
-                names.update(f"reportgen.{alias.name}" for alias in node.names)
-    return names
-
-
-def rendering_modules() -> set[str]:
-    """Modules that import jinja2, altair or mkdocs, directly or through another such module
-    at import time (the pipeline, build.py, imports the site stage only when it renders)."""
-    paths = list(PACKAGE.glob("*.py"))
-    top = {path.stem: _imports(path, top_level_only=True) for path in paths}
-    found = {path.stem for path in paths if any(i.split(".")[0] in RENDERING for i in _imports(path))}
-    while True:
-        more = {name for name, imports in top.items() if {f"reportgen.{m}" for m in found} & imports} - found
-        if not more:
-            return found
-        found |= more
-
-
-def test_modules_that_render_import_no_torch_and_no_analysis():
-    rendering = rendering_modules()
-    assert {"site", "pages", "charts", "chartdata", "mkdocs_site", "inline_svg", "head_map_svg",
-            "finding_pictures"} <= rendering
-    for module in rendering:
-        imports = _imports(PACKAGE / f"{module}.py")
-        assert not {name for name in imports if name in ANALYSIS or name.split(".")[0] in ANALYSIS}, module
-
-
-def test_the_site_stage_runs_without_torch_loaded():
-    """Transitively too: importing the site stage (and what it imports) loads neither torch nor an analysis."""
-    code = ("import sys, reportgen.site, reportgen.chartdata, reportgen.exports; "
-            f"print(sorted(m for m in sys.modules if m in {sorted(ANALYSIS)!r}))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert loaded.stdout.strip() == "[]"
-
-
-def test_analyses_import_no_rendering():
-    analyses = ("patterns", "example_patterns", "pattern_conventions", "ablation", "report", "attention", "tasks",
-                "noop", "stats")
-    paths = [PACKAGE / f"{name}.py" for name in analyses]
-    for path in paths + sorted((PACKAGE / "findings").glob("*.py")):
-        name = path.name
-        imports = _imports(path)
-        assert not {i for i in imports if i.split(".")[0] in RENDERING}, name
-        assert not imports & {"reportgen.site", "reportgen.pages", "reportgen.charts", "reportgen.chartdata"}, name

@@ -5,9 +5,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from reportgen.attention import ExampleRun
 from reportgen.config import ExampleSpec
-from reportgen.patterns import PatternAccumulator, load_settings
+from reportgen.patterns.statistics import PatternAccumulator, load_settings
+from reportgen.runs import ExampleRun
 
 
 def synthetic_runs(count: int, seed: int = 0):

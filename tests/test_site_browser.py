@@ -72,11 +72,11 @@ def test_search_works_offline_from_file(default_site, open_page):
 
 
 def test_deep_link_on_a_site_page_shows_the_models_weight(default_site, open_page, embedded_model_path):
-    from reportgen import model
-    from reportgen.attention import run_example
     from reportgen.config import builtin_examples
+    from reportgen.model import loading
+    from reportgen.model.run import run_example
 
-    run = run_example(*model.load(embedded_model_path, "cpu"), builtin_examples()[0], 512)
+    run = run_example(*loading.load(embedded_model_path, "cpu"), builtin_examples()[0], 512)
     view = open_page((default_site / "example-1.html").as_uri() + "#view=head&layer=2&head=3&token=4")
     view.page.wait_for_selector("span.rgv-num[data-q='4']", timeout=10_000)
     shown = view.page.eval_on_selector_all(
@@ -216,7 +216,7 @@ def test_example_pattern_links_open_the_head_view_with_the_token(default_site, o
 
 
 def test_glossary_terms_show_their_definition_and_link_to_the_glossary(default_site, open_sized):
-    from reportgen import glossary
+    from reportgen.site import glossary
 
     view = open_sized((default_site / "patterns.html").as_uri(), "desktop")
     term = view.page.locator("article a.rg-term[href='glossary.html#null']").first

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from reportgen import exports
-from reportgen.mkdocs_site import relative_error_page, remove_unused_theme_files, search_scripts
+from reportgen.site import exports
+from reportgen.site.mkdocs_site import relative_error_page, remove_unused_theme_files, search_scripts
 from tests.helpers import VIEWPORTS, BrowserPage, write_config
 
 SITE_LIMIT = 12_000_000  # bytes: issue 13, "the default site at most 12 MB in total"
@@ -289,7 +289,7 @@ def test_hostile_title_runs_nowhere_and_reads_as_text(hostile_site, open_sized, 
 
 @pytest.mark.slow
 def test_long_example_says_why_it_has_no_query_key_page(hostile_site):
-    from reportgen.views import QK_MAX_TOKENS
+    from reportgen.site.views import QK_MAX_TOKENS
 
     report = json.loads((hostile_site / "report.json").read_text(encoding="utf-8"))
     short, long = report["examples"]

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from reportgen.ablation.tasks import classification_scores, load_task, pool
 from reportgen.errors import ConfigError, DataError, ModelError
-from reportgen.tasks import classification_scores, load_task, pearson_rows, pool, rank_rows, spearman_rows
+from reportgen.stats import pearson_rows, rank_rows, spearman_rows
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
 

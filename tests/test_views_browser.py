@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reportgen.config import ExampleSpec
-from reportgen.views import VIEW_SCRIPTS, example_payload, qk_html, qk_payload, standalone_page, views_html
+from reportgen.site.views import VIEW_SCRIPTS, example_payload, qk_html, qk_payload, standalone_page, views_html
 
 pytestmark = pytest.mark.slow
 
@@ -36,8 +36,8 @@ def _groups(segments) -> list[str]:
 
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory, embedded_model_path, http_root):
-    from reportgen.attention import run_example
-    from reportgen.model import load
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
 
     model, tokenizer = load(embedded_model_path, "cpu")
     root = tmp_path_factory.mktemp("views-site")

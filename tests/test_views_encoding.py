@@ -20,10 +20,11 @@ import sys
 import numpy as np
 import pytest
 
-from reportgen.attention import ExampleRun, run_example
 from reportgen.config import ExampleSpec
-from reportgen.qk import attention_from_qk, capture_qk
-from reportgen.views import (
+from reportgen.model.qk import attention_from_qk, capture_qk
+from reportgen.model.run import run_example
+from reportgen.runs import ExampleRun
+from reportgen.site.views import (
     QK_MAX_TOKENS,
     decode_attention,
     decode_contributions,
@@ -98,7 +99,7 @@ def test_round_trip_through_json_and_base64():
 
 @pytest.fixture(scope="module")
 def embedded(embedded_model_path):
-    from reportgen.model import load
+    from reportgen.model.loading import load
 
     return load(embedded_model_path, "cpu")
 
@@ -155,10 +156,10 @@ def test_hostile_text_cannot_close_the_script():
 
 
 def test_views_module_needs_neither_torch_nor_the_model_side():
-    """Pages are rendered from plain data: importing reportgen.views must not pull in torch or the analyses."""
-    code = ("import sys, reportgen.views; "
+    """Pages are rendered from plain data: importing reportgen.site.views must not pull in torch or the analyses."""
+    code = ("import sys, reportgen.site.views; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith("
-            "('reportgen.attention', 'reportgen.qk', 'reportgen.model'))))")
+            "('reportgen.model.run', 'reportgen.model.qk', 'reportgen.model.loading'))))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 
@@ -352,7 +353,7 @@ def _hostile_run(n: int, layers: int = 2, heads: int = 3) -> ExampleRun:
 
 
 def test_split_views_files_are_safe_and_put_back_decode_the_same():
-    from reportgen.view_files import read_data_script, split_views
+    from reportgen.site.view_files import read_data_script, split_views
 
     run = _hostile_run(9)
     payload = example_payload(run)
@@ -373,7 +374,7 @@ def test_split_views_files_are_safe_and_put_back_decode_the_same():
 
 
 def test_split_qk_files_are_per_layer_and_safe():
-    from reportgen.view_files import read_data_script, split_qk
+    from reportgen.site.view_files import read_data_script, split_qk
 
     payload = qk_payload(_hostile_run(7))
     split, files = split_qk(payload, "example-12-qk", "example-12-data")
@@ -384,7 +385,7 @@ def test_split_qk_files_are_per_layer_and_safe():
 
 
 def test_data_files_only_above_the_inline_limit(tmp_path, monkeypatch):
-    from reportgen import view_files
+    from reportgen.site import view_files
 
     small = example_payload(_hostile_run(6))
     html = view_files.example_html(tmp_path, 4, small)
@@ -401,7 +402,7 @@ def test_data_files_only_above_the_inline_limit(tmp_path, monkeypatch):
 
 
 def test_data_file_refuses_anything_but_names_and_base64():
-    from reportgen.view_files import data_script
+    from reportgen.site.view_files import data_script
 
     with pytest.raises(ValueError):
         data_script('example-1");alert(1);("', "l0h0", "AAAA")
@@ -411,7 +412,7 @@ def test_data_file_refuses_anything_but_names_and_base64():
 
 @pytest.mark.slow
 def test_seed_pair_qk_first_view_is_small(pair_run):
-    from reportgen import view_files
+    from reportgen.site import view_files
 
     payload = qk_payload(pair_run)
     split, files = view_files.split_qk(payload, "example-1-qk", "example-1-data")
@@ -432,7 +433,7 @@ def _norms_run(n: int, layers: int = 2, heads: int = 3, seed: int = 0) -> Exampl
 
 
 def test_contributions_are_stored_as_attention_with_their_row_totals():
-    from reportgen.contributions import shares
+    from reportgen.runs import shares
 
     run = _norms_run(11)
     payload = json.loads(json.dumps(example_payload(run)))
@@ -457,7 +458,7 @@ def test_runs_without_value_norms_carry_no_contributions():
 
 
 def test_split_views_puts_contributions_in_their_own_packed_files():
-    from reportgen.view_files import read_data_script, split_views, unpack_contributions
+    from reportgen.site.view_files import read_data_script, split_views, unpack_contributions
 
     run = _norms_run(9)
     payload = example_payload(run)
@@ -479,7 +480,7 @@ def test_split_views_puts_contributions_in_their_own_packed_files():
 
 
 def test_the_inline_limit_counts_contributions_too(tmp_path, monkeypatch):
-    from reportgen import view_files
+    from reportgen.site import view_files
 
     payload = example_payload(_norms_run(6))
     attention_only = sum(len(text) for text in payload["attention"]["q"])
@@ -494,7 +495,7 @@ def test_the_inline_limit_counts_contributions_too(tmp_path, monkeypatch):
 def test_real_model_contributions_within_bounds(pair_run):
     """The seed pair on the embedded model: shares within the attention's bound of the float32 ones, and
     [CLS]/[SEP] get less of the contribution than of the weight in the middle layers (Kobayashi et al.)."""
-    from reportgen.contributions import shares
+    from reportgen.runs import shares
 
     assert pair_run.value_norms is not None and pair_run.value_norms.shape == (6, 12, 19)
     decoded, totals = decode_contributions(example_payload(pair_run)["contributions"])

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from reportgen import output
+from reportgen.commands.preview_server import EVENTS_PATH, LiveState, inject, open_server
+from reportgen.commands.watch import Watcher, WatchSession, changed, serve_watch, snapshot, watched_paths
 from reportgen.config import load_config
 from reportgen.errors import OutputError
-from reportgen.preview_server import EVENTS_PATH, LiveState, inject, open_server
-from reportgen.site import sources
-from reportgen.watch import Watcher, WatchSession, changed, serve_watch, snapshot, watched_paths
+from reportgen.site import output
+from reportgen.site.writer import sources
 from tests.helpers import VIEW_DRAWN, write_config
 
 BANNER = "#reportgen-live-error"

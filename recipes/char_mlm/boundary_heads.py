@@ -1,6 +1,6 @@
 """Does a character model have word-boundary heads? Boundary selectivity on held-out sentences, with nulls.
 
-Boundary selectivity (reportgen.patterns) is a head's mean weight on a neighbouring character in the same
+Boundary selectivity (reportgen.patterns.statistics) is a head's mean weight on a neighbouring character in the same
 word minus on one across a word boundary. Any purely positional head scores 0 on it (a pure previous-token
 head puts weight 1 on half the same-word pairs and half the boundary pairs), which is the null
 REFERENCE.md's "Claims" section asks for; the uniform and next-token heads score 0 too. Two more controls
@@ -54,7 +54,7 @@ def read_heldout(path: Path, limit: int) -> list[Sentence]:
 
 def with_words(run, words: Sequence[str]):
     """The one-sentence run with word ids from the given segmentation of its text (specials stay -1)."""
-    from reportgen.words import char_word_ids
+    from reportgen.patterns.words import char_word_ids
 
     word_ids = np.full(run.n_tokens, -1, dtype=np.int64)
     at = np.flatnonzero(~run.special)
@@ -64,11 +64,11 @@ def with_words(run, words: Sequence[str]):
 
 def measure_model(model_dir: Path, sentences: Sequence[Sentence], seed: int) -> dict[str, dict]:
     """reportgen's pattern statistics of every head, one result per segmentation in CONDITIONS."""
-    from reportgen.attention import run_example
     from reportgen.config import ExampleSpec
-    from reportgen.model import load
-    from reportgen.patterns import PatternAccumulator, load_settings
-    from reportgen.words import resegment
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
+    from reportgen.patterns.statistics import PatternAccumulator, load_settings
+    from reportgen.patterns.words import resegment
 
     model, tokenizer = load(model_dir, "cpu")
     settings = load_settings({"similarity": False})  # segmentation none: each run brings its word ids
@@ -119,7 +119,7 @@ def print_table(rows: Sequence[dict], nulls: dict[str, float], threshold: float)
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
-    from reportgen.patterns import load_settings
+    from reportgen.patterns.statistics import load_settings
 
     args = parse_args(argv)
     sentences = read_heldout(args.work / "heldout.tsv", args.sentences)

@@ -5,9 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from reportgen import names
+from reportgen.findings import names
+from reportgen.findings.formatting import (
+    change,
+    fractions_list,
+    interval,
+    margin,
+    metric_value,
+    p_text,
+    percent,
+    signed,
+)
 from reportgen.findings.sentence import SHOWN_SIGNIFICANT, Sentence, grid, head_name, plural
-from reportgen.formatting import change, fractions_list, interval, margin, metric_value, p_text, percent, signed
 from reportgen.report import Ablation, Finding, Link, model_link
 
 

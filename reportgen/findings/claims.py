@@ -14,9 +14,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from reportgen import names
+from reportgen.findings import names
+from reportgen.findings.formatting import change, fractions_list, interval, margin, p_text, percent, share
 from reportgen.findings.sentence import head_name, plural, plus_minus
-from reportgen.formatting import change, fractions_list, interval, margin, p_text, percent, share
 from reportgen.report import Ablation, ClaimCheck, Finding, Link, PatternStatistics
 
 

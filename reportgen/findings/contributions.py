@@ -4,8 +4,8 @@ are the report's; this module only writes them)."""
 
 from __future__ import annotations
 
+from reportgen.findings.formatting import p_text, share
 from reportgen.findings.sentence import Sentence, head_name, plural
-from reportgen.formatting import p_text, share
 from reportgen.report import DelimiterContribution, DelimiterHead, Finding, Link, PatternStatistics, head_link
 
 FINDING_ID = "patterns-delimiter-contribution"

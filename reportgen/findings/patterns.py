@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from reportgen.findings.contributions import delimiter_contribution_finding
+from reportgen.findings.formatting import percent, share
 from reportgen.findings.sentence import SHOWN_HEADS, Sentence, grid, head_name, plural, plus_minus, view
-from reportgen.formatting import percent, share
 from reportgen.report import Finding, Link, PatternStatistics
 
 # Pattern findings: (id, statistic, label, threshold key in settings.thresholds, chart anchor on the patterns page).

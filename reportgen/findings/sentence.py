@@ -40,7 +40,7 @@ class Sentence:
                        spans=self.spans, links=links, numbers=numbers, **evidence)
 
 
-# -- how numbers are written (the rounding itself is reportgen.formatting) -------------------------
+# -- how numbers are written (the rounding itself is reportgen.findings.formatting) -------------------------
 def head_name(head: dict, capital: bool = False) -> str:
     return f"{'Layer' if capital else 'layer'} {head['layer']} head {head['head']}"
 

@@ -1,0 +1,361 @@
+"""The fast evaluation engine: a task's per-example outputs under many head masks.
+
+Masking follows `reportgen.model.masking`: "zero" removes a head (Michel et al.), "uniform"
+replaces its attention by 1/n over the keys (Kovaleva et al. 2019).
+
+Speed: the cost is forward passes, so `Engine` (1) runs each distinct text once,
+(2) buckets texts by exact token length, so a batch needs no padding (only buckets too
+small for a forward of their own are merged with their neighbours), (3) runs under
+`torch.inference_mode`, (4) records the unmasked model once and starts each masked forward
+at the first layer its mask touches (a mask in layer l cannot change layers below l):
+for method "zero" on the BERT layout it starts inside layer l, at its attention
+LayerNorm, from the recorded per-head context and attention sum less the masked heads'
+share of the output projection (`HeadMasker.resuming`), which skips layer l's Q, K, V
+projections and attention too; otherwise it replays the outputs of layers below l
+(`HeadMasker.replaying`), (5) stacks several masks in one forward when batches are small,
+and (6) answers the all-ones mask from the recording pass itself.
+`evaluate_plain` is the straightforward way, kept to check that both agree.
+
+Every finished mask's per-example outputs are stored under the cache directory, keyed
+by model fingerprint, data hash, method, mask and code version, so an interrupted run resumes;
+each entry carries a sha256 (`ResultCache`), so a damaged one is recomputed, never published.
+The experiments' statistics are stored beside them (`stats-<key>.json`, keyed by
+`reportgen.ablation.experiments`), so a rebuild does not redo a bootstrap whose inputs it already saw.
+`Runner` puts the two together: it answers masks from memory or the cache and evaluates the
+rest in stacks that start at the same layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from reportgen.ablation.tasks import Batch, Task
+from reportgen.cache.store import Cache
+from reportgen.model.masking import HeadMasker, Method
+
+CODE_VERSION = "ablation-3"  # bump when a change alters cached per-mask outputs or their file format
+Progress = Callable[[str, int, int], None]  # experiment name, masks done, masks in all
+
+
+# -- result cache on disk -------------------------------------------------------------------------
+class ResultCache:
+    """One entry per finished mask, stored through `reportgen.cache.store.Cache`: a sha256 line, then the
+    array in .npy format, written atomically. A damaged entry is recomputed with a warning, so a
+    flipped bit can never reach a published number. Opening it removes the temp files that killed
+    ablation runs left behind (`Cache.sweep`). `computed` and `loaded` count this object's writes
+    and hits, so a caller can tell how a run got its numbers."""
+
+    def __init__(self, root: Path, fingerprint: str, data_hash: str, method: str):
+        self.store = Cache(root)
+        self.directory = self.store.root / "ablation" / fingerprint / f"{data_hash}-{method}"
+        self.prefix = f"{CODE_VERSION}|{fingerprint}|{data_hash}|{method}"
+        self.computed = 0
+        self.loaded = 0
+        self.store.sweep(self.store.root / "ablation")
+
+    def entry_path(self, kind: str, mask: np.ndarray) -> Path:
+        """Where the `kind` ("mask" or "importance") result of `mask` is stored."""
+        mask_bytes = np.ascontiguousarray(mask, dtype=np.float32).tobytes()
+        key = hashlib.sha256(f"{self.prefix}|{kind}|".encode() + mask_bytes).hexdigest()[:24]
+        return self.directory / f"{kind}-{key}.npy"
+
+    def get(self, kind: str, mask: np.ndarray) -> np.ndarray | None:
+        value = self.store.get_array(self.entry_path(kind, mask))
+        if value is not None:
+            self.loaded += 1
+        return value
+
+    def put(self, kind: str, mask: np.ndarray, value: np.ndarray) -> None:
+        self.store.put_array(self.entry_path(kind, mask), value)
+        self.computed += 1
+
+    def stats_path(self, key: str) -> Path:
+        """Where an experiment's record (its statistics) under `key` is stored, beside its masks."""
+        return self.directory / f"stats-{key}.json"
+
+    def get_stats(self, key: str) -> Any:
+        """The experiment record stored under `key` (plain JSON data); None when missing or damaged."""
+        payload = self.store.read_bytes(self.stats_path(key))
+        if payload is None:
+            return None
+        try:
+            return json.loads(payload)
+        except ValueError:
+            self.store.damaged(self.stats_path(key), "not JSON")
+            return None
+
+    def put_stats(self, key: str, record: Any) -> None:
+        self.store.write_bytes(self.stats_path(key), json.dumps(record).encode())
+
+
+# -- the engine -------------------------------------------------------------------------------------
+def first_masked_layer(mask: np.ndarray) -> int:
+    """Lowest layer with a head not kept as is; the number of layers when none is masked."""
+    touched = np.flatnonzero((mask != 1).any(axis=-1))
+    return int(touched[0]) if len(touched) else mask.shape[-2]
+
+
+def _even_split(count: int, parts: int) -> list[tuple[int, int]]:
+    """[lo, hi) ranges splitting range(count) into `parts` runs of nearly equal length."""
+    bounds = [round(part * count / parts) for part in range(parts + 1)]
+    return [(lo, hi) for lo, hi in pairwise(bounds) if hi > lo]
+
+
+def _place(results: torch.Tensor | None, out: torch.Tensor, rows: int, where: Any) -> torch.Tensor:
+    """Write `out` into `results[where]`, allocating [rows, *out.shape[1:]] zeros on first use."""
+    if results is None:
+        results = torch.zeros(rows, *out.shape[1:], device=out.device)
+    results[where] = out
+    return results
+
+
+class Engine:
+    """Evaluates masks fast; see the module docstring for what makes it fast.
+
+    Use it as a context manager: the masker's hooks live as long as the `with` block. The first
+    evaluation makes the recording pass; `record_depth` then says how many layers it kept.
+    """
+
+    def __init__(self, task: Task, method: Method, *, batch_tokens: int = 4096, record_bytes: int = 2 << 30,
+                 max_stack: int = 16):
+        self.task = task
+        self.batch_tokens = batch_tokens
+        self.batches = task.length_batches(batch_tokens)
+        self.masker = HeadMasker(task.model, method)
+        self.layers = self.masker.sites.n_layers
+        self.heads = self.masker.sites.heads
+        self.record_bytes = record_bytes
+        self.max_stack = max_stack
+        self.resumes = self.masker.can_resume  # start inside the first masked layer (zero, BERT layout)
+        self.record_depth: int | None = None  # None until the recording pass ran
+        self._recorded: list[dict[int, Any]] = []  # per batch, what the recording pass kept
+        self._unmasked: torch.Tensor | None = None
+
+    @property
+    def masks_per_pass(self) -> int:
+        """How many masks to evaluate together: as many as the smallest batch can stack in one
+        forward within the budget (larger batches take them a few at a time)."""
+        smallest = min(batch.tokens for batch in self.batches)
+        return int(max(1, min(self.max_stack, self.batch_tokens // smallest)))
+
+    def stack(self, batch: Batch) -> int:
+        """Masks per forward for this batch: the batch repeated stays within the token budget."""
+        return int(max(1, min(self.max_stack, self.batch_tokens // batch.tokens)))
+
+    def __enter__(self) -> "Engine":
+        self.masker.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.masker.__exit__(*exc)
+        self._recorded = []
+        self._unmasked = None
+        self.record_depth = None
+
+    def _affordable_depth(self) -> int:
+        """How many layers' recordings (float32, every batch) fit in `record_bytes`. Replaying
+        never needs the last layer's output; resuming needs the last layer's attention."""
+        hidden = self.task.model.config.hidden_size
+        tokens = sum(batch.tokens for batch in self.batches)
+        if self.resumes:
+            per_layer = tokens * (hidden + self.heads * self.masker.sites.head_dim) * 4
+            return int(min(self.layers, self.record_bytes // max(per_layer, 1)))
+        per_layer = tokens * hidden * 4
+        return int(min(self.layers - 1, self.record_bytes // max(per_layer, 1)))
+
+    def _record(self) -> None:
+        """One unmasked pass over every batch that keeps, for the layers below `record_depth`,
+        each layer's attention context and sum (when resuming) or its output, and the unmasked
+        unit outputs."""
+        self.record_depth = self._affordable_depth()
+        self._recorded = []
+        results: torch.Tensor | None = None
+        with torch.inference_mode():
+            for batch in self.batches:
+                with self.masker.recording(self.record_depth, attention=self.resumes) as recorded:
+                    out = self.task.unit_outputs(batch).float()
+                results = _place(results, out, len(self.task.units), torch.as_tensor(batch.units, device=out.device))
+                self._recorded.append(recorded)
+        self._unmasked = results
+
+    def unit_outputs(self, masks: np.ndarray) -> torch.Tensor:
+        """[masks, units, ...] outputs of the model on every distinct text under each mask."""
+        if self.record_depth is None:
+            self._record()
+        masks = np.asarray(masks, dtype=np.float32).reshape(-1, self.layers, self.heads)
+        first = min(first_masked_layer(mask) for mask in masks)
+        if first >= self.layers:  # nothing masked: the recording pass computed exactly this
+            with torch.inference_mode():
+                return self._unmasked.unsqueeze(0).repeat(len(masks), *([1] * self._unmasked.dim()))
+        resume = self.resumes and self.record_depth > 0
+        start = min(first, self.record_depth - 1) if resume else min(first, self.record_depth)
+        start_from = self.masker.resuming if resume else self.masker.replaying
+        results: torch.Tensor | None = None
+        with torch.inference_mode():
+            for batch, recorded in zip(self.batches, self._recorded, strict=True):
+                for lo, hi in _even_split(len(masks), math.ceil(len(masks) / self.stack(batch))):
+                    chunk = torch.as_tensor(masks[lo:hi], device=self.task.device)
+                    copies = len(chunk)
+                    stacked = chunk[0] if copies == 1 else chunk.repeat_interleave(batch.rows, dim=0)
+                    with self.masker.masking(stacked), start_from(recorded, start, copies=copies):
+                        out = self.task.unit_outputs(batch.tile(copies)).float()
+                    out = out.view(copies, batch.rows, *out.shape[1:])
+                    units = torch.as_tensor(batch.units, device=out.device)
+                    if results is None:
+                        results = torch.zeros(len(masks), len(self.task.units), *out.shape[2:], device=out.device)
+                    results[lo:hi, units] = out
+        return results
+
+    def evaluate(self, masks: np.ndarray) -> list[np.ndarray]:
+        """Per-example outputs [examples, columns] for each mask."""
+        units = self.unit_outputs(masks)
+        with torch.inference_mode():
+            return [self.task.example_outputs(per_mask).double().cpu().numpy() for per_mask in units]
+
+    def importance(self, mask: np.ndarray) -> np.ndarray:
+        """Michel et al. head importance at `mask`: mean over tokens of |d loss / d gate|, [layers, heads].
+
+        One gate per (token, head) is multiplied into the mask; the absolute gradient is
+        summed over all real tokens and divided by their number (their code's per-token
+        variant). The loss depends on the gates only through the unit outputs, so we take
+        d loss / d unit outputs once on the whole set and back-propagate it batch by batch.
+        """
+        with _deterministic():
+            return self._importance(mask)
+
+    def _importance(self, mask: np.ndarray) -> np.ndarray:
+        mask_tensor = torch.as_tensor(np.asarray(mask, dtype=np.float32), device=self.task.device)
+        with torch.enable_grad():
+            units = self.unit_outputs(mask[None])[0].clone().requires_grad_(True)
+            self.task.loss(units).backward()
+            upstream = units.grad
+        total = torch.zeros(self.layers, self.heads, dtype=torch.float64, device=self.task.device)
+        tokens = 0
+        for batch in self.batches:
+            attention_mask = batch.inputs["attention_mask"]
+            gates = torch.ones(self.layers, batch.rows, attention_mask.shape[1], self.heads, device=self.task.device,
+                               requires_grad=True)
+            with self.masker.masking(mask_tensor), self.masker.gated(gates), torch.enable_grad():
+                out = self.task.unit_outputs(batch).float()
+                (out * upstream[torch.as_tensor(batch.units, device=out.device)]).sum().backward()
+            real = attention_mask.to(torch.float64)[None, :, :, None]
+            total += (gates.grad.abs().to(torch.float64) * real).sum(dim=(1, 2))
+            tokens += int(attention_mask.sum())
+        return (total / max(tokens, 1)).cpu().numpy()
+
+
+@contextmanager
+def _deterministic() -> Iterator[None]:
+    """Deterministic kernels for one scope, then the caller's setting back.
+
+    Some backward kernels on the CPU add their threads' partial sums in whatever order the threads
+    finish, so two importance passes over the same inputs differed in the 8th significant digit
+    (measured: 4e-8 relative, between calls and between processes), and a `--reproducible` build
+    with it. Their deterministic variants make the gradients bit-identical (and cost nothing
+    measurable: 0.74 s against 0.64-1.13 s per pass of the default task here)."""
+    before = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before, warn_only=warn_only)
+
+
+def evaluate_plain(task: Task, mask: np.ndarray, method: Method, batch_size: int = 32) -> np.ndarray:
+    """The straightforward way, for checks and the benchmark: examples in file order,
+    padded to the batch maximum, every text of every example encoded, full forward."""
+    slots = task.example_units.shape[1]
+    results: torch.Tensor | None = None
+    mask_tensor = torch.as_tensor(np.asarray(mask, dtype=np.float32), device=task.device)
+    with HeadMasker(task.model, method) as masker, masker.masking(mask_tensor), torch.no_grad():
+        for lo in range(0, task.n_examples, batch_size):
+            for slot in range(slots):
+                units = task.example_units[lo:lo + batch_size, slot]
+                out = task.unit_outputs(task.make_batch(units)).float()
+                results = _place(results, out, len(task.units), torch.as_tensor(units, device=out.device))
+        return task.example_outputs(results).double().cpu().numpy()
+
+
+# -- evaluating through the cache ---------------------------------------------------------------------
+def _stack_groups(masks: Sequence[np.ndarray], todo: list[int], step: int) -> list[list[int]]:
+    """`todo` (indexes into `masks`) in stacks of at most `step` masks that start at the same layer,
+    so one forward pass serves a whole stack."""
+    todo = sorted(todo, key=lambda index: first_masked_layer(masks[index]))
+    groups = []
+    while todo:
+        first = first_masked_layer(masks[todo[0]])
+        group = [index for index in todo[:step] if first_masked_layer(masks[index]) == first]
+        todo = todo[len(group):]
+        groups.append(group)
+    return groups
+
+
+class Runner:
+    """Evaluates masks through the cache and reports progress per experiment."""
+
+    def __init__(self, engine: Engine, cache: ResultCache, progress: Progress | None):
+        self.engine = engine
+        self.cache = cache
+        self.progress = progress
+        self.memo: dict[bytes, np.ndarray] = {}
+
+    def outputs(self, name: str, masks: Sequence[np.ndarray], done: int = 0,
+                total: int | None = None) -> list[np.ndarray]:
+        """Per-example outputs of each mask, from memory, disk, or computed in stacks of equal start layer."""
+        total = len(masks) + done if total is None else total
+        result: list[np.ndarray | None] = [None] * len(masks)
+        todo: list[int] = []
+        for index, mask in enumerate(masks):
+            key = mask.astype(np.float32).tobytes()
+            hit = self.memo.get(key)
+            if hit is None:
+                hit = self.cache.get("mask", mask)
+            if hit is not None:
+                self.memo[key] = hit
+                result[index] = hit
+            else:
+                todo.append(index)
+        finished = done + len(masks) - len(todo)
+        self.tick(name, finished, total)
+        groups = _stack_groups(masks, todo, self.engine.masks_per_pass)
+        stacks = [np.stack([masks[index] for index in group]) for group in groups]
+        for number, evaluated in self.evaluate_stacks(stacks):
+            group = groups[number]
+            for index, out in zip(group, evaluated, strict=True):
+                self.cache.put("mask", masks[index], out)
+                self.memo[masks[index].astype(np.float32).tobytes()] = out
+                result[index] = out
+            finished += len(group)
+            self.tick(name, finished, total)
+        return result  # type: ignore[return-value]
+
+    def evaluate_stacks(self, stacks: list[np.ndarray]) -> Iterator[tuple[int, list[np.ndarray]]]:
+        """(position in `stacks`, per-mask outputs) for every stack, in the order they finish: the seam
+        where `reportgen.ablation.ray_runner.RayRunner` hands the same stacks to Ray actors instead."""
+        for number, stack in enumerate(stacks):
+            yield number, self.engine.evaluate(stack)
+
+    def importance(self, mask: np.ndarray) -> np.ndarray:
+        """Michel et al. head importance at `mask` (`Engine.importance`), from the cache when stored."""
+        kind = "importance-calibrated"  # the similarity loss is calibrated since issue 12: not the old entries
+        hit = self.cache.get(kind, mask)
+        if hit is None:
+            hit = self.engine.importance(mask)
+            self.cache.put(kind, mask, hit)
+        return hit
+
+    def tick(self, name: str, done: int, total: int) -> None:
+        """Tell the progress callback, if any, that `done` of `total` steps of `name` are finished."""
+        if self.progress is not None:
+            self.progress(name, done, total)

@@ -1,0 +1,584 @@
+"""The tasks a head ablation is measured on: similarity, classification, masked LM.
+
+A task turns its data into *units* (the distinct token sequences the model must
+encode: in a similarity set one sentence appears in many pairs, so it is one unit)
+and *examples* (what the metric is computed over: a pair, a labelled text, a text
+with masked tokens). The model runs on units; `example_outputs` maps unit outputs to
+a small per-example array, so a bootstrap can resample examples and a paired test can
+swap one example's outputs between two conditions.
+
+Per-example outputs (columns):
+- similarity: [cosine]                      metric Spearman (also Pearson) vs the gold grade
+- classification: [predicted label, loss]   metric accuracy (also macro-F1, MCC)
+- mlm: [masked tokens, correct, loss sum]   metric masked-token accuracy (also loss)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import warnings
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from reportgen.config import BUILTIN_DATA, AblationSettings, builtin_data_problem
+from reportgen.datafiles import Column, Rows, load_rows
+from reportgen.errors import ConfigError, DataError, ModelError
+from reportgen.model.loading import (
+    check_weights,
+    clamp_max_length,
+    load_tokenizer,
+    pretrained_kwargs,
+    quiet_transformers,
+    resolve_device,
+)
+from reportgen.stats import pearson_rows, rank_rows
+
+TaskKind = Literal["similarity", "classification", "mlm"]
+BUILTIN_COLUMNS = {"text_a": "query", "text_b": "title", "score": "grade"}
+
+ROLES: dict[str, dict[str, Column | None]] = {
+    # role -> default column name (used when the config gives no columns)
+    "similarity": {"text_a": "sentence1", "text_b": "sentence2", "score": "score"},
+    "classification": {"text": "text", "pair": None, "label": "label"},
+    "mlm": {"text": "text"},
+}
+OPTIONAL_ROLES = {"pair"}
+
+
+@dataclass
+class Batch:
+    """Padded model inputs for some units; `tokens` is the padded size rows x length."""
+
+    units: np.ndarray
+    inputs: dict[str, torch.Tensor]
+    labels: torch.Tensor | None = None  # mlm: original ids at masked positions, -100 elsewhere
+
+    @property
+    def rows(self) -> int:
+        return len(self.units)
+
+    @property
+    def tokens(self) -> int:
+        return int(self.inputs["input_ids"].numel())
+
+    def tile(self, copies: int) -> "Batch":
+        """The batch repeated `copies` times (block i is for mask i)."""
+        if copies == 1:
+            return self
+        repeated = {name: tensor.repeat(copies, 1) for name, tensor in self.inputs.items()}
+        labels = None if self.labels is None else self.labels.repeat(copies, 1)
+        return Batch(np.tile(self.units, copies), repeated, labels)
+
+
+@dataclass
+class Task:
+    """Data, model and metric of one task; subclasses say how outputs become a metric."""
+
+    kind: str
+    model: torch.nn.Module
+    tokenizer: object
+    units: list[dict[str, list[int]]]  # each: input_ids, optional token_type_ids / labels
+    example_units: np.ndarray  # [examples, slots] unit index of each example's inputs
+    gold: np.ndarray  # [examples] gold score / label index (zeros for mlm)
+    settings: dict = field(default_factory=dict)  # what defines the task, for the cache key
+    calibration: tuple[float, float] | None = None  # (slope, intercept) of the similarity loss, once fitted
+
+    primary: ClassVar[str] = ""
+    metric_names: ClassVar[tuple[str, ...]] = ()
+    higher_is_better: ClassVar[dict[str, bool]] = {}
+
+    @property
+    def n_examples(self) -> int:
+        return len(self.gold)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # -- batching ----------------------------------------------------------------------
+    def make_batch(self, unit_ids: Sequence[int]) -> Batch:
+        """Pad the given units to the longest of them."""
+        ids = np.asarray(unit_ids, dtype=np.int64)
+        sequences = [self.units[i] for i in ids]
+        shape = (len(sequences), max(len(seq["input_ids"]) for seq in sequences))
+        inputs = {"input_ids": torch.full(shape, self.tokenizer.pad_token_id or 0, dtype=torch.long),
+                  "attention_mask": torch.zeros(shape, dtype=torch.long)}
+        has_types = "token_type_ids" in sequences[0]
+        if has_types:
+            inputs["token_type_ids"] = torch.zeros(shape, dtype=torch.long)
+        labels = torch.full(shape, -100, dtype=torch.long) if "labels" in sequences[0] else None
+        for row, seq in enumerate(sequences):
+            length = len(seq["input_ids"])
+            inputs["input_ids"][row, :length] = torch.tensor(seq["input_ids"])
+            inputs["attention_mask"][row, :length] = 1
+            if has_types:
+                inputs["token_type_ids"][row, :length] = torch.tensor(seq["token_type_ids"])
+            if labels is not None:
+                labels[row, :length] = torch.tensor(seq["labels"])
+        device = self.device
+        return Batch(ids, {name: tensor.to(device) for name, tensor in inputs.items()},
+                     None if labels is None else labels.to(device))
+
+    def length_batches(self, token_budget: int, *, min_tokens: int | None = None,
+                       max_waste: float = 1 / 16) -> list[Batch]:
+        """Units bucketed by length so that a batch pads little or nothing.
+
+        The units of one exact length form a bucket that needs no padding at all; a bucket
+        over `token_budget` tokens is split into batches of nearly equal size. A bucket under
+        `min_tokens` (default: a sixteenth of the budget), too small to be worth a forward
+        of its own, is merged with the buckets of the next lengths as long as the merged
+        batch spends at most `max_waste` of its tokens on padding and stays within the budget.
+        """
+        lengths = np.array([len(u["input_ids"]) for u in self.units])
+        order = np.argsort(lengths, kind="stable")
+        small = token_budget // 16 if min_tokens is None else min_tokens
+        groups: list[list[int]] = []
+        for unit in order.tolist():
+            if groups and lengths[groups[-1][-1]] == lengths[unit]:
+                groups[-1].append(unit)
+            else:
+                groups.append([unit])
+        merged: list[list[int]] = []
+        for group in groups:
+            if merged:
+                current = merged[-1]
+                width = int(lengths[group[0]])
+                rows = len(current) + len(group)
+                real = int(lengths[current].sum() + lengths[group].sum())
+                tiny = len(current) * int(lengths[current[-1]]) < small or len(group) * width < small
+                if tiny and rows * width <= token_budget and rows * width - real <= max_waste * rows * width:
+                    current.extend(group)
+                    continue
+            merged.append(list(group))
+        batches = []
+        for units in merged:
+            width = int(lengths[units[-1]])
+            parts = max(1, math.ceil(len(units) * width / token_budget))
+            for part in np.array_split(np.asarray(units, dtype=np.int64), parts):
+                batches.append(self.make_batch(part))
+        return batches
+
+    # -- outputs ---------------------------------------------------------------------------
+    def unit_outputs(self, batch: Batch) -> torch.Tensor:
+        """Run the model on a batch; one output row per batch row."""
+        raise NotImplementedError
+
+    def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
+        """[examples, columns] from [units, ...]; differentiable (for importance)."""
+        raise NotImplementedError
+
+    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
+        """The task loss whose gradient w.r.t. the head gates is Michel et al.'s importance."""
+        raise NotImplementedError
+
+    def metrics(self, out: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]:
+        """Metrics of R resamples at once: out [R, n, columns], gold [R or 1, n] -> name -> [R]."""
+        raise NotImplementedError
+
+    def undefined_reason(self, outputs: np.ndarray) -> str | None:
+        """Why the primary metric of these per-example outputs [n, columns] is undefined, in the
+        task's own terms; None when it is defined. An undefined metric admits no test (ablation)."""
+        value = self.metrics(outputs[None], self.gold[None])[self.primary][0]
+        if np.isfinite(value):
+            return None
+        return self._why_undefined(outputs) or f"{self.primary} is not a number on these outputs"
+
+    def _why_undefined(self, outputs: np.ndarray) -> str | None:
+        """The reason in the task's own terms, for tasks that can name one (None: no reason known)."""
+
+    def data_hash(self) -> str:
+        """Identity of the inputs the model sees and of the gold answers, for the result cache."""
+        digest = hashlib.sha256(json.dumps({"kind": self.kind, **self.settings}, sort_keys=True).encode())
+        for unit in self.units:
+            digest.update(json.dumps(unit, sort_keys=True).encode())
+        digest.update(self.example_units.astype(np.int64).tobytes())
+        digest.update(self.gold.astype(np.float64).tobytes())
+        return digest.hexdigest()[:16]
+
+
+# -- statistics used by the metrics, vectorised over resample rows ---------------------------------
+def classification_scores(pred: np.ndarray, gold: np.ndarray, classes: int) -> dict[str, np.ndarray]:
+    """Accuracy, macro-F1 (over classes present in gold or prediction) and multiclass MCC per row."""
+    pred = pred.astype(np.int64)
+    gold = np.broadcast_to(gold, pred.shape).astype(np.int64)
+    rows, examples = pred.shape
+    flat = (np.arange(rows)[:, None] * classes + gold) * classes + pred
+    confusion = np.bincount(flat.ravel(), minlength=rows * classes * classes).reshape(rows, classes, classes)
+    tp = np.diagonal(confusion, axis1=1, axis2=2).astype(np.float64)
+    true_count = confusion.sum(2).astype(np.float64)
+    pred_count = confusion.sum(1).astype(np.float64)
+    denom = true_count + pred_count  # 2TP + FP + FN
+    present = denom > 0
+    f1 = np.where(present, 2 * tp / np.where(present, denom, 1), 0.0)
+    macro = f1.sum(1) / present.sum(1)
+    correct = tp.sum(1)
+    # Gorodkin's multiclass MCC (Gorodkin 2004, the R_K statistic), from the confusion matrix.
+    cov_xy = correct * examples - (true_count * pred_count).sum(1)
+    cov_xx = examples * examples - (pred_count**2).sum(1)
+    cov_yy = examples * examples - (true_count**2).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mcc = np.where(cov_xx * cov_yy > 0, cov_xy / np.sqrt(cov_xx * cov_yy), 0.0)
+    return {"accuracy": correct / examples, "macro_f1": macro, "mcc": mcc}
+
+
+# -- the three tasks ---------------------------------------------------------------------------
+POOLING_MODES = ("cls_token", "max_tokens", "mean_tokens", "mean_sqrt_len_tokens")  # sentence-transformers order
+
+
+def pooling_modes(model_dir: Path) -> list[str]:
+    """Pooling from the model's sentence-transformers config; mean pooling when it has none."""
+    modules = model_dir / "modules.json"
+    folder = None
+    if modules.is_file():
+        try:
+            entries = json.loads(modules.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise ModelError(f"{modules}: not valid JSON ({exc})") from None
+        for entry in entries:
+            if str(entry.get("type", "")).endswith("Pooling"):
+                folder = model_dir / entry.get("path", "")
+    if folder is None or not (folder / "config.json").is_file():
+        return ["mean_tokens"]
+    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    modes = [m for m in POOLING_MODES if cfg.get(f"pooling_mode_{m}")]
+    unsupported = [key for key, value in cfg.items()
+                   if key.startswith("pooling_mode_") and value and key[len("pooling_mode_"):] not in POOLING_MODES]
+    if unsupported or not modes:
+        raise ModelError(f"{folder / 'config.json'}: pooling {', '.join(unsupported) or '(none)'} is not supported "
+                         "(cls, max, mean, mean_sqrt_len are)")
+    return modes
+
+
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, modes: Sequence[str]) -> torch.Tensor:
+    """Sentence embedding as sentence-transformers' Pooling computes it (modes concatenated)."""
+    real = attention_mask.unsqueeze(-1).to(hidden.dtype)  # 1 for a token, 0 for padding
+    parts = []
+    count = real.sum(1).clamp_min(1e-9)
+    for mode in modes:
+        if mode == "cls_token":
+            parts.append(hidden[:, 0])
+        elif mode == "max_tokens":
+            parts.append(hidden.masked_fill(real == 0, -1e9).max(1).values)
+        elif mode == "mean_tokens":
+            parts.append((hidden * real).sum(1) / count)
+        else:
+            parts.append((hidden * real).sum(1) / count.sqrt())
+    return torch.cat(parts, dim=-1)
+
+
+class SimilarityTask(Task):
+    primary = "spearman"
+    metric_names = ("spearman", "pearson")
+    higher_is_better = {"spearman": True, "pearson": True}
+
+    def unit_outputs(self, batch: Batch) -> torch.Tensor:
+        hidden = self.model(**batch.inputs).last_hidden_state
+        return pool(hidden, batch.inputs["attention_mask"], self.settings["pooling"])
+
+    def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
+        first = unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)]
+        second = unit_out[torch.as_tensor(self.example_units[:, 1], device=unit_out.device)]
+        return F.cosine_similarity(first, second, dim=-1).unsqueeze(-1)
+
+    def scaled_gold(self) -> np.ndarray:
+        """The grade rescaled to [0, 1], the target of sentence-transformers' CosineSimilarityLoss."""
+        lowest, highest = self.gold.min(), self.gold.max()
+        return (self.gold - lowest) / (highest - lowest if highest > lowest else 1.0)
+
+    def fit_calibration(self, outputs: np.ndarray) -> dict[str, float]:
+        """Fit target ~ slope * cosine + intercept by least squares on the unmasked model's outputs and
+        keep it for `loss`: (slope, intercept, share of the squared error the fit removes).
+
+        The metric is Spearman, which ignores any increasing linear map of the cosines, while the raw
+        squared error also charges the model for its scale and offset (calibration). Measured after
+        this fit, the loss (and so Michel et al.'s importance, its gradient) follows the errors that
+        can change the ranking instead.
+        """
+        cosine, target = outputs[:, 0].astype(np.float64), self.scaled_gold()
+        design = np.stack([cosine, np.ones_like(cosine)], axis=1)
+        (slope, intercept), *_ = np.linalg.lstsq(design, target, rcond=None)
+        before = float(np.mean((cosine - target) ** 2))
+        after = float(np.mean((slope * cosine + intercept - target) ** 2))
+        self.calibration = (float(slope), float(intercept))
+        return {"slope": float(slope), "intercept": float(intercept),
+                "error_removed": 1 - after / before if before > 0 else 0.0}
+
+    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
+        # Squared error between the (linearly calibrated, once fitted) cosine and the grade rescaled
+        # to [0, 1], as in sentence-transformers' CosineSimilarityLoss.
+        target = torch.as_tensor(self.scaled_gold(), dtype=unit_out.dtype, device=unit_out.device)
+        slope, intercept = self.calibration or (1.0, 0.0)
+        return (slope * self.example_outputs(unit_out)[:, 0] + intercept - target).pow(2).mean()
+
+    def _why_undefined(self, outputs: np.ndarray) -> str | None:
+        # A correlation needs two examples, and variation in both the gold scores and the predictions.
+        if self.n_examples < 2:
+            return "only one example"
+        if np.all(self.gold == self.gold[0]):
+            return "all gold scores are equal"
+        if np.all(outputs[:, 0] == outputs[0, 0]):
+            return "the model gives every pair the same similarity"
+        return None
+
+    def metrics(self, out: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]:
+        pred = out[..., 0]
+        # gold may be one row shared by all resamples: rank it once, broadcast after
+        return {"spearman": pearson_rows(rank_rows(pred), rank_rows(gold)), "pearson": pearson_rows(pred, gold)}
+
+
+class ClassificationTask(Task):
+    primary = "accuracy"
+    metric_names = ("accuracy", "macro_f1", "mcc")
+    higher_is_better = {"accuracy": True, "macro_f1": True, "mcc": True}
+
+    def unit_outputs(self, batch: Batch) -> torch.Tensor:
+        return self.model(**batch.inputs).logits
+
+    def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
+        logits = unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)].float()
+        gold = torch.as_tensor(self.gold, dtype=torch.long, device=unit_out.device)
+        loss = F.cross_entropy(logits, gold, reduction="none")
+        return torch.stack([logits.argmax(-1).to(logits.dtype), loss], dim=-1)
+
+    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
+        return self.example_outputs(unit_out)[:, 1].mean()
+
+    def metrics(self, out: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]:
+        return classification_scores(out[..., 0], gold, int(self.settings["classes"]))
+
+
+class MaskedLMTask(Task):
+    primary = "accuracy"
+    metric_names = ("accuracy", "loss")
+    higher_is_better = {"accuracy": True, "loss": False}
+
+    def unit_outputs(self, batch: Batch) -> torch.Tensor:
+        logits = self.model(**batch.inputs).logits
+        labels = batch.labels
+        picked = labels != -100
+        token_loss = F.cross_entropy(logits.transpose(1, 2).float(), labels, reduction="none", ignore_index=-100)
+        correct = (logits.argmax(-1) == labels) & picked
+        dtype = token_loss.dtype
+        return torch.stack([picked.sum(1).to(dtype), correct.sum(1).to(dtype), token_loss.sum(1)], dim=-1)
+
+    def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
+        return unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)]
+
+    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
+        out = self.example_outputs(unit_out)
+        return out[:, 2].sum() / out[:, 0].sum()
+
+    def _why_undefined(self, outputs: np.ndarray) -> str | None:
+        # Accuracy over masked tokens needs at least one: texts that are all special tokens have none.
+        return "no token to mask" if outputs[:, 0].sum() == 0 else None
+
+    def metrics(self, out: np.ndarray, _gold: np.ndarray) -> dict[str, np.ndarray]:
+        # No gold column: the masked tokens are the answers, and the outputs already count the correct ones.
+        masked = out[..., 0].sum(-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {"accuracy": out[..., 1].sum(-1) / masked, "loss": out[..., 2].sum(-1) / masked}
+
+
+# -- building a task from the config -----------------------------------------------------------
+def resolve_columns(kind: str, columns: Mapping[str, Column | None] | None) -> dict[str, Column | None]:
+    """Role -> column for the task: the config's columns over the task's default names, checked."""
+    roles = ROLES[kind]
+    given = dict(columns or {})
+    unknown = sorted(set(given) - set(roles))
+    if unknown:
+        raise ConfigError(f"ablation.columns: unknown role '{unknown[0]}' for task {kind} "
+                          f"(roles: {', '.join(roles)})")
+    out = {**roles, **given}
+    missing = [role for role, column in out.items() if column is None and role not in OPTIONAL_ROLES]
+    if missing:
+        raise ConfigError(f"ablation.columns: task {kind} needs a column for '{missing[0]}'")
+    return out
+
+
+def _load_model(kind: str, model_dir: Path, device: str) -> tuple[torch.nn.Module, object]:
+    from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
+
+    auto_class = {"similarity": AutoModel, "classification": AutoModelForSequenceClassification,
+                  "mlm": AutoModelForMaskedLM}[kind]
+    quiet_transformers()
+    device = resolve_device(device)
+    # The same refusals as the model stage: custom code only if trusted, pickle only if allowed.
+    kwargs = pretrained_kwargs(model_dir)
+    tokenizer = load_tokenizer(model_dir, kwargs["trust_remote_code"])
+    try:
+        model, info = auto_class.from_pretrained(model_dir, output_loading_info=True, ignore_mismatched_sizes=True,
+                                                 **kwargs)
+    except Exception as exc:  # transformers raises many types for a broken directory
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise ModelError(f"model directory {model_dir}: cannot be loaded for task {kind} "
+                         f"({type(exc).__name__}: {first})") from None
+    _check_head(kind, model_dir, model, info)
+    # Similarity pools the token states: the pooler is never read. A task head reads it (classification).
+    check_weights(model_dir, model, info, unused=("pooler",) if kind == "similarity" else ())
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)  # never trained here; gradients are only taken w.r.t. head gates
+    return model.to(device).eval(), tokenizer
+
+
+def _check_head(kind: str, model_dir: Path, model, info: dict) -> None:
+    """A task head the weights do not hold would be random: the model was not fine-tuned for the task."""
+    if kind == "similarity":
+        return
+    prefix = getattr(model, "base_model_prefix", "")
+    head = sorted(k for k in info.get("missing_keys") or () if not (prefix and k.startswith(prefix + ".")))
+    if head:
+        name = "classification" if kind == "classification" else "masked-LM"
+        raise ModelError(f"model directory {model_dir}: has no trained {name} head (missing {head[0]}); "
+                         f"task '{kind}' needs a fine-tuned model")
+
+
+def _encode(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None,
+            max_length: int) -> list[dict[str, list[int]]]:
+    encoding = tokenizer(list(texts), list(pairs) if pairs is not None else None, truncation=True,
+                         max_length=max_length)
+    keys = [key for key in ("input_ids", "token_type_ids") if key in encoding]
+    return [{key: list(encoding[key][row]) for key in keys} for row in range(len(texts))]
+
+
+def _dedupe(encoded: list[dict[str, list[int]]]) -> tuple[list[dict[str, list[int]]], np.ndarray]:
+    """Distinct token sequences and the unit index of each input (repeated texts run once)."""
+    seen: dict[str, int] = {}
+    units, index = [], np.empty(len(encoded), dtype=np.int64)
+    for position, seq in enumerate(encoded):
+        key = json.dumps(seq, sort_keys=True)
+        if key not in seen:
+            seen[key] = len(units)
+            units.append(seq)
+        index[position] = seen[key]
+    return units, index
+
+
+def _mask_for_mlm(unit: dict[str, list[int]], special: set[int], mask_id: int, probability: float,
+                  seed: int) -> dict[str, list[int]]:
+    """Replace a fixed random share of a sequence's ordinary tokens by [MASK].
+
+    The generator is seeded by the seed and the token ids, so the same text gets the
+    same masked positions in every run and every condition. Unlike BERT pre-training
+    (80/10/10) every chosen token becomes [MASK], so the task is plain cloze accuracy.
+    """
+    ids = np.array(unit["input_ids"])
+    candidates = np.flatnonzero(~np.isin(ids, list(special)))
+    rng = np.random.default_rng([seed, zlib.crc32(ids.astype(np.int32).tobytes())])
+    count = max(1, int(round(probability * len(candidates)))) if len(candidates) else 0
+    chosen = rng.choice(candidates, size=count, replace=False) if count else np.array([], dtype=np.int64)
+    labels = np.full(len(ids), -100)
+    labels[chosen] = ids[chosen]
+    ids[chosen] = mask_id
+    return {**unit, "input_ids": ids.tolist(), "labels": labels.tolist()}
+
+
+def _masked_units(tokenizer, model_dir: Path, texts: Sequence[str], max_length: int, probability: float,
+                  seed: int) -> list[dict[str, list[int]]]:
+    """The texts encoded with their chosen tokens replaced by [MASK] (see `_mask_for_mlm`)."""
+    if tokenizer.mask_token_id is None:
+        raise ModelError(f"model directory {model_dir}: the tokenizer has no mask token; task 'mlm' needs one")
+    special = set(tokenizer.all_special_ids)
+    return [_mask_for_mlm(unit, special, tokenizer.mask_token_id, probability, seed)
+            for unit in _encode(tokenizer, texts, None, max_length)]
+
+
+def _label_indices(rows: Rows, role: str, model) -> tuple[np.ndarray, int]:
+    label2id = {str(k): int(v) for k, v in (getattr(model.config, "label2id", None) or {}).items()}
+    classes = int(model.config.num_labels)
+    out = np.empty(len(rows), dtype=np.int64)
+    for row, value in enumerate(rows.texts(role)):
+        value = value.strip()
+        if value in label2id:
+            out[row] = label2id[value]
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            number = -1.0
+        if not (0 <= number < classes and number == int(number)):
+            raise DataError(f"{rows.path}: line {rows.line_of(row)}: label '{value}' is neither one of the model's "
+                            f"labels ({', '.join(label2id)}) nor an index below {classes}")
+        out[row] = int(number)
+    return out, classes
+
+
+def _read_rows(kind: str, data: str | Path, fmt: str, header: bool, columns: Mapping[str, Column | None] | None,
+               limit: int | None) -> tuple[Rows, dict[str, Column | None], str]:
+    """(rows, role -> column, the data as the cache key names it) from `data`, or from the shipped
+    demo set for "builtin", which has its own format and columns."""
+    comment = None
+    if str(data) == "builtin":
+        problem = builtin_data_problem(kind)
+        if problem:
+            raise ConfigError(f"ablation.data: {problem}")
+        if columns:
+            raise ConfigError("ablation.columns: the builtin demo set has fixed columns; "
+                              "set columns only with your own data file")
+        data, fmt, header, columns, comment = BUILTIN_DATA, "tsv", True, BUILTIN_COLUMNS, "#"
+    resolved = resolve_columns(kind, columns)
+    rows = load_rows(Path(data), resolved, fmt=fmt, header=header, comment=comment, limit=limit)
+    return rows, resolved, str(data)
+
+
+def load_task(
+    kind: TaskKind,
+    model_dir: Path,
+    data: str | Path,
+    *,
+    device: str = "cpu",
+    fmt: str = "auto",
+    header: bool = True,
+    columns: Mapping[str, Column | None] | None = None,
+    limit: int | None = None,
+    max_length: int = 128,
+    mlm_probability: float = 0.15,
+    mlm_seed: int = 0,
+) -> Task:
+    """Load the model class the task needs from `model_dir` and the task's data ("builtin" = demo set)."""
+    if kind not in ROLES:
+        raise ConfigError(f"ablation.task: unknown task '{kind}' (similarity, classification, mlm)")
+    rows, columns, source = _read_rows(kind, data, fmt, header, columns, limit)
+    # The file's texts and scores are checked before the model is loaded: a mistake in it is
+    # reported at once (labels need the model's label set, so they are checked after).
+    if kind == "similarity":
+        gold = rows.floats("score")
+        texts = rows.texts("text_a") + rows.texts("text_b")
+    else:
+        texts = rows.texts("text")
+        pairs = rows.texts("pair") if kind == "classification" and columns.get("pair") is not None else None
+    model, tokenizer = _load_model(kind, Path(model_dir), device)
+    max_length, note = clamp_max_length(Path(model_dir), max_length, "ablation.max_length")
+    if note:  # stacklevel 1: the CLI shows the warnings raised in reportgen's own files
+        warnings.warn(note, stacklevel=1)
+    settings: dict = {"max_length": max_length, "data": source}
+    if kind == "similarity":
+        units, index = _dedupe(_encode(tokenizer, texts, None, max_length))
+        settings["pooling"] = pooling_modes(Path(model_dir))
+        sentences = np.stack([index[:len(rows)], index[len(rows):]], 1)  # each pair's two units
+        return SimilarityTask(kind, model, tokenizer, units, sentences, gold, settings)
+    if kind == "classification":
+        labels, classes = _label_indices(rows, "label", model)
+        units, index = _dedupe(_encode(tokenizer, texts, pairs, max_length))
+        settings["classes"] = classes
+        return ClassificationTask(kind, model, tokenizer, units, index[:, None], labels.astype(np.float64), settings)
+    units, index = _dedupe(_masked_units(tokenizer, model_dir, texts, max_length, mlm_probability, mlm_seed))
+    settings.update(mlm_probability=mlm_probability, mlm_seed=mlm_seed)
+    return MaskedLMTask(kind, model, tokenizer, units, index[:, None], np.zeros(len(rows)), settings)
+
+
+def load_ablation_task(model_dir: Path, settings: AblationSettings, *, device: str) -> Task:
+    """The task the settings describe, on the model in `model_dir`."""
+    return load_task(
+        settings.task, Path(model_dir), settings.data, device=device, fmt=settings.format, header=settings.header,
+        columns=settings.columns, limit=settings.limit, max_length=settings.max_length,
+        mlm_probability=settings.mlm_probability, mlm_seed=settings.mlm_seed,
+    )

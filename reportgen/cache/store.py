@@ -1,0 +1,241 @@
+"""On-disk cache of model outputs, so a rebuild with nothing changed runs no model.
+
+An entry's key hashes everything its content depends on: the model's file
+fingerprint, the example, the truncation length and CACHE_VERSION (bump it when
+the computation changes). Every entry, whatever writes it (model runs, pattern
+statistics, model info, each ablation mask), goes through `Cache.write_bytes`:
+the file is a sha256 line then the payload, written to `<entry>.tmp<pid>` and renamed,
+so a kill never leaves half an entry under the entry's name. `read_bytes` checks the
+sha256: a damaged entry is reported with a warning and recomputed, never trusted. A hit's
+modification time is set to now, so that an entry's time says when a build last used it: that is
+how `reportgen.cache.usage` records which entries each config uses, for `reportgen cache prune`.
+
+A temp file outlives its writer only when the writer is killed between writing and
+renaming (SIGTERM, SIGKILL); `sweep` removes those of writers that are no longer
+running, and nothing else.
+
+The cache is output reportgen writes: a cache directory that cannot be read or written
+is an `OutputError` (exit 5) with one line naming the path, never a traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import io
+import json
+import os
+import re
+import stat
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from reportgen.errors import OutputError
+
+if TYPE_CHECKING:  # the site stage stores its drawings here too (reportgen.site.export_cache) and loads no analysis
+    from reportgen.config import ExampleSpec
+    from reportgen.runs import ExampleRun
+
+CACHE_VERSION = "2"
+# The name of every entry reportgen writes, whatever its kind: a hex key (16 to 64 digits), maybe
+# after a lowercase prefix (`mask-`, `importance-calibrated-`, ...) and before a short suffix (`.npz`,
+# `.json`, `.png`, ...). Housekeeping (`reportgen cache prune`, `sweep`) touches no file named otherwise.
+ENTRY_NAME = r"(?:[a-z]+-)*[0-9a-f]{16,64}(?:\.[a-z0-9]{1,5})?"
+# The temp files reportgen writes: an entry's name then `.tmp<pid>` (old versions wrote
+# `mask-<key>.tmp<pid>`, without the suffix). Nothing else in the cache is ever swept.
+TEMP_NAME = re.compile(rf"^{ENTRY_NAME}\.tmp(\d+)$")
+FIELD = "(config field 'cache_dir')"
+
+
+def key_of(*parts) -> str:
+    text = json.dumps([CACHE_VERSION, *parts], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def temp_path(path: Path, pid: int | None = None) -> Path:
+    """Where the entry `path` is written before it is renamed into place."""
+    return path.with_name(f"{path.name}.tmp{os.getpid() if pid is None else pid}")
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+class Cache:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    # -- bytes with a checksum: the one way entries are stored --------------------------------------
+    def read_bytes(self, path: Path, touch: bool = True) -> bytes | None:
+        """The payload of the entry at `path`; None when it is not there or is damaged (warned).
+        With `touch`, a hit is marked as used now (see the module's doc)."""
+        path = Path(path)
+        try:
+            if not self._check_entry(path):
+                return None
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._error(path, exc, "read") from None
+        digest, _, payload = raw.partition(b"\n")
+        if hashlib.sha256(payload).hexdigest().encode() != digest:
+            self.damaged(path, "checksum mismatch")
+            return None
+        if touch:
+            self.touch(path)
+        return payload
+
+    @staticmethod
+    def touch(path: Path) -> None:
+        """Set the entry's modification time to now: it was used. A cache reportgen cannot write
+        keeps its times (and its build records: `reportgen.cache.usage`)."""
+        try:
+            os.utime(path)
+        except OSError:
+            pass
+
+    def write_bytes(self, path: Path, payload: bytes) -> None:
+        """Store `payload` with its sha256 at `path`, atomically (temp file + rename)."""
+        path = Path(path)
+        digest = hashlib.sha256(payload).hexdigest().encode()
+        tmp = temp_path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._check_entry(path)  # never replace a directory, FIFO... that reportgen did not write
+            try:
+                with open(tmp, "wb") as handle:
+                    handle.write(digest + b"\n" + payload)
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+        except OSError as exc:
+            raise self._error(path, exc, "write") from None
+
+    @staticmethod
+    def _check_entry(path: Path) -> bool:
+        """Whether an entry exists at `path`; anything there but a regular file is refused (a FIFO
+        would block the read, a directory the rename)."""
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            return False
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise OutputError(f"cache entry {path} is not a regular file; delete it "
+                              "(anything in the cache can be deleted)")
+        return True
+
+    def damaged(self, path: Path, why: str) -> None:
+        # stacklevel 1: the CLI shows the warnings raised in reportgen's own files
+        warnings.warn(f"cache entry {path} is damaged ({why}); recomputing it", stacklevel=1)
+
+    def _error(self, path: Path, exc: OSError, action: str) -> OutputError:
+        """One line for what stopped reading or writing `path`: which path, and what to do."""
+        if self.root.exists() and not self.root.is_dir():
+            return OutputError(f"cache_dir {self.root} is a file, not a directory {FIELD}")
+        for parent in [p for p in reversed(path.parents) if self.root in (p, *p.parents)]:
+            if parent.exists() and not parent.is_dir():
+                return OutputError(f"cache entry {parent} is a file where the cache needs a directory; delete it "
+                                   "(anything in the cache can be deleted)")
+        if isinstance(exc, IsADirectoryError) or path.is_dir():
+            return OutputError(f"cache entry {path} is a directory, not a file; delete it "
+                               "(anything in the cache can be deleted)")
+        if isinstance(exc, PermissionError) or exc.errno == errno.EROFS:
+            verb = "writable" if action == "write" else "readable"
+            return OutputError(f"cache directory {self.root} is not {verb}; make it {verb} or set cache_dir "
+                               f"to another directory {FIELD}")
+        what = "written" if action == "write" else "read"
+        return OutputError(f"cache entry {path} cannot be {what} ({exc.strerror or type(exc).__name__})")
+
+    # -- housekeeping ----------------------------------------------------------------------------
+    def sweep(self, under: Path | None = None) -> list[Path]:
+        """Remove the temp files (see TEMP_NAME) of writers no longer running, under `under`
+        (default: the whole cache); returns what was removed. Nothing else is touched."""
+        top = Path(under) if under is not None else self.root
+        removed = []
+        for folder, _dirs, files in os.walk(top, followlinks=False):
+            for name in files:
+                match = TEMP_NAME.match(name)
+                if match is None or _running(int(match.group(1))):
+                    continue
+                path = Path(folder) / name
+                try:
+                    if stat.S_ISREG(os.lstat(path).st_mode):
+                        path.unlink()
+                        removed.append(path)
+                except OSError:
+                    pass  # gone already, or not ours to remove: a later build tries again
+        return removed
+
+    # -- typed entries --------------------------------------------------------------------------
+    def _path(self, kind: str, key: str, suffix: str) -> Path:
+        return self.root / kind / f"{key}{suffix}"
+
+    def get_json(self, kind: str, key: str):
+        path = self._path(kind, key, ".json")
+        payload = self.read_bytes(path)
+        if payload is None:
+            return None
+        try:
+            return json.loads(payload)
+        except ValueError:
+            self.damaged(path, "not JSON")
+            return None
+
+    def put_json(self, kind: str, key: str, value) -> None:
+        self.write_bytes(self._path(kind, key, ".json"), json.dumps(value).encode())  # key order is content
+
+    def get_array(self, path: Path) -> np.ndarray | None:
+        """One numpy array stored with `put_array`; None when missing or damaged."""
+        payload = self.read_bytes(path)
+        if payload is None:
+            return None
+        try:
+            return np.load(io.BytesIO(payload), allow_pickle=False)
+        except (OSError, ValueError, EOFError):
+            self.damaged(path, "not a numpy array")
+            return None
+
+    def put_array(self, path: Path, value: np.ndarray) -> None:
+        buf = io.BytesIO()
+        np.save(buf, np.asarray(value), allow_pickle=False)
+        self.write_bytes(path, buf.getvalue())
+
+    def get_run(self, key: str, spec: ExampleSpec) -> ExampleRun | None:
+        from reportgen.runs import ExampleRun
+
+        payload = self.read_bytes(self._path("runs", key, ".npz"))
+        if payload is None:
+            return None
+        data = np.load(io.BytesIO(payload), allow_pickle=False)
+        meta = json.loads(str(data["meta"]))
+        extras = {name[len("x_"):]: data[name] for name in data.files if name.startswith("x_")}
+        return ExampleRun(
+            spec, meta["tokens"], data["word_ids"], data["segment_ids"], data["special"],
+            data["attention"], meta["truncated"], extras,
+            data["value_norms"] if "value_norms" in data.files else None,
+        )
+
+    def put_run(self, key: str, run: ExampleRun) -> None:
+        buf = io.BytesIO()
+        meta = json.dumps({"tokens": run.tokens, "truncated": run.truncated})
+        arrays = {f"x_{name}": value for name, value in run.extras.items()}
+        if run.value_norms is not None:
+            arrays["value_norms"] = run.value_norms
+        np.savez(buf, meta=np.array(meta), word_ids=run.word_ids, segment_ids=run.segment_ids,
+                 special=run.special, attention=run.attention, **arrays)
+        self.write_bytes(self._path("runs", key, ".npz"), buf.getvalue())

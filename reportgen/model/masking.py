@@ -1,0 +1,353 @@
+"""Masking attention heads without `head_mask`, which transformers 5 removed.
+
+Each head's context vector (its slice of the input to the attention output
+projection) is gated by a forward pre-hook on that projection. A gate m in [0, 1]
+mixes the head's context with a replacement:
+
+    context_h <- m * context_h + (1 - m) * replacement_h
+
+- method "zero": the replacement is 0, i.e. the head is removed (Michel, Levy and
+  Neubig 2019, "Are Sixteen Heads Really Better Than One?"); with a real-valued mask
+  that requires grad, d loss / d m is their head importance.
+- method "uniform": the replacement is the context the head would produce with
+  uniform attention, 1/n over the non-padding keys (Kovaleva, Romanov, Rogers and
+  Rumshisky 2019, "Revealing the Dark Secrets of BERT"). Since uniform weights
+  give every query the same mix, that context is the masked mean of the head's value
+  vectors over keys, which we take from a forward hook on the value projection; the
+  attention implementation (eager or sdpa) does not matter.
+
+The masker also tracks the layer index (ALBERT runs one shared layer module at every
+depth, so the index is counted per call) and can record each layer's output and
+replay it later, so a forward pass can skip the layers below the first masked one.
+
+For method "zero" on the BERT layout (BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT) it can
+also start a forward *inside* the first masked layer l: up to the output projection the
+self-attention block of layer l sees the unmasked model's input, so its per-head context
+c and the sum s = dense(c) + input (what the attention LayerNorm receives) are those of the
+unmasked model. Recorded once, they give the masked sum exactly as
+
+    dense(c * m) + input = s - sum over heads h with m_h != 1 of (1 - m_h) W_O[:, h] c_h,
+
+one small product per masked head instead of the Q, K, V projections, the attention and
+the output projection of layer l; then the LayerNorm, the feed-forward block and layers
+l+1.. run as usual (`recording(depth, attention=True)` / `resuming`; the arithmetic is in
+`subtract_head_shares`).
+
+Every setting is a scope (`with masker.masking(mask):`, `recording`, `replaying`, `resuming`,
+`gated`) that holds for the forwards inside it and is undone when it ends, so no setting
+outlives the code that needed it and no call order has to be remembered.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal
+
+import torch
+from torch import nn
+
+from reportgen.model.head_sites import HeadSites, attention_norms, locate
+
+Method = Literal["zero", "uniform"]
+AttentionRecord = tuple[torch.Tensor, torch.Tensor]  # per-head context, attention LayerNorm input
+
+
+def tile(recorded: Any, copies: int) -> Any:
+    """Repeat a recorded layer output `copies` times along the batch (masks stacked batch-major)."""
+    if copies == 1:
+        return recorded
+    if isinstance(recorded, torch.Tensor):
+        return recorded.repeat(copies, *([1] * (recorded.dim() - 1)))
+    if isinstance(recorded, tuple):
+        return tuple(tile(part, copies) for part in recorded)
+    return recorded
+
+
+def uniform_context(values: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
+    """Context of heads whose attention is 1/n over the n non-padding keys (Kovaleva et al. 2019):
+    the masked mean of the value vectors, the same for every query. values: [rows, tokens, heads, dim]."""
+    rows, tokens = values.shape[:2]
+    if key_mask is None or key_mask.shape[0] != rows:
+        raise RuntimeError("uniform masking needs the batch's attention_mask")
+    keys = key_mask[:, :tokens].to(values.dtype)
+    mean = torch.einsum("bthd,bt->bhd", values, keys) / keys.sum(1).clamp_min(1).view(rows, 1, 1)
+    return mean.unsqueeze(1)
+
+
+def subtract_head_shares(total: torch.Tensor, context: torch.Tensor, drop: torch.Tensor, weight: torch.Tensor,
+                         copies: int) -> None:
+    """Take from recorded attention sums each masked head's share of the output projection, in place.
+
+    total: [copies * rows, tokens, hidden], the recorded sum dense(c) + input repeated once per
+    stacked mask; context: [rows, tokens, heads * dim], the recorded per-head context c;
+    drop: 1 - m, [1, heads] for one mask or [copies * rows, heads]; weight: W_O, [hidden, heads * dim].
+    Only heads and masks with a nonzero drop cost a product (see the module docstring)."""
+    rows, tokens = context.shape[:2]
+    heads = drop.shape[-1]
+    head_dim = context.shape[-1] // heads
+    blocks = total.view(copies, rows, tokens, total.shape[-1])
+    per_row = drop.shape[0] > 1
+    drop = drop.view(copies, rows, heads) if per_row else drop.view(1, 1, heads).expand(copies, 1, heads)
+    per_head = context.view(rows, tokens, heads, head_dim)
+    for head in torch.nonzero(drop.ne(0).any(dim=(0, 1))).flatten().tolist():
+        share = per_head[:, :, head] @ weight[:, head * head_dim:(head + 1) * head_dim].t()
+        for block in torch.nonzero(drop[:, :, head].ne(0).any(dim=1)).flatten().tolist():
+            blocks[block].sub_(drop[block, :, head].view(-1, 1, 1) * share)
+
+
+def head_gates(mask: torch.Tensor | None, gates: torch.Tensor | None, depth: int, rows: int,
+               like: torch.Tensor) -> torch.Tensor:
+    """[rows or 1, tokens or 1, heads]: the gate of each head at `depth` for a batch of `rows` rows,
+    the mask (one for all rows or one per row) times the per-token gates, if any."""
+    heads = mask.shape[-1] if mask is not None else gates.shape[-1]
+    if mask is None:
+        gate = torch.ones(1, 1, heads, dtype=like.dtype, device=like.device)
+    elif mask.dim() == 2:
+        gate = mask[depth].to(like.dtype).view(1, 1, heads)
+    else:
+        if mask.shape[0] != rows:
+            raise ValueError(f"{mask.shape[0]} per-row masks for a batch of {rows} rows")
+        gate = mask[:, depth].to(like.dtype).view(rows, 1, heads)
+    if gates is not None:
+        gate = gate * gates[depth]
+    return gate
+
+
+def restore_forwards(patched: list[tuple[nn.Module, Any]]) -> None:
+    """Undo `forward` patches, latest first: back to the class's forward or an enclosing masker's patch."""
+    for module, previous in reversed(patched):
+        if previous is None:
+            del module.forward
+        else:
+            module.forward = previous
+
+
+@dataclass(frozen=True)
+class _Start:
+    """Where the forwards start: the layers below `depth` are skipped."""
+
+    depth: int = 0
+    outputs: dict[int, Any] = field(default_factory=dict)  # replaying: the outputs of the skipped layers
+    attention: AttentionRecord | None = None  # resuming: the recorded context and sum at `depth`
+    copies: int = 1  # resuming: masks stacked along the batch
+
+
+@dataclass(frozen=True)
+class _Recording:
+    depth: int  # record the layers at depths below this
+    attention: bool  # the per-head context and attention sum rather than the layer output
+    recorded: dict[int, Any]
+    contexts: dict[int, torch.Tensor] = field(default_factory=dict)  # waiting for their layer's sum
+
+
+class HeadMasker:
+    """Hooks that gate heads; use as a context manager around forward passes, and inside it
+    these scopes (each holds for the forwards in its `with` block):
+
+    - `masking(mask)`: [layers, heads] for every row, or [rows, layers, heads] for one mask per
+      batch row (several masks in one forward: repeat the batch, one block per mask);
+    - `gated(gates)`: [layers, rows, tokens, heads] multiplied into the mask, one gate per token
+      (Michel et al.'s per-token importance);
+    - `recording(depth)` / `replaying(recorded, start)`: record the outputs of layers below
+      `depth`, or skip the layers below `start` and use recorded outputs instead;
+    - `recording(depth, attention=True)` / `resuming(recorded, start)` (`can_resume`: method "zero"
+      on the BERT layout): record each layer's unmasked context and attention sum, or start
+      at layer `start`'s attention LayerNorm (see the module docstring).
+    """
+
+    def __init__(self, model: nn.Module, method: Method = "zero"):
+        if method not in ("zero", "uniform"):
+            raise ValueError(f"unknown masking method {method!r}")
+        self.model = model
+        self.method = method
+        self.sites: HeadSites = locate(model)
+        self._norms = attention_norms(self.sites) if method == "zero" else None
+        self._reset()
+        self._handles: list[Any] = []
+        self._patched: list[tuple[nn.Module, Any]] = []
+
+    def _reset(self) -> None:
+        self._mask: torch.Tensor | None = None
+        self._active: list[bool] = [False] * self.sites.n_layers  # layers whose heads the mask or gates touch
+        self._gates: torch.Tensor | None = None
+        self._start = _Start()
+        self._recording: _Recording | None = None
+        self._key_mask: torch.Tensor | None = None
+        self._values: torch.Tensor | None = None
+        self._depth = -1
+
+    @property
+    def can_resume(self) -> bool:
+        """Whether `resuming` is available: method "zero" on a model with the BERT layout."""
+        return self._norms is not None
+
+    # -- scopes ------------------------------------------------------------------------------------
+    @contextmanager
+    def _scope(self, **state: Any) -> Iterator[None]:
+        previous = {name: getattr(self, name) for name in state}
+        for name, value in state.items():
+            setattr(self, name, value)
+        try:
+            yield
+        finally:
+            for name, value in previous.items():
+                setattr(self, name, value)
+
+    def masking(self, mask: torch.Tensor) -> AbstractContextManager[None]:
+        """Gate heads by `mask` (1 = keep, 0 = replace) in this scope's forwards."""
+        shape = (self.sites.n_layers, self.sites.heads)
+        if tuple(mask.shape[-2:]) != shape:
+            raise ValueError(f"mask shape {tuple(mask.shape)} does not end with [layers, heads] = {list(shape)}")
+        per_layer = mask.detach().reshape(-1, *shape).ne(1).any(dim=(0, 2)).tolist()
+        return self._scope(_mask=mask, _active=[bool(touched) or mask.requires_grad for touched in per_layer])
+
+    def gated(self, gates: torch.Tensor) -> AbstractContextManager[None]:
+        """Multiply per-token gates into the mask in this scope's forwards (full forwards only)."""
+        if self._start.attention is not None:
+            raise RuntimeError("per-token gates need the full forward, not one resumed inside a layer")
+        return self._scope(_gates=gates)
+
+    @contextmanager
+    def recording(self, depth: int, *, attention: bool = False) -> Iterator[dict[int, Any]]:
+        """Record, for the layers below `depth` that run in this scope, their outputs (for `replaying`)
+        or, with `attention`, their per-head context (input of the output projection) and attention
+        LayerNorm input of an unmasked forward (an `AttentionRecord`, for `resuming`). Yields them by
+        depth, complete when the scope ends."""
+        if attention and depth and not self.can_resume:
+            raise ValueError("recording the attention block needs method 'zero' and the BERT layout")
+        recorded: dict[int, Any] = {}
+        with self._scope(_recording=_Recording(depth, attention, recorded)):
+            yield recorded
+
+    def replaying(self, recorded: dict[int, Any], start: int, copies: int = 1) -> AbstractContextManager[None]:
+        """Skip the layers below `start`, returning their `recorded` outputs (a `recording` of the
+        same batch, repeated `copies` times for stacked masks) instead."""
+        outputs = {depth: tile(recorded[depth], copies) for depth in range(start)}
+        return self._scope(_start=_Start(start, outputs))
+
+    def resuming(self, recorded: dict[int, AttentionRecord], start: int,
+                 copies: int = 1) -> AbstractContextManager[None]:
+        """Start each forward at layer `start`'s attention LayerNorm from `recorded[start]` (a
+        `recording(..., attention=True)` of the same batch, repeated `copies` times): the layers below
+        are skipped, and at `start` only the masked heads' share of the output projection is computed."""
+        if not self.can_resume:
+            raise ValueError("resume needs method 'zero' and the BERT layout")
+        if self.model.training:
+            raise RuntimeError("resume needs the model in eval mode (dropout would differ)")
+        if self._gates is not None:
+            raise RuntimeError("per-token gates need the full forward, not one resumed inside a layer")
+        return self._scope(_start=_Start(start, attention=recorded[start], copies=copies))
+
+    # -- hooks -------------------------------------------------------------------------------------
+    def __enter__(self) -> "HeadMasker":
+        sites = self.sites
+        base = getattr(self.model, "base_model", self.model)
+        self._handles.append(base.register_forward_pre_hook(self._on_model, with_kwargs=True))
+        self._handles.append(sites.encoder.register_forward_pre_hook(self._on_encoder))
+        seen: set[int] = set()
+        for depth, layer in enumerate(sites.layers):
+            if id(layer) in seen:
+                continue
+            seen.add(id(layer))
+            self._handles.append(layer.register_forward_pre_hook(self._depth_hook(None if sites.shared else depth)))
+            self._handles.append(layer.register_forward_hook(self._on_layer_output))
+            self._patch_forward(layer)
+            self._handles.append(sites.out_proj[depth].register_forward_pre_hook(self._on_out_proj))
+            if self._norms is not None:
+                self._handles.append(self._norms[depth].register_forward_pre_hook(self._on_attention_norm))
+            if self.method == "uniform":
+                self._handles.append(sites.value_proj[depth].register_forward_hook(self._on_values))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        restore_forwards(self._patched)
+        self._patched = []
+        self._reset()
+
+    def _patch_forward(self, layer: nn.Module) -> None:
+        """Let the layer be skipped (replaying, resuming) or entered at its attention LayerNorm."""
+        previous = layer.__dict__.get("forward")
+        original = layer.forward
+
+        def forward(*args, **kwargs):
+            start = self._start
+            if self._depth < start.depth:
+                if start.attention is not None:  # unused: the layer at the start ignores its input
+                    return args[0] if args else kwargs["hidden_states"]
+                return start.outputs[self._depth]
+            if start.attention is not None and self._depth == start.depth:
+                return self._resumed_layer(layer, self._depth)
+            return original(*args, **kwargs)
+
+        layer.forward = forward
+        self._patched.append((layer, previous))
+
+    def _on_model(self, _module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        keys = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
+        if keys is None and ids is not None:
+            keys = torch.ones(ids.shape[:2], device=ids.device)
+        self._key_mask = keys
+
+    def _on_encoder(self, _module, _args):
+        self._depth = -1
+
+    def _depth_hook(self, static: int | None):
+        def hook(_module, _args):
+            self._depth = static if static is not None else self._depth + 1
+            if self._depth >= self.sites.n_layers:
+                raise RuntimeError(f"layer call {self._depth} beyond the model's {self.sites.n_layers} layers")
+
+        return hook
+
+    def _on_layer_output(self, _module, _args, output):
+        recording = self._recording
+        if recording is not None and not recording.attention and self._start.depth <= self._depth < recording.depth:
+            recording.recorded[self._depth] = output
+
+    def _on_values(self, _module, _args, output):
+        self._values = output
+
+    def _on_attention_norm(self, _module, args):
+        recording = self._recording
+        if recording is not None and recording.attention and self._depth < recording.depth:
+            recording.recorded[self._depth] = (recording.contexts.pop(self._depth), args[0])
+
+    def _on_out_proj(self, _module, args):
+        depth = self._depth
+        recording = self._recording
+        if recording is not None and recording.attention and depth < recording.depth:
+            recording.contexts[depth] = args[0]
+        if not self._active[depth] and self._gates is None:
+            return None
+        context = args[0]
+        rows, tokens = context.shape[:2]
+        per_head = context.view(rows, tokens, self.sites.heads, self.sites.head_dim)
+        gate = head_gates(self._mask, self._gates, depth, rows, context).unsqueeze(-1)  # [rows, 1 or tokens, heads, 1]
+        if self.method == "zero":
+            mixed = per_head * gate
+        else:
+            mixed = per_head * gate + (1 - gate) * uniform_context(self._values.view_as(per_head), self._key_mask)
+        return (mixed.reshape(rows, tokens, -1),) + tuple(args[1:])
+
+    def _resumed_layer(self, layer: nn.Module, depth: int) -> torch.Tensor:
+        """Layer `depth` from its recorded attention sum, less the masked heads' share."""
+        context, total = self._start.attention
+        copies = self._start.copies
+        out = total.repeat(copies, 1, 1) if copies > 1 else total.clone()
+        if self._active[depth]:
+            gate_rows = total.shape[0] * copies if self._mask.dim() == 3 else 1
+            drop = 1 - head_gates(self._mask, self._gates, depth, gate_rows, total).view(-1, self.sites.heads)
+            subtract_head_shares(out, context, drop, self.sites.out_proj[depth].weight, copies)
+        return layer.feed_forward_chunk(self._norms[depth](out))
+
+
+@contextmanager
+def masked(model: nn.Module, mask: torch.Tensor, method: Method = "zero") -> Iterator[HeadMasker]:
+    """`with masked(model, mask): model(**batch)` runs the model with heads gated by `mask`."""
+    with HeadMasker(model, method) as masker, masker.masking(mask):
+        yield masker

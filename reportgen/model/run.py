@@ -1,0 +1,52 @@
+"""Running the model over the examples and keeping what the analyses need, as a
+`reportgen.runs.ExampleRun` of plain numpy data per example."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reportgen.config import ExampleSpec
+from reportgen.runs import ExampleRun
+
+
+def encode(tokenizer, spec: ExampleSpec, max_length: int):
+    """Tokenize one example; returns (model inputs, tokens, word_ids, segment_ids, special, truncated)."""
+    args = (spec.text,) if spec.pair is None else (spec.text, spec.pair)
+    full = tokenizer(*args, truncation=False, verbose=False)["input_ids"]
+    inputs = tokenizer(*args, truncation=True, max_length=max_length, return_tensors="pt",
+                       return_special_tokens_mask=True)
+    special = inputs.pop("special_tokens_mask")[0].numpy().astype(bool)
+    encoding = inputs.encodings[0]
+    segments = np.array([-1 if s is None else s for s in encoding.sequence_ids], dtype=np.int64)
+    words = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
+    # Word ids restart in sentence B; make them unique across the pair.
+    if (segments == 1).any():
+        words = np.where(segments == 1, words + words[segments == 0].max(initial=-1) + 1, words)
+    segments = np.where(special, -1, segments)
+    words = np.where(special, -1, words)
+    tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist())
+    return inputs, tokens, words, segments, special, len(full) > max_length
+
+
+def run_example(model, tokenizer, spec: ExampleSpec, max_length: int, keep_qk: bool = False) -> ExampleRun:
+    """One forward pass with attentions and value norms (for contributions); with `keep_qk`, also the
+    query/key vectors (extras) for the q/k view."""
+    import torch
+
+    from reportgen.model.qk import capture_qk
+    from reportgen.model.value_norms import value_norms
+
+    inputs, tokens, words, segments, special, truncated = encode(tokenizer, spec, max_length)
+    device = next(model.parameters()).device
+    with capture_qk(model, enabled=keep_qk) as capture, value_norms(model) as norms, torch.inference_mode():
+        outputs = model(**{name: tensor.to(device) for name, tensor in inputs.items()}, output_attentions=True)
+    if not outputs.attentions or outputs.attentions[0] is None:
+        raise RuntimeError("the model returned no attention weights; "
+                           "it must be loaded with attn_implementation='eager'")
+    attention = torch.stack(outputs.attentions)[:, 0].float().cpu().numpy()  # [L, H, T, T]
+    extras = {}
+    if keep_qk:
+        extras = {"queries": capture.queries, "keys": capture.keys}
+        if capture.scaling is not None:
+            extras["scaling"] = np.array(capture.scaling, dtype=np.float64)
+    return ExampleRun(spec, tokens, words, segments, special, attention, truncated, extras, norms.norms)

@@ -1,0 +1,81 @@
+"""What a head passes on, not only where it looks (Kobayashi, Kuribayashi, Yokoi and Inui 2020,
+"Attention is Not Only a Weight: Analyzing Transformers with Vector Norms").
+
+Head h's output for query i is sum_j A[i, j] f(x_j), with f(x) = (x W_V + b_V) W_O restricted to the
+head's slice of W_O (the output projection's bias is added once per layer, not per head). The norm
+
+    ||A[i, j] f(x_j)|| = A[i, j] ||f(x_j)||
+
+is what key j actually contributes to query i through that head: a large weight on a key whose
+transformed value is short (Kobayashi found this for [CLS] and [SEP] in BERT-base) passes on little.
+So one number per (layer, head, key token), ||f(x_j)||, turns a head's attention into its
+contributions; `value_norms` captures it from the model's own value and output projections during
+the forward pass that gives the attention, for any layout `reportgen.model.head_sites.locate` knows.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+
+@dataclass
+class NormCapture:
+    """What the hooks collected; `norms` ([L, H, T] float32) is filled when the context exits."""
+
+    norms: np.ndarray | None = None
+    _values: list = field(default_factory=list)  # value projection outputs, one per depth, in call order
+
+
+def head_outputs(values: np.ndarray, out_weight: np.ndarray, heads: int) -> np.ndarray:
+    """f(x_j) per head: [H, T, hidden] from one layer's value projection outputs [T, H*D] and the output
+    projection's weight [hidden, H*D] (a torch Linear's layout: out x in)."""
+    tokens, width = values.shape
+    per_head = values.reshape(tokens, heads, width // heads)
+    weight = out_weight.reshape(out_weight.shape[0], heads, width // heads)
+    return np.einsum("thd,ohd->hto", per_head, weight)
+
+
+@contextmanager
+def value_norms(model) -> Iterator[NormCapture]:
+    """Context manager: hook every layer's value projection; on exit `capture.norms` is
+    ||f(x_j)|| as [L, H, T] for the first sequence of the batch.
+
+    A model whose heads `locate` cannot find leaves `norms` None (its pages show weights only).
+    The value projections run in call order, one per layer (ALBERT runs one shared module at
+    every depth, so the order, not the module, says the depth).
+    """
+    from reportgen.errors import ModelError
+    from reportgen.model.head_sites import locate
+
+    capture, handles = NormCapture(), []
+    try:
+        sites = locate(model)
+    except ModelError:  # a layout reportgen cannot find heads in: attention only, no contributions
+        yield capture
+        return
+
+    def keep(_module, _args, output):
+        capture._values.append(output[0].detach())
+
+    for module in {id(m): m for m in sites.value_proj}.values():
+        handles.append(module.register_forward_hook(keep))
+    try:
+        yield capture
+    finally:
+        for handle in handles:
+            handle.remove()
+    if not capture._values:
+        return
+    if len(capture._values) != sites.n_layers:
+        raise RuntimeError(f"expected one value projection per layer ({sites.n_layers}), "
+                           f"saw {len(capture._values)}")
+    norms = [np.linalg.norm(head_outputs(values.float().cpu().numpy(),
+                                         sites.out_proj[depth].weight.detach().float().cpu().numpy(), sites.heads),
+                            axis=-1)
+             for depth, values in enumerate(capture._values)]
+    capture.norms = np.stack(norms).astype(np.float32)
+    capture._values.clear()

@@ -1,0 +1,56 @@
+"""What one model run over one example gives: plain numpy data, no torch.
+
+For each example we keep the tokens, which word and which segment each token belongs to, and
+attention as [layers, heads, tokens, tokens] (A[l, h, q, k] = weight that query q puts on key k;
+rows sum to 1), with the value norms that turn attention into contributions. The model stage
+(`reportgen.model.run`) makes these records, the cache stores them, and the analyses and the
+views' payloads read them; the arithmetic from weights to contributions lives here, beside the
+data it needs (Kobayashi, Kuribayashi, Yokoi and Inui 2020: ||A[i, j] f(x_j)|| = A[i, j] ||f(x_j)||).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reportgen.config import ExampleSpec
+
+
+@dataclass
+class ExampleRun:
+    """One example after the model run; everything an analysis or a page needs."""
+
+    spec: ExampleSpec
+    tokens: list[str]
+    word_ids: np.ndarray  # [T] int, a word index unique across segments; -1 for special tokens
+    segment_ids: np.ndarray  # [T] int, 0 = sentence A, 1 = sentence B, -1 = special token
+    special: np.ndarray  # [T] bool, [CLS]/[SEP]/<s>/</s>...
+    attention: np.ndarray  # [L, H, T, T] float32
+    truncated: bool = False
+    extras: dict[str, np.ndarray] = field(default_factory=dict)  # e.g. queries/keys for the q/k view
+    # [L, H, T] float32: ||f(x_j)||, what each key token's value becomes through each head
+    # (reportgen.model.value_norms); None for attention that did not come from a model run
+    value_norms: np.ndarray | None = None
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+
+def contributions(attention: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """||A[i, j] f(x_j)|| for attention [..., T, T] and norms [..., T]: [..., T, T] (float32)."""
+    return (attention * norms[..., None, :]).astype(np.float32)
+
+
+def shares(attention: np.ndarray, norms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(per-row shares of the contribution, rows summing to 1; per-row totals sum_j ||A[i, j] f(x_j)||).
+
+    A row whose contributions are all zero (no weight on any key with a nonzero f) keeps its
+    attention weights as shares, so every row of `shares` is a distribution the pattern
+    statistics can read."""
+    amounts = contributions(attention, norms).astype(np.float64)
+    totals = amounts.sum(axis=-1)
+    safe = np.where(totals > 0, totals, 1.0)[..., None]
+    out = np.where(totals[..., None] > 0, amounts / safe, attention)
+    return out.astype(np.float32), totals.astype(np.float32)

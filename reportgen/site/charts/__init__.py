@@ -1,0 +1,7 @@
+"""Charts: report numbers in, Vega-Lite specs and drawings out.
+
+`specs` builds the specs with Altair (plain lists in, plain dicts out), `data` says which numbers go
+into which chart and where a cell links to, `head_map` and `head_map_svg` make the head map's cells
+and draw them, `finding_pictures` the small picture beside a finding, `inline_svg` draws a spec as
+an <svg> at build time and `png_palette` re-encodes a drawing's PNG in fewer bytes.
+"""

@@ -1,0 +1,386 @@
+"""The report's numbers shaped into chart rows, one function per page section.
+
+charts.py knows how a chart looks; this module knows which numbers go into which chart and
+where a cell links to. Plain report records in, Vega-Lite specs out.
+"""
+
+from __future__ import annotations
+
+from markupsafe import Markup
+
+from reportgen.findings import formatting, names
+from reportgen.report import (
+    Ablation,
+    DelimiterContribution,
+    ExampleViews,
+    HeadPairs,
+    Importance,
+    LayerHalves,
+    NonInferiority,
+    PatternStatistics,
+    Report,
+    Sweep,
+    head_link,
+    model_link,
+)
+from reportgen.site.charts import vegalite
+from reportgen.site.htmlsafe import chart_text
+from reportgen.site.pages import prose
+
+
+def _extra(*keys: str) -> dict[str, str]:
+    """Statistics shown beside a section's own, by their names: tooltip fields and table columns."""
+    return {key: names.name(key) for key in keys}
+
+
+# The pattern atlas, one section per statistic: (report key, anchor, title, what it measures, statistics
+# shown beside it). Titles are the names in reportgen.findings.names.
+PATTERN_SECTIONS = [
+    ("previous_token", "previous-token", names.name("previous_token"),
+     "Mean attention on the token just before, over the tokens that have one. Beside it: Voita et al.'s "
+     "argmax share (the share of tokens whose largest weight is on that token) and Clark's /n value.",
+     _extra("previous_token_argmax", "previous_token_clark")),
+    ("next_token", "next-token", names.name("next_token"),
+     "Mean attention on the token just after, over the tokens that have one, with the argmax share and "
+     "Clark's /n value beside it.",
+     _extra("next_token_argmax", "next_token_clark")),
+    ("same_token", "same-word", names.name("same_token"),
+     "Attention on the token itself and on other occurrences of the same word in the same sentence.", {}),
+    ("other_segment", "other-sentence", names.name("other_segment"),
+     "For sentence pairs: attention from a word on its occurrences in the other sentence "
+     "(term-matching heads), over the tokens whose word occurs there.", {}),
+    ("within_word", "within-word", names.name("within_word"),
+     "Attention from a word piece on the other pieces of its word (e.g. straw and ##berries). On short "
+     "words the other piece is a neighbour, so a positional head scores high here too: read it with the "
+     "boundary selectivity beside it.",
+     _extra("boundary_selectivity", "distant_within_word")),
+    ("boundary_selectivity", "boundary-selectivity", names.name("boundary_selectivity"),
+     "Word structure beyond position: the mean weight on a neighbouring token in the same word minus the "
+     "mean weight on a neighbouring token across a word boundary. 0 for any purely positional head; above 0 "
+     "for a head that keeps to the pieces of a word.",
+     _extra("adjacent_same_word", "adjacent_boundary")),
+    ("cls", "cls", names.name("cls"), "Share of attention on [CLS] (or <s>).", {}),
+    ("sep", "sep", names.name("sep"),
+     "Share of attention on [SEP] (or </s>), often a no-op for the head (Clark et al. 2019).", {}),
+    ("punctuation", "punctuation", names.name("punctuation"),
+     "Share of attention on '.' and ',' (Clark et al. 2019).", {}),
+    ("entropy", "broad", names.name("broad"),
+     "Mean entropy of the attention rows in nats; high values mean the head spreads its attention.",
+     _extra("effective_share")),
+]
+# Where each of the report's conventions (PatternStatistics.conventions) is stated: the sections (anchors)
+# it applies to, "intro" for the page's introduction and "labels" for the head labels. A convention not
+# listed here goes to the introduction; word_level is stated by the template itself.
+CONVENTIONS_AT = {"averaging": ("intro",), "segmentation": ("intro",), "nulls": ("intro",), "word_level": (),
+                  "positional": ("labels",), "broad": ("labels", "broad"),
+                  "denominator": ("previous-token", "next-token"), "entropy_smoothing": ("broad",),
+                  "punctuation": ("same-word", "punctuation"), "other_sentence": ("other-sentence",),
+                  "within_word": ("labels", "within-word", "boundary-selectivity")}
+NULLS = ("uniform", "previous", "next")  # the fields of PatternNull, in the order shown
+LEGEND = {"share": "share", "nats": "entropy (nats)", "difference": "difference"}  # per names.Scale
+TOP_HEADS = 5  # rows of each top-heads table
+DELIMITER_TEST_AFTER = "sep"  # the section after which the patterns page gives the [CLS]/[SEP] no-op test
+MATRICES = 3  # top heads per pattern shown as an attention matrix
+
+
+def strongest_links(rows: list[dict], examples: list[list[int]], mode: str | None = None) -> list[dict]:
+    """Gives each head's row the link to its head view on the example where it shows the statistic
+    most (HeadStatistic.example), in the view's `mode` (contributions for a contribution heatmap); a
+    head with no such example (-1) gets no link and no pointer."""
+    for row in rows:
+        example = examples[row["layer"]][row["head"]]
+        if example is not None and example >= 0:
+            row["url"] = head_link(example, row["layer"], row["head"], mode=mode)
+    return rows
+
+
+def statistics_charts(stats: PatternStatistics) -> dict:
+    """The statistics page's heatmaps; a cell opens that head on the example where it shows the value most."""
+    entropy, cls_sep = stats.entropy, stats.cls_sep
+    return {
+        "entropy": vegalite.head_heatmap(
+            strongest_links(vegalite.head_rows(entropy.mean, std=entropy.std), entropy.example),
+            "Attention entropy (nats)", "entropy", {"std": "std over examples"}, names.domain("entropy")),
+        "cls_sep": vegalite.head_heatmap(
+            strongest_links(vegalite.head_rows(cls_sep.mean, std=cls_sep.std), cls_sep.example),
+            f"Share of attention on {names.name('cls_sep')}", "share", {"std": "std over examples"},
+            names.domain("cls_sep")),
+    }
+
+
+def conventions(stats: PatternStatistics) -> dict[str, list[Markup]]:
+    """The conventions as sentences grouped by where the patterns page states them (CONVENTIONS_AT)."""
+    placed: dict[str, list[Markup]] = {}
+    for key, sentence in stats.conventions.items():
+        for where in CONVENTIONS_AT.get(key, ("intro",)):
+            placed.setdefault(where, []).append(prose(sentence))
+    return placed
+
+
+def pattern_sections(stats: PatternStatistics, views: list[ExampleViews]) -> list[dict]:
+    """Per pattern: heatmap spec, top heads, their nulls, attention matrices of the strongest heads."""
+    placed = conventions(stats)
+    return [dict(_pattern_section(stats, views, *section), conventions=placed.get(section[1], []))
+            for section in PATTERN_SECTIONS]
+
+
+def _pattern_section(stats: PatternStatistics, views: list[ExampleViews], key: str, anchor: str, title: str,
+                     description: str, extra: dict[str, str]) -> dict:
+    statistic = stats[key]
+    rows = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std, example=statistic.example,
+                                            **{name: stats[name].mean for name in extra}), statistic.example)
+    top = _top_heads(stats, key, extra)
+    scale = names.pattern(key).scale
+    domain = _domain(stats, key)
+    return {"key": key, "id": anchor, "title": title, "description": prose(description), "count": statistic.count,
+            "heatmap": vegalite.head_heatmap(rows, title, LEGEND[scale], {"std": "std over examples", **extra}, domain),
+            "contribution": _contribution_heatmap(stats, key, title, domain),
+            "scale": scale, "columns": [prose(column) for column in extra.values()], "top": top,
+            "nulls": _null_rows(stats, key, extra), "matrices": _matrices(views, top) if key != "entropy" else [],
+            "delimiter_test": _delimiter_test(stats.contribution.delimiter)
+            if key == DELIMITER_TEST_AFTER and stats.contribution and stats.contribution.delimiter else None}
+
+
+def _domain(stats: PatternStatistics, key: str) -> tuple[float, float] | None:
+    """The colour scale of a statistic's heatmaps: the fixed one of its kind (0-1 for shares), else, where
+    contributions are drawn beside the weights (entropy), one range over both so that a colour is one value."""
+    fixed = names.domain(key)
+    if fixed is not None or stats.contribution is None:
+        return fixed
+    values = [value for grid in (stats[key].mean, stats.contribution.statistics[key].mean)
+              for row in grid for value in row if value is not None]
+    return (min(values), max(values)) if values else None
+
+
+def _contribution_heatmap(stats: PatternStatistics, key: str, title: str,
+                          domain: tuple[float, float] | None) -> dict | None:
+    """The statistic on contribution shares (Kobayashi et al. 2020), on the weights' colour scale; a cell
+    opens that head's view in contributions mode on the example where its contributions show the
+    statistic most. None when the report has no contributions."""
+    if stats.contribution is None:
+        return None
+    contribution = stats.contribution.statistics[key]
+    rows = strongest_links(vegalite.head_rows(contribution.mean, std=contribution.std, weight=stats[key].mean),
+                           contribution.example, mode="contributions")
+    return vegalite.head_heatmap(rows, f"{title}: contributions", LEGEND[names.pattern(key).scale],
+                               {"std": "std over examples", "weight": "weight-based value"}, domain)
+
+
+def _delimiter_test(test: DelimiterContribution) -> dict:
+    """The no-op test's table: per head its two shares, the difference and the corrected p-value, with a
+    link to its view in contributions mode on the example where it passes on least of what it looks at."""
+    heads = [dict(head.model_dump(), p_text=formatting.p_text(head.p_adjusted, head.p_value, test.permutations),
+                  url=Markup(_source_link(head.example, head.layer, head.head, mode="contributions")))
+             for head in test.heads]
+    return {"test": test, "heads": heads}
+
+
+def _top_heads(stats: PatternStatistics, key: str, extra: dict[str, str]) -> list[dict]:
+    """The strongest heads of a statistic, with the statistics beside it and a link to their strongest example."""
+    # The link is built here from numbers, so it is marked as markup on purpose (templates
+    # print every plain string as inert text, which would break its '#' and '&').
+    contribution = stats.contribution.statistics[key].mean if stats.contribution else None
+    return [dict(head.model_dump(), extra=[stats[name].mean[head.layer][head.head] for name in extra],
+                 contribution=contribution[head.layer][head.head] if contribution else None,
+                 url=Markup(_source_link(head.example, head.layer, head.head)) if head.example >= 0 else None)
+            for head in stats.top_heads[key][:TOP_HEADS]]
+
+
+def _null_rows(stats: PatternStatistics, key: str, extra: dict[str, str]) -> list[dict]:
+    """What a uniform, a pure previous-token and a pure next-token head score on the same inputs, in the
+    columns of the top-heads table; empty when the report has no null for the statistic."""
+    if key not in stats.nulls:
+        return []
+    return [{"name": prose(names.NULL_HEADS[null]), "value": stats.nulls[key][null],
+             "extra": [stats.nulls[name][null] if name in stats.nulls else None for name in extra]}
+            for null in NULLS]
+
+
+def _matrices(views: list[ExampleViews], top: list[dict]) -> list[dict]:
+    """The attention matrices of the strongest heads, each on the example where it shows the pattern most."""
+    matrices = []
+    for head in top[:MATRICES]:
+        example = views[head["example"]] if head["example"] >= 0 else None
+        weights = example.matrices.get((head["layer"], head["head"])) if example else None
+        if weights is not None:
+            matrices.append(vegalite.attention_matrix(
+                [chart_text(t) for t in example.tokens], weights,
+                f"Layer {head['layer']}, head {head['head']}, example {head['example'] + 1}",
+                head_link(head["example"], head["layer"], head["head"])))
+    return matrices
+
+
+def _source_link(example: int, layer: int, head: int, token: int | None = None, key: int | None = None,
+                 mode: str | None = None) -> str:
+    """A head link as Markdown names it: the source page (.md), which MkDocs checks and rewrites."""
+    page, anchor = head_link(example, layer, head, token, key, mode).split("#")
+    return f"{page.removesuffix('.html')}.md#{anchor}"
+
+
+def ablation_charts(ablation: Ablation) -> dict:
+    """Chart specs for each ablation experiment that ran; heads link to their view on example 1."""
+    out = {}
+    metric = names.metric(ablation.task.metric)  # as the pages write it
+    if ablation.single_heads:
+        tests = ablation.single_heads
+        rows = vegalite.head_rows(tests.delta, metric=tests.value, p_adjusted=tests.p_adjusted,
+                                significant=tests.significant)
+        for row in rows:
+            row["url"] = head_link(0, row["layer"], row["head"])
+        out["single_heads"] = vegalite.delta_heatmap(rows, f"Change in {metric} with one head masked", "change")
+    if ablation.whole_layers:
+        tests = ablation.whole_layers
+        rows = [{"layer": layer, "value": tests.delta[layer], "p_adjusted": tests.p_adjusted[layer],
+                 "significant": tests.significant[layer], "url": model_link(layer)}
+                for layer in tests.layers]
+        out["whole_layers"] = vegalite.layer_bars(rows, f"Change in {metric} with a whole layer masked", "change")
+    if ablation.random_fraction:
+        sweep = ablation.random_fraction
+        out["random_fraction"] = vegalite.metric_curves(
+            _curve_rows(sweep.fractions, sweep, "random heads"),
+            f"Relative change in {metric}, heads masked at random", "heads masked", "relative change",
+            **_reference_lines(ablation))
+    if ablation.layer_halves:
+        out["layer_halves"] = _layer_halves_chart(ablation.layer_halves, metric)
+    if ablation.importance:
+        out.update(_importance_charts(ablation.importance, metric))
+    if ablation.head_pairs:
+        out["head_pairs"] = _head_pairs_chart(ablation.head_pairs, metric)
+    return out
+
+
+def _head_pairs_chart(pairs: HeadPairs, metric: str) -> dict:
+    """The interaction of every masked pair; a cell opens the first head's view on example 1, where a
+    single-head cell opens its head."""
+    def label(head: list[int]) -> str:
+        return f"L{head[0]} H{head[1]}"
+
+    rows = [{"first": label(pair.first), "second": label(pair.second), "value": pair.interaction_relative,
+             "change": pair.change, "interaction": pair.interaction, "ci_low": pair.ci[0], "ci_high": pair.ci[1],
+             "p_value": pair.p_value, "p_adjusted": pair.p_adjusted, "significant": pair.significant,
+             "url": head_link(0, *pair.first)} for pair in pairs.pairs]
+    return vegalite.pair_heatmap(rows, [label(head) for head in pairs.heads],
+                               f"Interaction of two masked heads ({metric})", "relative interaction")
+
+
+def _reference_lines(ablation: Ablation) -> dict:
+    """The baseline's 95% CI (as a relative change: how precise the unmasked score is) and the
+    non-inferiority margin (what counts as no loss), for a relative-change chart."""
+    out: dict = {}
+    base, sweep = ablation.baseline, ablation.random_fraction
+    if base is not None and base.value:
+        low, high = base.ci[base.metric]
+        if low is not None and high is not None:
+            out["band"] = {"low": (low - base.value) / abs(base.value), "high": (high - base.value) / abs(base.value),
+                           "label": "baseline 95% CI"}
+    if sweep is not None:
+        out["rules"] = _margin_rule(sweep.non_inferiority)
+    return out
+
+
+def _margin_rule(test: NonInferiority | None) -> list[dict]:
+    """The non-inferiority margin as a labelled line of a relative-change chart."""
+    return [] if test is None else [{"y": -test.margin, "label": f"margin -{formatting.margin(test.margin)}"}]
+
+
+def _layer_halves_chart(halves: LayerHalves, metric: str) -> dict:
+    rows = (_curve_rows(halves.fractions, halves.lower, "lower layers")
+            + _curve_rows(halves.fractions, halves.upper, "upper layers"))
+    return vegalite.metric_curves(rows, f"Relative change in {metric}: lower vs upper layers",
+                                "share of all heads masked", "relative change")
+
+
+def _importance_charts(importance: Importance, metric: str) -> dict:
+    rows = vegalite.head_rows(importance.importance)
+    for row in rows:
+        row["url"] = head_link(0, row["layer"], row["head"])
+    pruning, random_order = importance.pruning, importance.random_order
+    curve = [{"x": f, "mean": rel, "low": rel, "high": rel, "group": "least important first"}
+             for f, rel in zip(pruning.fractions, pruning.relative, strict=True)]
+    spread = [[v for v in column if v is not None]  # per fraction, over the orders
+              for column in zip(*random_order.relative, strict=True)]
+    curve += [{"x": f, "mean": random_order.relative_mean[i], "low": min(spread[i], default=None),
+               "high": max(spread[i], default=None), "group": f"{random_order.orders} random orders (mean, range)"}
+              for i, f in enumerate(pruning.fractions)]
+    return {"importance": vegalite.head_heatmap(rows, "Head importance (Michel et al. 2019)", "importance"),
+            "pruning": vegalite.metric_curves(curve, f"Pruning: relative change in {metric}", "heads pruned",
+                                            "relative change", rules=_margin_rule(importance.non_inferiority))}
+
+
+def _curve_rows(fractions: list[float], sweep: Sweep, group: str) -> list[dict]:
+    """Mean relative change per fraction with the min-max over seeds as the band."""
+    rows = []
+    for i, fraction in enumerate(fractions):
+        values = [v for v in sweep.relative[i] if v is not None]
+        rows.append({"x": fraction, "mean": sweep.relative_mean[i], "low": min(values, default=None),
+                     "high": max(values, default=None), "group": group})
+    return rows
+
+
+def comparison_sections(report: Report) -> list[dict]:
+    """Per pattern (and ablation result): both models' heatmaps and, when shapes agree, their difference."""
+    other = report.comparison
+    # User text (a directory name, compare.name) in chart and tooltip titles: one line, nothing Vega cannot show.
+    model_names = tuple(chart_text(" ".join(info.name.split()), tooltip_title=True)
+                  for info in (report.model, other.model))
+    sections = []
+    grids = [(key, anchor, title) for key, anchor, title, _, _ in PATTERN_SECTIONS]
+    grids += [("delimiter", "delimiter", "[CLS], [SEP] and punctuation")]
+    for key, anchor, title in grids:
+        first, second = report.statistics[key].mean, other.statistics[key].mean
+        sections.append(_comparison(f"compare-{anchor}", title, first, second, model_names, other.same_shape,
+                                    names.domain(key)))
+    both = report.ablation and other.ablation
+    if both and report.ablation.single_heads and other.ablation.single_heads:
+        first, second = report.ablation.single_heads.delta, other.ablation.single_heads.delta
+        metric = names.metric(report.ablation.task.metric)
+        sections.append(_comparison("compare-ablation-single-heads", f"Change in {metric}, one head masked",
+                                    first, second, model_names, other.same_shape))
+    if both and report.ablation.whole_layers and other.ablation.whole_layers:
+        rows = [{"x": layer, "group": name, "value": value}
+                for name, ablation in zip(model_names, (report.ablation, other.ablation), strict=True)
+                for layer, value in enumerate(ablation.whole_layers.delta)]
+        sections.append({"id": "compare-ablation-whole-layers", "title": "Change with a whole layer masked",
+                         "charts": [vegalite.grouped_bars(rows, "Change in the metric per masked layer",
+                                                        "layer masked", "change")]})
+    return sections
+
+
+def _comparison(anchor: str, title: str, first: list, second: list, model_names: tuple[str, str],
+                same_shape: bool, domain: tuple[float, float] | None = None) -> dict:
+    """Both models' heatmaps on one colour scale (fixed for shares) and, when shapes agree, their difference."""
+    specs = [vegalite.head_heatmap(vegalite.head_rows(grid), name, "mean", domain=domain)
+             for grid, name in zip((first, second), model_names, strict=True)]
+    if same_shape:
+        rows = []
+        for row in vegalite.head_rows(first):
+            other = second[row["layer"]][row["head"]]
+            difference = None if row["value"] is None or other is None else other - row["value"]
+            rows.append(dict(row, a=row["value"], b=other, value=difference))
+        specs.append(vegalite.difference_heatmap(rows, "Difference", model_names))
+    return {"id": anchor, "title": title, "charts": specs}
+
+
+def similarity_chart(stats: PatternStatistics) -> dict | None:
+    if not stats.similarity:
+        return None
+    points = []
+    for point in stats.similarity.points:
+        source = stats[stats.label_stats.get(point.label, "entropy")]
+        example = source.example[point.layer][point.head]
+        # The legend names each label as every page does (reportgen.findings.names), never by its key.
+        points.append(dict(point.model_dump(), label=names.name(point.label),
+                           url=head_link(max(example, 0), point.layer, point.head)))
+    return vegalite.head_scatter(points, "Heads placed by the similarity of their attention")
+
+
+def example_entropy_chart(entropy: list[list[float | None]]) -> dict:
+    """An example's entropy per head; a cell opens that head in the head view above it on the same page.
+
+    The link is the views' own state as a same-page anchor (as the page's pattern list writes it): the
+    views apply it on hashchange and scroll to themselves, with no reload of the page's attention data.
+    """
+    rows = vegalite.head_rows(entropy)
+    for row in rows:
+        row["url"] = "#" + head_link(0, row["layer"], row["head"]).partition("#")[2]
+    return vegalite.head_heatmap(rows, "Attention entropy on this example (nats)", "entropy")

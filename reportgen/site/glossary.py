@@ -1,0 +1,123 @@
+"""The glossary: the terms the pages use, each with a one-sentence definition.
+
+The glossary page (glossary.md) lists every term; on every other page each use of a term links
+to its entry and shows the definition as a tooltip (reportgen.site.term_links, a Markdown
+extension in mkdocs.yml). Only the site's own sentences get these links: `shield` keeps
+user text (example texts, names, paths) from ever matching a term.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PAGE = "glossary.md"
+
+
+@dataclass(frozen=True)
+class Term:
+    id: str  # the anchor on the glossary page
+    name: str  # the heading
+    forms: tuple[str, ...]  # the words that are linked to it, matched whole and in any case
+    definition: str  # plain text: the tooltip, and the first paragraph of the entry
+
+
+TERMS: tuple[Term, ...] = (
+    Term("entropy", "Entropy", ("entropy", "entropies"),
+         "How spread one token's attention is: -sum of a ln a over its weights a, in nats, averaged over the "
+         "tokens. 0 means all weight on one token; ln n means the same weight on all n tokens. The weights are "
+         "smoothed first, 0.9999 a + 0.0001/n (Clark et al. 2019), so that ln 0 never occurs."),
+    Term("nats", "Nats", ("nats", "nat"),
+         "The unit of entropy measured with the natural logarithm: ln 2, about 0.69 nats, is one bit. Uniform "
+         "attention over n tokens has an entropy of ln n nats."),
+    Term("effective-share", "Effective share", ("effective share",),
+         "exp(entropy) / n, per input and then averaged: the share of the tokens that uniform attention would "
+         "have to cover to be as spread as the head. 1 for uniform attention; unlike entropy / ln n it does not "
+         "drift with the length of the input. A head is broad when its effective share reaches the threshold "
+         "given on the patterns page."),
+    Term("argmax-test", "Argmax test", ("argmax test", "argmax share", "argmax"),
+         "Voita et al. (2019)'s test for a positional head: the share of tokens whose largest weight is on one "
+         "fixed neighbour (the previous or the next token); a head passes at 90% or more. Clark et al. (2019) "
+         "instead average the weight on the neighbour and call a head positional above 0.5. A head can pass "
+         "one test and fail the other, so the pages name both."),
+    Term("denominator", "n - 1 denominator", ("n-1 denominator", "Clark's /n"),
+         "Next- and previous-token scores are averaged over the tokens that have such a neighbour (n - 1 of "
+         "them), so a pure next-token head scores exactly 1 at any length. Clark et al. (2019) divide by all n "
+         "tokens; their value (Clark's /n) is this one times (n - 1) / n and is shown alongside."),
+    Term("null", "Null", ("null", "nulls"),
+         "What a head with a known simple pattern scores on the same inputs: a uniform head (1/n on every "
+         "token), a pure previous-token head and a pure next-token head. A pattern score says something about "
+         "a head only where it differs from these."),
+    Term("boundary-selectivity", "Boundary selectivity", ("boundary selectivity",),
+         "The mean weight on a neighbouring token in the same word minus the mean weight on a neighbouring "
+         "token across a word boundary. Any purely positional head scores 0, because it weighs a neighbour "
+         "the same whether or not a boundary lies between them; a head that follows word structure scores "
+         "above 0."),
+    Term("word-piece", "Word piece", ("word piece", "word pieces"),
+         "A part of a word as the tokenizer splits it: 'strawberries' becomes straw and ##berries."),
+    Term("no-op", "No-op", ("no-op",),
+         "Attention that changes little: a head with nothing to do can put its weight on [CLS], [SEP] or "
+         "punctuation (Clark et al. 2019); such tokens pass on little through the head (Kobayashi et al. 2020)."),
+    Term("contribution", "Contribution", ("contribution", "contributions"),
+         "What a token actually passes on to the attending token through a head (Kobayashi et al. 2020): the "
+         "attention weight times the length of the token's value vector after the head's value and output "
+         "projections, ||A[i, j] f(x_j)||, shown as a share of all that the head passes on to the attending token. "
+         "A token with much weight but a short value passes on little, so a head can look at [SEP] and pass on "
+         "almost nothing from it."),
+    Term("jensen-shannon", "Jensen-Shannon divergence", ("Jensen-Shannon divergence", "Jensen-Shannon"),
+         "A symmetric distance between two distributions, 0 when they are equal and at most ln 2 nats; here "
+         "between two heads' attention over the same tokens (Clark et al. 2019)."),
+    Term("mds", "MDS", ("MDS",),
+         "Multidimensional scaling: points placed in two dimensions so that their distances match given "
+         "distances (here between heads) as closely as possible."),
+    Term("importance", "Importance", ("importance",),
+         "Michel et al. (2019)'s head importance: the absolute gradient of the task loss with respect to a gate "
+         "on the head's output (at 1, the unmasked model), averaged over the task's examples: how fast the "
+         "loss changes as the head is turned down. The ablation page states the loss used."),
+    Term("bootstrap-ci", "Bootstrap CI", ("bootstrap CI", "bootstrap", "confidence interval", "CI"),
+         "A 95% confidence interval found by resampling the examples with replacement many times and taking "
+         "the middle 95% of the recomputed values. It says how precise a value is; it is not a test of whether "
+         "a change is zero."),
+    Term("permutation-test", "Permutation test", ("permutation test", "permutation tests", "permutations"),
+         "A test of a change on the same examples under two conditions (paired): each example's two outputs are "
+         "swapped at random, B times, and the p-value is (1 + the number of swaps that change the metric at "
+         "least as much as observed, either way) / (B + 1). It cannot go below 1/(B + 1), so a p-value at that "
+         "floor is printed as a bound (p <= ...)."),
+    Term("p-value", "p-value", ("p-value", "p-values"),
+         "How often a difference at least this large would come up if the two conditions did not differ; "
+         "small values are evidence of a difference. It is not the chance that there is none."),
+    Term("holm", "Holm correction", ("Holm", "Bonferroni"),
+         "A correction for many tests at once (Holm 1979): the m p-values are sorted and the i-th smallest is "
+         "multiplied by m - i + 1 (never below the one before). It bounds the chance of any false finding among "
+         "all the tests, like Bonferroni's (multiply each p-value by m), with more power."),
+    Term("non-inferiority", "Non-inferiority", ("non-inferiority", "non-inferior"),
+         "A claim that a change costs at most a stated margin: it holds when the whole 95% confidence interval "
+         "of the paired change lies above minus the margin. Finding no significant difference is not enough."),
+    Term("margin", "Margin", ("margin",),
+         "The largest loss a non-inferiority claim accepts, relative to the unmasked model's metric: "
+         "ablation.margin in the configuration, 1% by default."),
+)
+
+BY_ID = {term.id: term for term in TERMS}
+_FORMS = {form.lower(): term for term in TERMS for form in term.forms}
+# Whole words only, longest form first ("bootstrap CI" before "bootstrap"), in any case.
+PATTERN = re.compile(r"\b(?:" + "|".join(re.escape(form) for form in sorted(_FORMS, key=len, reverse=True)) + r")\b",
+                     re.IGNORECASE)
+
+
+def term_for(text: str) -> Term:
+    """The term a PATTERN match names."""
+    return _FORMS[text.lower()]
+
+
+def shield(html_text: str) -> str:
+    """Inert user text (htmlsafe.inert_text) with every glossary word broken for the matcher.
+
+    The first letter of each match becomes a numeric character reference: the browser shows
+    the same letter, but Python-Markdown stores references aside while extensions run, so
+    the term-link extension never sees the word and adds no link or tooltip to user text.
+    Repeated until nothing matches: breaking "bootstrap CI" leaves "CI", itself a term.
+    """
+    while PATTERN.search(html_text):
+        html_text = PATTERN.sub(lambda m: f"&#{ord(m.group()[0])};{m.group()[1:]}", html_text)
+    return html_text

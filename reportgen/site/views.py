@@ -1,0 +1,449 @@
+"""Plain-data payloads and HTML snippets for the interactive attention views.
+
+The pages are static and opened from file://, where `fetch` is blocked, so every
+example page carries its own attention inside a <script type="application/json">
+element that the views' scripts (site_src/assets/javascripts/views-*.js) decode.
+The data must stay small (bertviz writes ~22 bytes per weight; we write ~1.4), so
+attention is quantised to 8 bits per weight, one affine scale per row (encoding "u8-row-affine"):
+
+    w[r, k] = floor[r] + q[r, k] * scale[r],   q in 0..255,   scale[r] = (max[r] - floor[r]) / 255
+
+Why a floor: with plain per-row max scaling, a long row (512 keys, 0.9 on [SEP],
+~0.0002 on each other key) rounds every small weight to 0 and loses 10% of the
+row's mass. A floor b in [0, 0.5/255] that every weight decodes to at least puts
+that mass back. The error bound still holds for any such floor: weights in
+[floor, max] are off by at most scale/2 <= 0.5/255, weights below the floor by at
+most floor <= 0.5/255. The floor is chosen per row by a few vectorised
+fixed-point steps so that the decoded row sums to ~1.
+
+Layout: `q` is one base64 string per (layer, head) so the browser decodes only
+the heads it draws; `floor` and `scale` are little-endian float32 [L*H*T], base64.
+Long examples keep `q` in data files beside the page instead (reportgen.site.view_files).
+
+Contributions (Kobayashi et al. 2020; reportgen.model.value_norms), where the run has value norms:
+`contributions` holds the per-row shares of ||A[i, j] f(x_j)|| (rows sum to 1) in the same
+encoding, plus `total`, the per-row totals sum_j ||A[i, j] f(x_j)|| as little-endian float32
+[L*H*T], base64, so the page can show magnitudes: ||A[i, j] f(x_j)|| = share[i, j] * total[i]
+(within total[i] * 0.5/255). `decode_attention` decodes the shares; `decode_contributions` both.
+In data files (long examples) each head's file carries its codes, floor, scale and total
+together (PACKED_CONTRIBUTIONS), since the default view (weights) needs none of them.
+
+The query/key page stores the query and key vectors at 12 bits (encoding "i12-vector"),
+symmetric with one scale per vector (one token's q or k in one head):
+
+    v[t, d] = code[t, d] * s[t],   code in -2047..2047,   s[t] = max_d |v[t, d]| / 2047
+
+so each component is off by at most e[t] = s[t] / 2. For a query q and key k of dimension D
+(hats: decoded) |q . k - q^ . k^| <= |q^|_1 e_k + |k^|_1 e_q + D e_q e_k, at most
+D max|q| max|k| (1/2047 + 1/4094^2). The scores are the dot products times the model's scaling
+(1/sqrt(D) in BERT), and softmax moves by at most half the largest change of a score in its row
+(its Jacobian diag(p) - p p^T has rows of absolute sum 2 p (1 - p) <= 1/2), so
+
+    |softmax(decoded)[k] - softmax(float32)[k]| <= 1/2 max_k scaling |q . k - q^ . k^|.
+
+`qk_score_bound` computes the per-pair bound from the stored codes and scales, and the tests
+check decoded scores and softmax against it (tests/test_views_encoding.py). Why 12 bits: at 8
+the softmax of the seed pair's decoded vectors is up to 0.012 off the float32 one, six times the
+attention encoding's error; at 12 it is 0.0007, below it, for 1.5 bytes per component (two
+codes in three bytes). The page compares that softmax with the model's weights (stored with the
+attention encoding, within 0.5/255); `qk_payload` records the largest difference over the
+example and the bound rounding allows, and the page prints them.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from reportgen.site.htmlsafe import script_json
+
+if TYPE_CHECKING:  # the model-running side imports torch; the pages only need its plain data
+    from reportgen.runs import ExampleRun
+
+ENCODING = "u8-row-affine"
+QK_ENCODING = "i12-vector"
+# The q/k table lists every key of one query, with two vector strips per key: past this
+# many tokens it is no longer a table one reads, so longer examples get no q/k page
+# (their example page says why, from this number).
+QK_MAX_TOKENS = 64
+QK_CODE_MAX = 2047  # symmetric 12-bit codes: -2047..2047 (-2048 unused, so code * scale is symmetric)
+# Added to the rounding bound the q/k page states: the model computes its weights in float32 from
+# float32 vectors, and the page's softmax in float64; they differ by ~1e-7 even without rounding.
+FLOAT32_SLACK = 1e-5
+# The views' classic scripts under assets/javascripts, in load order (also the `extra_javascript`
+# order in mkdocs.yml, where charts.js comes right after the core, whose copy-link it uses).
+VIEW_SCRIPTS = ("views-core.js", "views-widget.js", "views-head.js", "views-model.js", "views-qk.js",
+                "views-start.js")
+PAYLOAD_VERSION = 1
+# A contribution data file's bytes, per head: codes uint8 [T*T], then floor, scale and total (float32 [T] each).
+PACKED_CONTRIBUTIONS = "codes,floor,scale,total"
+MAX_FLOOR = 0.5 / 255  # the largest floor keeps weights below it within the error bound
+FLOOR_STEPS = 12
+ROW_SUM_RETRY = 0.001
+TOP_CODES = (254, 253, 252, 250, 248, 245, 241, 236, 230)
+# The same bound as a float32 that does not exceed it, since the browser reads float32 floors.
+_FLOOR_CAP = (np.float32(MAX_FLOOR) if np.float32(MAX_FLOOR) <= MAX_FLOOR
+              else np.nextafter(np.float32(MAX_FLOOR), np.float32(0)))
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _quantise(rows: np.ndarray, floor: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Nearest code for every weight given each row's floor and scale (broadcast over the last axis)."""
+    safe = np.where(scale > 0, scale, 1.0)
+    codes = np.rint((rows - floor[..., None]) / safe[..., None])
+    return np.clip(codes, 0, 255).astype(np.uint8)
+
+
+def _decode(codes: np.ndarray, floor: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The browser's decoding, in float64 from the float32 floor and scale it reads."""
+    return floor.astype(np.float64)[..., None] + codes.astype(np.float64) * scale.astype(np.float64)[..., None]
+
+
+def _scale_for(maxima: np.ndarray, floor: np.ndarray, top: np.ndarray | int = 255) -> np.ndarray:
+    """(max - floor) / top as float32, rounded down so scale / 2 never exceeds 0.5/255 by a float32 ulp.
+
+    `top` is the code the row's maximum gets: 255 normally; a little less gives the
+    rounding another pattern (see `quantise_rows`), which is allowed while scale <= 1/255.
+    """
+    exact = (maxima - floor.astype(np.float64)) / top
+    scale = exact.astype(np.float32)
+    too_big = scale.astype(np.float64) > exact
+    scale[too_big] = np.nextafter(scale[too_big], np.float32(0))
+    return np.maximum(scale, np.float32(0))
+
+
+def _choose_floor(rows: np.ndarray, top: np.ndarray | int = 255) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row (floor, scale) with the floor set so the decoded row sums to ~1 where the floor can do it."""
+    maxima = rows.max(axis=-1)
+    floor = np.zeros(rows.shape[:-1], dtype=np.float32)
+    for _ in range(FLOOR_STEPS):
+        scale = _scale_for(maxima, floor, top)
+        codes = _quantise(rows, floor, scale)
+        deficit = 1.0 - _decode(codes, floor, scale).sum(axis=-1)
+        # Only weights on code 0 move with the floor; the others decode to ~their value whatever it is.
+        step = deficit / np.maximum((codes == 0).sum(axis=-1), 1)
+        if np.abs(step).max() < 1e-9:  # converged (usually after 2-3 steps)
+            break
+        floor = np.clip(floor.astype(np.float64) + step, 0.0, float(_FLOOR_CAP)).astype(np.float32)
+        floor = np.minimum(floor, maxima.astype(np.float32))  # a floor above the max would waste the codes
+    return floor, _scale_for(maxima, floor, top)
+
+
+def _rebalance(rows: np.ndarray, codes: np.ndarray, floor: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Round some weights the other way (one step) so the row sums to 1 within half a step.
+
+    Nearest rounding leaves up to scale/2 on each weight, and over hundreds of small
+    weights that adds up; but when scale < 0.5/255 either neighbouring code is within
+    the error bound, so we may move codes by one, smallest resulting error first, as
+    long as each moved weight stays within 0.5/255 (MAX_FLOOR).
+    """
+    safe = np.where(scale > 0, scale, np.inf).astype(np.float64)
+    steps = scale.astype(np.float64)[..., None]
+    decoded = floor.astype(np.float64)[..., None] + codes * steps
+    units = np.rint((1.0 - decoded.sum(axis=-1)) / safe).astype(np.int64)  # + add steps, - remove steps
+    todo = np.nonzero(units)[0]
+    if todo.size == 0:
+        return codes
+    wanted, old_codes, old_values, step = rows[todo], codes[todo].astype(np.int64), decoded[todo], steps[todo]
+    limit = MAX_FLOOR * (1 - 1e-9)  # margin for float rounding in the comparison below
+    up_err = old_values + step - wanted
+    down_err = wanted - (old_values - step)
+    add = (units[todo] > 0)[:, None]
+    cost = np.where(add, np.where((old_codes < 255) & (up_err <= limit), up_err, np.inf),
+                    np.where((old_codes > 0) & (down_err <= limit), down_err, np.inf))
+    rank = np.argsort(np.argsort(cost, axis=-1, kind="stable"), axis=-1, kind="stable")
+    move = (rank < np.abs(units[todo])[:, None]) & np.isfinite(cost)
+    codes[todo] = (old_codes + np.where(add, move, -move.astype(np.int64))).astype(np.uint8)
+    return codes
+
+
+def _encode_block(rows: np.ndarray,
+                  top: np.ndarray | int = 255) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, floor, scale, |row sum - 1|) for a block of float64 rows."""
+    floor, scale = _choose_floor(rows, top)
+    codes = _rebalance(rows, _quantise(rows, floor, scale), floor, scale)
+    return codes, floor, scale, np.abs(_decode(codes, floor, scale).sum(axis=-1) - 1.0)
+
+
+def _encode_with_retries(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, floor, scale) of float64 rows, re-encoding rows whose sum is off with their maximum on lower codes."""
+    codes, floor, scale, err = _encode_block(rows)
+    retry = np.nonzero(err > ROW_SUM_RETRY)[0]
+    if retry.size == 0:
+        return codes, floor, scale
+    sub = rows[retry]
+    lowest = np.ceil(255 * sub.max(axis=-1) - 1e-9)  # scale must stay <= 1/255
+    for top in TOP_CODES:
+        codes2, floor2, scale2, err2 = _encode_block(sub, np.maximum(top, lowest))
+        better = err2 < err[retry]
+        pick = retry[better]
+        codes[pick], floor[pick], scale[pick], err[pick] = codes2[better], floor2[better], scale2[better], err2[better]
+    return codes, floor, scale
+
+
+def quantise_rows(attention: np.ndarray, block: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes uint8 [..., T], floor float32 [...], scale float32 [...]) for rows along the last axis.
+
+    Rows whose sum is still off by more than ROW_SUM_RETRY after floor and rebalancing
+    (short rows with one large weight: few codes may move) are encoded again with the
+    maximum on a lower code (TOP_CODES), and the best sum wins. Works through `block`
+    rows at a time to bound memory at 512 tokens (18.9M weights on a 6x12 model).
+    """
+    shape = attention.shape
+    flat = attention.reshape(-1, shape[-1])
+    codes = np.empty(flat.shape, dtype=np.uint8)
+    floor = np.empty(flat.shape[0], dtype=np.float32)
+    scale = np.empty(flat.shape[0], dtype=np.float32)
+    for start in range(0, flat.shape[0], block):
+        part = slice(start, start + block)
+        codes[part], floor[part], scale[part] = _encode_with_retries(flat[part].astype(np.float64))
+    return codes.reshape(shape), floor.reshape(shape[:-1]), scale.reshape(shape[:-1])
+
+
+def encode_attention(attention: np.ndarray) -> dict:
+    """Compact JSON-able form of attention [L, H, T, T] (see the module docstring)."""
+    layers, heads, n, _ = attention.shape
+    codes, floor, scale = quantise_rows(attention)
+    return {
+        "encoding": ENCODING,
+        "shape": [layers, heads, n, n],
+        "q": [_b64(codes[layer, head].tobytes()) for layer in range(layers) for head in range(heads)],
+        "floor": _b64(floor.astype("<f4").tobytes()),
+        "scale": _b64(scale.astype("<f4").tobytes()),
+    }
+
+
+def decode_attention(encoded: dict) -> np.ndarray:
+    """Inverse of `encode_attention`, as the browser does it (float64); for tests and checks."""
+    layers, heads, n, _ = encoded["shape"]
+    codes = np.stack([np.frombuffer(base64.b64decode(s), dtype=np.uint8) for s in encoded["q"]])
+    floor = np.frombuffer(base64.b64decode(encoded["floor"]), dtype="<f4")
+    scale = np.frombuffer(base64.b64decode(encoded["scale"]), dtype="<f4")
+    codes = codes.reshape(layers, heads, n, n)
+    return _decode(codes, floor.reshape(layers, heads, n), scale.reshape(layers, heads, n))
+
+
+def encode_contributions(attention: np.ndarray, norms: np.ndarray) -> dict:
+    """Contributions of attention [L, H, T, T] with value norms [L, H, T]: the per-row shares in the
+    attention encoding, plus `total` (see the module docstring)."""
+    from reportgen.runs import shares
+
+    share, totals = shares(attention, norms)
+    encoded = encode_attention(share)
+    encoded["total"] = _b64(totals.astype("<f4").tobytes())
+    return encoded
+
+
+def decode_contributions(encoded: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(shares [L, H, T, T] as the browser decodes them, per-row totals [L, H, T] float32) of
+    `encode_contributions`' output; for tests and checks."""
+    totals = np.frombuffer(base64.b64decode(encoded["total"]), dtype="<f4")
+    return decode_attention(encoded), totals.reshape(encoded["shape"][:3])
+
+
+def _example_fields(run: ExampleRun) -> dict:
+    spec = run.spec
+    return {
+        "version": PAYLOAD_VERSION,
+        "name": spec.name,
+        "text": spec.text,
+        "pair": spec.pair,
+        "tokens": [str(t) for t in run.tokens],
+        "segments": [int(s) for s in run.segment_ids],
+        "special": [int(bool(s)) for s in run.special],
+        "truncated": bool(run.truncated),
+    }
+
+
+def example_payload(run: ExampleRun) -> dict:
+    """Everything the head view and the model view need for one example, as plain JSON-able data:
+    attention, and contributions where the run has value norms (the views' weights | contributions switch)."""
+    payload = _example_fields(run)
+    payload["kind"] = "views"
+    payload["attention"] = encode_attention(run.attention)
+    if run.value_norms is not None:  # None: synthetic runs, or a model whose heads were not located
+        payload["contributions"] = encode_contributions(run.attention, run.value_norms)
+    return payload
+
+
+def quantise_vectors(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes int16 [..., D], scale float32 [...]): each vector along the last axis as code * scale.
+
+    The scale is the float32 nearest max|v| / 2047 and the codes are rounded from it, so every
+    component is within scale / 2 of its value (a rounded-down scale leaves |v| / scale at most
+    a float32 ulp over 2047, which still rounds to 2047).
+    """
+    top = np.abs(vectors.astype(np.float64)).max(axis=-1)
+    scale = (top / QK_CODE_MAX).astype(np.float32)
+    safe = np.where(scale > 0, scale, 1).astype(np.float64)
+    codes = np.rint(vectors.astype(np.float64) / safe[..., None])
+    return np.clip(codes, -QK_CODE_MAX, QK_CODE_MAX).astype(np.int16), scale
+
+
+def dequantise_vectors(codes: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The browser's decoding of `quantise_vectors`, in float64."""
+    return codes.astype(np.float64) * scale.astype(np.float64)[..., None]
+
+
+def qk_score_bound(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_scale: np.ndarray,
+                   scaling: float) -> np.ndarray:
+    """[..., Tq, Tk]: how far scaling * (q . k) of the float vectors can be from that of the decoded ones.
+
+    scaling * (|q^|_1 e_k + |k^|_1 e_q + D e_q e_k) with e = scale / 2 (see the module docstring).
+    """
+    q_err, k_err = q_scale.astype(np.float64) / 2, k_scale.astype(np.float64) / 2
+    q_l1 = np.abs(dequantise_vectors(q_codes, q_scale)).sum(axis=-1)
+    k_l1 = np.abs(dequantise_vectors(k_codes, k_scale)).sum(axis=-1)
+    dim = q_codes.shape[-1]
+    bound = (q_l1[..., :, None] * k_err[..., None, :] + k_l1[..., None, :] * q_err[..., :, None]
+             + dim * q_err[..., :, None] * k_err[..., None, :])
+    return abs(scaling) * bound
+
+
+def decoded_softmax(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_scale: np.ndarray,
+                    scaling: float) -> np.ndarray:
+    """softmax(scaling * q^ . k^) over the keys [..., Tq, Tk], as the query/key page computes it."""
+    scores = np.einsum("...qd,...kd->...qk", dequantise_vectors(q_codes, q_scale),
+                       dequantise_vectors(k_codes, k_scale)) * scaling
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return weights / weights.sum(axis=-1, keepdims=True)
+
+
+def pack12(codes: np.ndarray) -> np.ndarray:
+    """Codes in -2047..2047, an even number of them, as 12-bit pairs in three bytes (uint8 [3/2 * size]).
+
+    With u = code + 2048: bytes u0 & 255, (u0 >> 8) | (u1 & 15) << 4, u1 >> 4 (views-core.js unpack12).
+    """
+    values = (codes.reshape(-1, 2).astype(np.int32) + 2048).astype(np.uint16)
+    first, second = values[:, 0], values[:, 1]
+    out = np.stack([first & 255, (first >> 8) | ((second & 15) << 4), second >> 4], axis=-1)
+    return out.astype(np.uint8).reshape(-1)
+
+
+def unpack12(packed: np.ndarray) -> np.ndarray:
+    """Inverse of `pack12`: int16 codes."""
+    triples = packed.reshape(-1, 3).astype(np.int32)
+    first = triples[:, 0] | ((triples[:, 1] & 15) << 8)
+    second = (triples[:, 1] >> 4) | (triples[:, 2] << 4)
+    return (np.stack([first, second], axis=-1).reshape(-1) - 2048).astype(np.int16)
+
+
+# Per head of a q/k layer, in order: (name, bytes per token, decoded dtype). "codes" holds the
+# head's q codes then its k codes ([T * D] each) as 12-bit pairs; the rest are little-endian.
+def _qk_fields(n: int, dim: int) -> list[tuple[str, int, str]]:
+    return [("codes", 3 * n * dim, "packed"), ("q_scale", 4 * n, "<f4"), ("k_scale", 4 * n, "<f4"),
+            ("floor", 4 * n, "<f4"), ("scale", 4 * n, "<f4"), ("attention", n * n, "u1")]
+
+
+def _qk_layers(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_scale: np.ndarray,
+               attention: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[str]:
+    """One base64 string per layer: each head's block (`_qk_fields`), heads in order."""
+    layers, heads = q_codes.shape[:2]
+
+    def flat(array: np.ndarray, dtype: str) -> np.ndarray:
+        return np.ascontiguousarray(array, dtype=dtype).view(np.uint8).reshape(layers, heads, -1)
+
+    codes, floor, scale = attention
+    both = np.concatenate([q_codes.reshape(layers, heads, -1), k_codes.reshape(layers, heads, -1)], axis=-1)
+    packed = pack12(both).reshape(layers, heads, -1)
+    blocks = np.concatenate([packed, flat(q_scale, "<f4"), flat(k_scale, "<f4"), flat(floor, "<f4"),
+                             flat(scale, "<f4"), flat(codes, "u1")], axis=-1)
+    return [_b64(blocks[layer].tobytes()) for layer in range(layers)]
+
+
+def decode_qk_layer(text: str, heads: int, n: int, dim: int) -> dict[str, np.ndarray]:
+    """Inverse of one layer of `_qk_layers` (for tests and checks): codes and scales per head."""
+    raw = np.frombuffer(base64.b64decode(text), dtype=np.uint8).reshape(heads, -1)
+    out, offset = {}, 0
+    for name, size, dtype in _qk_fields(n, dim):
+        part = np.ascontiguousarray(raw[:, offset:offset + size])
+        out[name] = unpack12(part).reshape(heads, 2, n, dim) if dtype == "packed" else part.view(dtype)
+        offset += size
+    out["q_codes"], out["k_codes"] = out["codes"][:, 0], out.pop("codes")[:, 1]
+    out["attention"] = out["attention"].reshape(heads, n, n)
+    return out
+
+
+def qk_check(decoded: np.ndarray, model_decoded: np.ndarray, score_bound: np.ndarray) -> dict[str, float]:
+    """What the query/key page says about its two columns: the largest difference between the softmax
+    of the decoded vectors and the model's decoded weights over the example, and the largest the
+    rounding of both allows (half the row's largest score bound, plus 0.5/255, plus float32 slack),
+    each rounded up to 4 decimals."""
+    rounding = 0.5 * score_bound.max(axis=-1) + 0.5 / 255 + FLOAT32_SLACK
+
+    def up(value: float) -> float:  # rounded up to the 4 decimals the page prints, so it stays a bound
+        return math.ceil(value * 1e4) / 1e4
+
+    return {"difference": up(float(np.abs(decoded - model_decoded).max())), "rounding": up(float(rounding.max()))}
+
+
+def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS) -> dict:
+    """Data for the query/key page: 12-bit q and k per vector and the model's 8-bit attention, per layer.
+
+    The vectors come from `run.extras` (filled by `reportgen.model.run.run_example(..., keep_qk=True)`),
+    with the factor on q . k where the model gives one (else 1/sqrt(head_dim)).
+    Raises ValueError beyond `max_tokens`, which keeps these pages bounded.
+    """
+    queries, keys = run.extras["queries"], run.extras["keys"]
+    if run.n_tokens > max_tokens:
+        raise ValueError(f"q/k view is built for examples of at most {max_tokens} tokens; this one has {run.n_tokens}")
+    layers, heads, n, dim = queries.shape
+    if keys.shape != queries.shape or n != run.n_tokens or run.attention.shape[:2] != (layers, heads):
+        raise ValueError(f"queries {queries.shape}, keys {keys.shape} and attention {run.attention.shape} disagree")
+    scaling = float(run.extras["scaling"]) if "scaling" in run.extras else 1.0 / math.sqrt(dim)
+    (q_codes, q_scale), (k_codes, k_scale) = quantise_vectors(queries), quantise_vectors(keys)
+    attention = quantise_rows(run.attention)
+    check = qk_check(decoded_softmax(q_codes, q_scale, k_codes, k_scale, scaling), _decode(*attention),
+                     qk_score_bound(q_codes, q_scale, k_codes, k_scale, scaling))
+    payload = _example_fields(run)
+    payload.update(kind="qk", encoding=QK_ENCODING, shape=[layers, heads, n, int(dim)], head_dim=int(dim),
+                   scaling=scaling, check=check,
+                   layers=_qk_layers(q_codes, q_scale, k_codes, k_scale, attention))
+    return payload
+
+
+def _snippet(kind: str, payload: dict, qk_href: str | None = None) -> str:
+    # One line per element and no blank lines: Markdown keeps a raw HTML block intact
+    # only until the first blank line.
+    label = html.escape(payload.get("name") or payload.get("text") or "example", quote=True)
+    qk = f' data-qk-href="{html.escape(qk_href, quote=True)}"' if qk_href else ""
+    return (
+        f'<div class="rgv" data-rgv="{kind}"{qk} aria-label="attention views: {label}">'
+        f'<script type="application/json" class="rgv-data">{script_json(payload)}</script>'
+        '<noscript>The attention views need JavaScript.</noscript></div>'
+    )
+
+
+def views_html(payload: dict, qk_href: str | None = None) -> str:
+    """HTML for an example page: head view + model view, drawn by the views' scripts from the embedded payload.
+
+    `qk_href`: the example's query/key page, if it has one; the toolbar links there with the current state."""
+    return _snippet("views", payload, qk_href)
+
+
+def qk_html(payload: dict) -> str:
+    """HTML for an example's query/key page, drawn by the views' scripts from the embedded payload."""
+    return _snippet("qk", payload)
+
+
+def standalone_page(body_html: str, title: str, assets: str = "assets") -> str:
+    """A minimal page around snippets, loading the views' scripts and views.css from `assets`.
+
+    For tests and benchmarks, which check the views without building a site.
+    """
+    base = html.escape(assets.rstrip("/"), quote=True)
+    scripts = "".join(f'<script src="{base}/javascripts/{name}"></script>' for name in VIEW_SCRIPTS)
+    return (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{html.escape(title)}</title>"
+        f'<link rel="stylesheet" href="{base}/stylesheets/views.css">'
+        f"</head><body>\n{body_html}\n"
+        f"{scripts}</body></html>\n"
+    )

@@ -1,0 +1,160 @@
+"""The site stage: the report and the view payloads in, a finished site out.
+
+Pages are rendered from templates into a staging directory beside the output, MkDocs turns
+them into the site, and only then is the site swapped in (reportgen.site.output), so a failed or
+interrupted build leaves the previous site as it was. Nothing here computes a number.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import shutil
+from pathlib import Path
+
+import yaml
+from markupsafe import Markup
+
+from reportgen.config import PACKAGE_DIR
+from reportgen.findings import names
+from reportgen.progress import Callback, silent
+from reportgen.report import Example, ExampleHead, ExamplePattern, ExampleViews, Report, head_link
+from reportgen.site import exports, glossary, output, pages, previews, view_files, views
+from reportgen.site.charts import chartdata, finding_pictures
+from reportgen.site.charts.head_map_svg import example_figure, findings_figures
+from reportgen.site.export_cache import NO_CACHE, ExportCache
+from reportgen.site.mkdocs_site import mkdocs_build
+
+
+def sources() -> tuple[Path, Path]:
+    """(site_src directory, base mkdocs.yml): inside the wheel, or at the top of a checkout."""
+    bundled = PACKAGE_DIR / "_site_src"
+    if bundled.is_dir():
+        return bundled, bundled / "mkdocs.yml"
+    return PACKAGE_DIR.parent / "site_src", PACKAGE_DIR.parent / "mkdocs.yml"
+
+
+def write_site(report: Report, example_views: list[ExampleViews], out: output.Output,
+               progress: Callback = silent, reproducible: bool = False, cache_dir: Path | None = None) -> None:
+    """Build the whole site in staging beside the output, then swap it in.
+
+    With a site_url, each page's link preview (reportgen.site.previews) goes into its front matter once
+    every page and chart is written: a step of its own, so no page's render call carries it.
+    With a `cache_dir` (the config's), every picture a build drew before is copied from it
+    (reportgen.site.export_cache) instead of drawn again: the same bytes, in a fraction of the time."""
+    cache = ExportCache(cache_dir) if cache_dir is not None else NO_CACHE
+    with output.staging(out) as staging:
+        docs = staging / "docs"
+        src, base_config = sources()
+        shutil.copytree(src / "assets", docs / "assets")
+        exports.write_vega_bundle(docs / "assets" / "javascripts" / "vega-bundle.js", cache)
+        nav = write_pages(report, example_views, src / "templates", docs, progress, cache)
+        previews.add_to_pages(report, nav, docs)
+        (docs / "report.json").write_text(report.to_json(), encoding="utf-8")
+        exports.write_json(docs / "manifest.json", report.manifest.model_dump(mode="json"))
+        mkdocs_build(base_config, src / "overrides", report.title, report.site_url, docs, staging / "site", nav,
+                     reproducible)
+        (staging / "site" / ".nojekyll").write_text("", encoding="utf-8")  # GitHub Pages: serve as is
+        output.mark(staging / "site")
+        output.swap(staging / "site", out)
+
+
+def write_pages(report: Report, example_views: list[ExampleViews], templates: Path, docs: Path,
+                progress: Callback = silent, cache: ExportCache = NO_CACHE) -> list:
+    """Every Markdown page and chart export (pictures from `cache` when it has them); returns the MkDocs nav."""
+    env = pages.environment(templates)
+    recorder = pages.Charts()
+    stats = report.statistics
+    pages.render(env, "home.md.j2", docs / "index.md", report=report, findings=report.findings,
+                 headline=report.headline,
+                 task_data=names.task_data(report.ablation.task.data) if report.ablation else None,
+                 head_maps=findings_figures(report, docs / "charts", cache),  # the head map(s), the first's PNG
+                 pictures=finding_pictures.rendered(report, cache))  # finding id -> its picture (inline SVG)
+    pages.render(env, "statistics.md.j2", docs / "statistics.md", recorder, report=report, stats=stats,
+                 charts=chartdata.statistics_charts(stats))
+    pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
+                 sections=chartdata.pattern_sections(stats, example_views),
+                 conventions=chartdata.conventions(stats), similarity=chartdata.similarity_chart(stats))
+    write_glossary(env, docs)
+    if report.ablation:
+        pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report,
+                     ablation=report.ablation, charts=chartdata.ablation_charts(report.ablation))
+    if report.comparison:
+        pages.render(env, "compare.md.j2", docs / "compare.md", recorder, report=report,
+                     comparison=report.comparison, sections=chartdata.comparison_sections(report))
+    pages.render(env, "examples.md.j2", docs / "examples.md", report=report)
+    manifest = report.manifest.model_dump(mode="json")
+    pages.render(env, "manifest.md.j2", docs / "manifest.md", manifest=manifest,
+                 config_yaml=Markup(html.escape(yaml.safe_dump(manifest["config"], sort_keys=True,
+                                                               allow_unicode=True))))
+    example_nav = [{"All examples": "examples.md"}]
+    selectivity = stats.settings["thresholds"].get("boundary_selectivity")
+    for done, (example, example_view) in enumerate(zip(report.examples, example_views, strict=True), 1):
+        example_nav.append({f"Example {example.id}": write_example(env, recorder, docs, example, example_view,
+                                                                   selectivity, report, cache)})
+        progress("Writing pages", done, len(example_views))
+    exports.export_charts(recorder.recorded, docs / "charts", progress, cache)
+    return [{"Findings": "index.md"}, {"Attention statistics": "statistics.md"},
+            {"Attention patterns": "patterns.md"},
+            *([{"Head ablation": "ablation.md"}] if report.ablation else []),
+            *([{"Model comparison": "compare.md"}] if report.comparison else []),
+            {"Examples": example_nav}, {"Glossary": glossary.PAGE}, {"Run manifest": "manifest.md"}]
+
+
+def write_glossary(env, docs: Path) -> None:
+    """The glossary page: every term the pages link to (reportgen.site.glossary), then the pattern names."""
+    terms = [{"id": term.id, "name": term.name, "definition": pages.prose(term.definition)}
+             for term in glossary.TERMS]
+    patterns = [{"key": key, "name": entry.name, "short": pages.prose(entry.short),
+                 "term": glossary.BY_ID[entry.term] if entry.term else None}
+                for key, entry in names.PATTERNS.items()]
+    pages.render(env, "glossary.md.j2", docs / glossary.PAGE, terms=terms, patterns=patterns)
+
+
+SEGMENT_CLASS = {0: "a", 1: "b", -1: "special"}
+# Example and query/key pages: no table of contents, so the views get the page's width, and the
+# navigation in the header's menu on a desktop too (reportgen.css).
+WIDE = {"hide": ["toc"]}
+
+
+def write_example(env, recorder: pages.Charts, docs: Path, example: Example, example_view: ExampleViews,
+                  selectivity: float | None, report: Report, cache: ExportCache = NO_CACHE) -> str:
+    """An example's page (and its query/key page); returns the page's name for the nav.
+
+    `selectivity`: the boundary-selectivity threshold a head must pass to be listed for "other
+    pieces of the same word" (the page says why the list can be empty). `report`: for the page's
+    head map, which marks the heads whose masking matters on the task (and writes its PNG, from `cache`
+    when a build drew it before)."""
+    page = f"example-{example.id}.md"
+    tokens = [{"text": text, "segment": SEGMENT_CLASS[segment]}
+              for text, segment in zip(example_view.tokens, example_view.segments, strict=True)]
+    pages.render(env, "example.md.j2", docs / page, recorder, front_matter=WIDE, ex=example, tokens=tokens,
+                 views=Markup(view_files.example_html(docs, example.id, example_view.payload,
+                                                          qk_href=example.qk_page)),
+                 contributions="contributions" in example_view.payload,
+                 qk_max_tokens=views.QK_MAX_TOKENS, ln_n=math.log(example.n_tokens),
+                 patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
+                 selectivity=selectivity, summary_chart=chartdata.example_entropy_chart(example.entropy),
+                 head_map=example_figure(report, example, docs / "charts", cache))
+    if example.qk_page:
+        pages.render(env, "example_qk.md.j2", docs / f"example-{example.id}-qk.md", front_matter=WIDE, ex=example,
+                     check=example_view.qk_payload["check"],
+                     qk=Markup(view_files.example_html(docs, example.id, example_view.qk_payload, qk=True)))
+    return page
+
+
+def example_pattern(index: int, found: ExamplePattern) -> dict:
+    """One seed pattern on one example as its page lists it: the pattern's name, whether it is weak,
+    and each head with a link that opens the head view there (0-based example `index`)."""
+    return {"key": found.pattern, "name": pages.prose(names.name(found.pattern)), "threshold": found.threshold,
+            "weak": found.weak, "heads": [_example_head(index, head) for head in found.heads]}
+
+
+def _example_head(index: int, head: ExampleHead) -> dict:
+    """A head of an example's pattern list, linked to the head view with the token that shows it pinned:
+    the query when there is one, else the key (e.g. [CLS] for the delimiter pattern)."""
+    # Built here from numbers, so marked as markup on purpose: an anchor on the same page (MkDocs
+    # leaves it as it is), the views' own state (views-core.js parseHash), which a click applies.
+    _, anchor = head_link(index, head.layer, head.head, head.query, head.key).split("#")
+    return {"layer": head.layer, "head": head.head, "value": head.value, "url": Markup("#" + anchor),
+            "query_token": head.query_token, "key_token": head.key_token, "weight": head.weight}

@@ -196,7 +196,7 @@ class DelimiterHead(Record):
 class DelimiterContribution(Record):
     """The "no-op" reading of attention to [CLS]/[SEP] (Clark et al. 2019) tested as Kobayashi et al. (2020)
     did: for the heads with most weight there, the share of weight vs the share of contribution, paired
-    over the examples (reportgen/noop.py)."""
+    over the examples (reportgen/patterns/noop.py)."""
 
     tokens: str  # which keys count
     selection: str  # how the heads were chosen

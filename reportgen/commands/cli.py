@@ -7,13 +7,13 @@ code; only bugs in reportgen show a traceback.
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from reportgen import __version__
+from reportgen.commands.terminal import print_error
 from reportgen.errors import ReportgenError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -43,10 +43,9 @@ def build(config: Optional[Path] = ConfigOption,
                                             help='Evaluate the ablation masks on Ray: "local", "auto" or '
                                                  '"ray://host:port" (overrides ablation.ray).')) -> None:
     """Run the model over the examples, analyse the heads and write the site."""
-    from reportgen.build import build as run_build
+    from reportgen.commands.terminal import build_with_progress
     from reportgen.config import check_ray_address, load_config
     from reportgen.errors import ConfigError
-    from reportgen.progress import RichProgress
     from reportgen.site.previews import NEEDS_SITE_URL
 
     cfg = load_config(config)
@@ -55,14 +54,7 @@ def build(config: Optional[Path] = ConfigOption,
             cfg.ablation.ray = check_ray_address(ray)
         except ValueError as err:
             raise ConfigError(f"--ray {ray}: {err}") from None
-    with RichProgress() as progress, warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        built = run_build(cfg, out, reproducible, progress)
-    shown = set()
-    for w in caught:
-        if w.category is UserWarning and "reportgen" in (w.filename or "") and str(w.message) not in shown:
-            shown.add(str(w.message))
-            typer.echo(f"warning: {w.message}", err=True)
+    built = build_with_progress(cfg, out, reproducible)
     target = out or cfg.output
     typer.echo(f"Built {target / 'index.html'} ({len(built.report.examples)} examples; "
                f"model ran on {built.computed}, {built.cached} from cache)")
@@ -203,7 +195,5 @@ def main() -> None:
     try:
         app()
     except ReportgenError as err:
-        typer.echo(f"error: {err}", err=True)
-        for line in err.detail.splitlines():
-            typer.echo(f"    {line}", err=True)
+        print_error(str(err), err.detail)
         sys.exit(err.exit_code)

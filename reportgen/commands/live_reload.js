@@ -1,4 +1,4 @@
-/* Live reload for `reportgen serve --watch` (reportgen/preview_server.py).
+/* Live reload for `reportgen serve --watch` (reportgen/commands/preview_server.py).
  *
  * The preview server adds this script to every HTML page it serves; the site's files never hold it.
  * It listens to the server's event stream. Each message is {"build": token, "error": line or null}:

@@ -20,13 +20,13 @@ import signal
 import threading
 import time
 import traceback
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 
 import typer
 
 from reportgen.commands.preview_server import LiveState, open_server
+from reportgen.commands.terminal import build_with_progress, print_error
 from reportgen.config import DEFAULT_CONFIG_NAME, Config, load_config
 from reportgen.errors import ReportgenError
 from reportgen.site.output import is_site
@@ -125,7 +125,7 @@ class WatchSession:
         try:
             config = load_config(self.config_arg)
             self.watcher.set_roots(watched_paths(self.config_file, config))  # the data files may have changed
-            build_site(config)
+            build_with_progress(config)
         except ReportgenError as err:
             return self._failed(str(err), err.detail)
         except Exception as err:  # a bug in reportgen: the traceback in the terminal, the preview goes on
@@ -137,9 +137,7 @@ class WatchSession:
         return True
 
     def _failed(self, line: str, detail: str = "") -> bool:
-        typer.echo(f"error: {line}", err=True)
-        for more in detail.splitlines():
-            typer.echo(f"    {more}", err=True)
+        print_error(line, detail)
         typer.echo("(still serving the last good site; save a fix to rebuild)", err=True)
         self.live.failed(line)
         return False
@@ -159,23 +157,6 @@ def _listed(files: list[Path]) -> str:
     return ", ".join(names) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
 
 
-def build_site(config: Config) -> None:
-    """One build as `reportgen build` runs it: progress bars, and reportgen's warnings printed once each."""
-    from reportgen.build import build
-    from reportgen.progress import RichProgress
-
-    with RichProgress() as progress, warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        build(config, None, False, progress)
-    shown: set[str] = set()
-    for caught_warning in caught:
-        text = str(caught_warning.message)
-        if caught_warning.category is UserWarning and "reportgen" in (caught_warning.filename or "") \
-                and text not in shown:
-            shown.add(text)
-            typer.echo(f"warning: {text}", err=True)
-
-
 def serve_watch(config_arg: Path | None, port: int) -> None:
     """Serve the site on 127.0.0.1:`port` and rebuild it whenever a source changes, until Ctrl+C (or SIGTERM).
 
@@ -189,7 +170,7 @@ def serve_watch(config_arg: Path | None, port: int) -> None:
         existing = (config.output / "index.html").is_file() and is_site(config.output)
         if not existing:
             typer.echo(f"No site at {config.output} yet: building it first")
-            build_site(config)
+            build_with_progress(config)
         serving = threading.Thread(target=server.serve_forever, name="reportgen-preview", daemon=True)
         serving.start()
         typer.echo(f"Serving {config.output} on http://127.0.0.1:{port}/ with live reload; watching "

@@ -1,5 +1,5 @@
 """The finding on what the heads that look at [CLS] and [SEP] pass on: Clark et al.'s (2019) "no-op"
-reading tested as Kobayashi et al. (2020) did, phrased from the test in reportgen/noop.py (the numbers
+reading tested as Kobayashi et al. (2020) did, phrased from the test in reportgen/patterns/noop.py (the numbers
 are the report's; this module only writes them)."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Formats:
 - jsonl: one JSON value per line; with `column`, an object holding that key (and
   `pair_column`); without, a JSON string. Blank lines are skipped.
 
-The file checks are the task data's (loaders.py): a regular file only (a FIFO would
+The file checks are the task data's (reportgen.datafiles): a regular file only (a FIFO would
 hang the build), UTF-8 without NUL bytes, a sentence of at most `MAX_CELL_CHARS`
 characters; a physical line is read with a bound so a file with no line breaks cannot
 fill the memory.

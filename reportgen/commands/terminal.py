@@ -1,0 +1,64 @@
+"""What the commands print: progress bars, reportgen's warnings once each, and one line per error.
+
+`reportgen build` and `reportgen serve --watch` build the same way and speak the same way, so both
+call `build_with_progress` and `print_error` here rather than each keeping its own copy.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+if TYPE_CHECKING:
+    from reportgen.build import Built
+    from reportgen.config import Config
+
+
+class RichProgress:
+    """One rich progress bar per stage, with the time left (a `reportgen.progress.Callback`)."""
+
+    def __init__(self):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                              TimeRemainingColumn(), transient=False)
+        self._tasks: dict[str, int] = {}
+
+    def __enter__(self) -> "RichProgress":
+        self._bars.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bars.stop()
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self._tasks:
+            self._tasks[stage] = self._bars.add_task(stage, total=total)
+        self._bars.update(self._tasks[stage], completed=done, total=total)
+
+
+def build_with_progress(config: Config, out: Path | None = None, reproducible: bool = False) -> Built:
+    """One build with progress bars; reportgen's own warnings printed after it, each text once."""
+    from reportgen.build import build
+
+    with RichProgress() as progress, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        built = build(config, out, reproducible, progress)
+    shown: set[str] = set()
+    for caught_warning in caught:
+        text = str(caught_warning.message)
+        if caught_warning.category is UserWarning and "reportgen" in (caught_warning.filename or "") \
+                and text not in shown:
+            shown.add(text)
+            typer.echo(f"warning: {text}", err=True)
+    return built
+
+
+def print_error(line: str, detail: str = "") -> None:
+    """A user mistake: `error: <one line>` on stderr, and another program's own words (git's) indented below."""
+    typer.echo(f"error: {line}", err=True)
+    for more in detail.splitlines():
+        typer.echo(f"    {more}", err=True)

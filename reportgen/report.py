@@ -91,7 +91,8 @@ class Example(Record):
     page: str
     qk_page: str | None  # only examples up to views.QK_MAX_TOKENS tokens have a query/key page
     entropy: Grid  # mean attention entropy per head on this example, in nats (Clark et al. 2019)
-    patterns: list[ExamplePattern]  # the six seed patterns, in the order of example_patterns.SEED_PATTERNS
+    # the six seed patterns, in the order of reportgen.patterns.per_example.SEED_PATTERNS
+    patterns: list[ExamplePattern]
     # Each head's label on this example alone: patterns.label_heads on its own statistics (the site-wide
     # `statistics.labels` use their means over the inputs), "mixed" where no pattern passes; the example's head map.
     labels: list[list[str]]

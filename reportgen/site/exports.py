@@ -120,12 +120,8 @@ def _title(spec: dict) -> str:
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def recompressed(png: bytes) -> bytes:
-    """The same PNG, pixel for pixel, with its image data deflated at zlib's best level.
-
-    vl-convert deflates at a fast setting: its chart PNGs were 3-4 times the size (2.6 MB for the
-    default site's charts against 0.8 MB). The filtered scanlines are kept as they are, only the
-    compression changes, in one IDAT chunk where the first one was (PNG spec, section 5.3)."""
+def png_chunks(png: bytes) -> list[tuple[bytes, bytes]]:
+    """(type, data) of every chunk of a PNG (PNG spec, section 5.3)."""
     if not png.startswith(PNG_SIGNATURE):
         raise ValueError("not a PNG")
     chunks, position = [], len(PNG_SIGNATURE)
@@ -133,6 +129,16 @@ def recompressed(png: bytes) -> bytes:
         (length,) = struct.unpack(">I", png[position:position + 4])
         chunks.append((png[position + 4:position + 8], png[position + 8:position + 8 + length]))
         position += length + 12
+    return chunks
+
+
+def recompressed(png: bytes) -> bytes:
+    """The same PNG, pixel for pixel, with its image data deflated at zlib's best level.
+
+    vl-convert deflates at a fast setting: its chart PNGs were 3-4 times the size (2.6 MB for the
+    default site's charts against 0.8 MB). The filtered scanlines are kept as they are, only the
+    compression changes, in one IDAT chunk where the first one was (PNG spec, section 5.3)."""
+    chunks = png_chunks(png)
     data: bytes | None = zlib.compress(zlib.decompress(b"".join(body for kind, body in chunks if kind == b"IDAT")), 9)
     out = [PNG_SIGNATURE]
     for kind, body in chunks:

@@ -16,27 +16,15 @@ import zlib
 
 import numpy as np
 
-from reportgen.site.exports import PNG_SIGNATURE, recompressed
+from reportgen.site.exports import PNG_SIGNATURE, png_chunks, recompressed
 
 MAX_COLOURS = 256
-
-
-def _chunks(png: bytes) -> list[tuple[bytes, bytes]]:
-    """(type, data) of every chunk (PNG spec, section 5.3)."""
-    if not png.startswith(PNG_SIGNATURE):
-        raise ValueError("not a PNG")
-    chunks, position = [], len(PNG_SIGNATURE)
-    while position < len(png):
-        (length,) = struct.unpack(">I", png[position:position + 4])
-        chunks.append((png[position + 4:position + 8], png[position + 8:position + 8 + length]))
-        position += length + 12
-    return chunks
 
 
 def rgba_pixels(png: bytes) -> np.ndarray | None:
     """[height, width, 4] uint8 of an 8-bit RGBA, non-interlaced PNG whose rows use the None, Sub or Up
     filter (PNG spec, section 9.2: the ones that decode a whole row at once); None for anything else."""
-    chunks = _chunks(png)
+    chunks = png_chunks(png)
     width, height, depth, colour_type, _, _, interlace = struct.unpack(">IIBBBBB", chunks[0][1])
     if (depth, colour_type, interlace) != (8, 6, 0):
         return None

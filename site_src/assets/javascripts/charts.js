@@ -7,7 +7,7 @@
   var EMBED_OPTIONS = {
     actions: false, // downloads are offered as files written at build time
     renderer: "svg",
-    // A chart item with an href (reportgen/charts.py `links`) opens it in this tab, as every other
+    // A chart item with an href (reportgen/site/charts/vegalite.py `links`) opens it in this tab, as every other
     // link of the site does: Vega follows it through an <a> with the loader's target.
     loader: { target: "_self" },
   };

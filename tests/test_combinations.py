@@ -21,7 +21,7 @@ from tests.helpers import check_report
 
 pytestmark = pytest.mark.slow
 
-# The smallest ablation the schema allows (as tests/test_bad_inputs.py ABLATION), with two
+# The smallest ablation the schema allows (as tests/commands/test_bad_inputs.py ABLATION), with two
 # fractions so that the sweeps have a point besides 0.
 ABLATION = {"enabled": True, "limit": 8, "seeds": [0], "fractions": [0.0, 0.5], "bootstrap_samples": 100,
             "permutations": 100}

@@ -15,16 +15,16 @@ import pytest
 import yaml
 
 from reportgen.site.views import VIEW_SCRIPTS
+from tests.helpers import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = REPO / "site_src" / "assets" / "javascripts"
+SCRIPTS = ROOT / "site_src" / "assets" / "javascripts"
 
 
 def test_node_unit_tests_pass():
     node = shutil.which("node")
     if node is None:
         pytest.fail("`node` (Node.js 20 or later) is not on PATH; it runs tests/js/ (apt-get install nodejs)")
-    result = subprocess.run([node, "--test", str(REPO / "tests" / "js")], cwd=REPO, capture_output=True, text=True,
+    result = subprocess.run([node, "--test", str(ROOT / "tests" / "js")], cwd=ROOT, capture_output=True, text=True,
                             timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert "# fail 0" in result.stdout and "# pass 0" not in result.stdout, result.stdout[-2000:]
@@ -32,7 +32,7 @@ def test_node_unit_tests_pass():
 
 def test_scripts_load_in_the_same_order_on_sites_and_standalone_pages():
     """Classic scripts share one namespace, so order matters: core first, charts.js right after it, start-up last."""
-    listed = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))["extra_javascript"]
+    listed = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["extra_javascript"]
     names = [Path(entry).name for entry in listed]
     assert [name for name in names if name.startswith("views-")] == list(VIEW_SCRIPTS)
     assert names.index("charts.js") == names.index("views-core.js") + 1

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT
+
 PACKAGE = ROOT / "reportgen"
 
 # What each part of reportgen may import from the others (its own modules always). A part is a

@@ -38,9 +38,8 @@ from reportgen.errors import ModelError, OutputError
 from reportgen.model import loading as model
 from reportgen.report import Ablation
 from reportgen.stats import adjust, paired_permutation_p
-from tests.helpers import TINY_WORDS, check_report, make_tiny_bert, write_config
+from tests.helpers import ROOT, TINY_WORDS, check_report, make_tiny_bert, write_config
 
-ROOT = Path(__file__).resolve().parent.parent
 PAIRS = [("the cat sat on the mat", "a cat sat on a mat", 5.0), ("the cat sat", "a red car", 1.0),
          ("i went to the store", "i bought fresh strawberries", 2.5), ("the dog sat", "the cat sat", 4.0),
          ("a red ball", "she bought a red car", 3.0), ("he was at the store", "the dog is on the mat", 0.5)]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -22,9 +21,8 @@ from reportgen.model.loading import load
 from reportgen.model.run import run_example
 from reportgen.patterns.statistics import PatternAccumulator, load_settings
 from reportgen.report import SCHEMA_VERSION, PatternStatistics, Report, report_schema
-from tests.helpers import check_report, write_config
+from tests.helpers import ROOT, check_report, tiny_config, write_config
 
-ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "reportgen"
 
 
@@ -119,15 +117,7 @@ class _Findings(HTMLParser):
 
 @pytest.mark.slow
 def test_built_report_matches_its_schema_and_the_findings_page_prints_its_findings(tmp_path, tiny_model):
-    write_config(tmp_path, f"""\
-model: {tiny_model}
-device: cpu
-examples:
-  - text: the cat sat on the mat.
-  - text: i went to the store.
-    pair: at the store, i bought fresh strawberries.
-ablation: {{limit: 30, seeds: [0], fractions: [0.0, 0.5], bootstrap_samples: 100, permutations: 100}}
-""")
+    write_config(tmp_path, tiny_config(tiny_model))
     built = build(load_config(tmp_path / "reportgen.yaml"), reproducible=True)
     data = check_report(tmp_path / "site")
     assert Report.model_validate(data) == built.report

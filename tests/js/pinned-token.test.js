@@ -1,6 +1,6 @@
 // The links the example pages' "Patterns in this example" section writes (reportgen/report.py head_link with
 // token= or key=): one head of the head view with one query token, or one key token, pinned.
-// tests/test_glossary.py checks that head_link writes exactly these strings.
+// tests/site/test_glossary.py checks that head_link writes exactly these strings.
 'use strict';
 
 const test = require('node:test');

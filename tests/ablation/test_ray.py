@@ -1,0 +1,256 @@
+"""Ablation on Ray (issue 17): `ablation.ray` / `reportgen build --ray`.
+
+On a local Ray with 2 CPUs (so 2 actors), on a tiny random BERT: a Ray build's report equals a local
+build's (floats within 1e-6), also when one actor is killed by its pid mid-sweep; an address nothing
+answers at is one line and exit 3, quickly and before any model work; without an address nothing
+imports Ray. The fast tier checks the config key, that the address enters no cache key, and the
+message when Ray is not installed. One Ray instance serves the module (`local_ray`): a build whose
+process has Ray initialised already uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from reportgen.ablation.experiments import record_key
+from reportgen.build import build
+from reportgen.config import AblationSettings, defaults, load_config
+from reportgen.errors import ConfigError
+from tests.helpers import ROOT, is_progress, make_tiny_bert, write_config
+
+WORDS = ["the cat sat on the mat", "a red car", "i went to the store", "the dog is on the mat",
+         "she bought a red ball", "he was at the store", "i bought fresh strawberries", "the dog sat"]
+CONFIG = """\
+title: Ray
+model: ./model
+device: cpu
+max_length: 128
+examples:
+  - text: the cat sat on the mat.
+patterns:
+  similarity: false
+ablation:
+  data: ./pairs.tsv
+  seeds: [0, 1]
+  fractions: [0.0, 0.25, 0.5, 0.75]
+  bootstrap_samples: 100
+  permutations: 100
+  batch_tokens: 64
+  importance:
+    random_orders: 8
+"""
+
+
+# -- fast tier: the config key ----------------------------------------------------------------------------
+def ablation_settings(**over) -> AblationSettings:
+    return AblationSettings.model_validate({**defaults()["ablation"], **over})
+
+
+@pytest.mark.parametrize("address", [None, "local", "auto", "ray://10.0.0.7:10001", "ray://head.cluster:1"])
+def test_ray_addresses_the_config_takes(address):
+    assert ablation_settings(ray=address).ray == address
+
+
+@pytest.mark.parametrize("address", ["ray://head", "ray://head:0", "ray://head:70000", "http://head:10001",
+                                     "ray://head:10001/x", "LOCAL", "", "ray://:10001"])
+def test_ray_addresses_refused_name_the_field(tmp_path, address):
+    config = write_config(tmp_path, f"ablation:\n  ray: {json.dumps(address)}\n")
+    with pytest.raises(ConfigError, match=r"field 'ablation\.ray': .*ray://host:port"):
+        load_config(config)
+
+
+def test_the_ray_address_enters_no_key_and_no_manifest(tmp_path):
+    """A Ray build and a local build share the whole record and every mask (the masks' keys never see
+    the settings), and the published config does not name the cluster."""
+    assert record_key(ablation_settings(ray="ray://10.0.0.7:10001"), "f", "d") == record_key(ablation_settings(), "f",
+                                                                                            "d")
+    assert record_key(ablation_settings(ray="local"), "f", "d") != record_key(ablation_settings(seeds=[5]), "f", "d")
+    config = load_config(write_config(tmp_path, "ablation:\n  ray: ray://10.0.0.7:10001\n"))
+    assert config.ablation.ray == "ray://10.0.0.7:10001"
+    assert "ray" not in config.as_written()["ablation"]
+
+
+@pytest.mark.slow  # a subprocess or real drawing/waiting: seconds, kept out of the edit-test loop
+def test_ray_not_installed_is_one_line_naming_the_extra():
+    """An ImportError for ray (sys.modules['ray'] = None makes `import ray` raise it) ends as a ModelError."""
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from reportgen.ablation.ray_runner import connected\n"
+            "from reportgen.errors import ModelError\n"
+            "try:\n    connected('local').__enter__()\nexcept ModelError as err:\n"
+            "    print(err.exit_code, err)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.stdout.strip() == ('3 ablation.ray (or --ray) is set but Ray is not installed; '
+                                  'pip install "reportgen[ray]"'), run.stderr
+
+
+# -- slow tier: builds ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A project: a 4-layer, 4-head random BERT, 28 sentence pairs, an ablation with ~140 masks."""
+    root = tmp_path_factory.mktemp("ray-project")
+    make_tiny_bert(root / "model", layers=4, heads=4)
+    rows = [f"{first}\t{second}\t{(index * 7) % 6}\n" for index, (first, second) in
+            enumerate((a, b) for a in WORDS for b in WORDS if a < b)]
+    (root / "pairs.tsv").write_text("sentence1\tsentence2\tscore\n" + "".join(rows), encoding="utf-8")
+    write_config(root, CONFIG)
+    return root
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One Ray instance with 2 CPUs for the module; the builds find it initialised and use it."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    yield ray
+    ray.shutdown()
+
+
+def built_report(project: Path, name: str, ray: str | None = None, progress=None) -> dict:
+    """report.json of a reproducible build into site-NAME with its own cache cache-NAME."""
+    config = load_config(project / "reportgen.yaml")
+    config.cache_dir = project / f"cache-{name}"
+    config.ablation.ray = ray
+    kwargs = {"progress": progress} if progress else {}
+    build(config, project / f"site-{name}", reproducible=True, **kwargs)
+    report = json.loads((project / f"site-{name}" / "report.json").read_text(encoding="utf-8"))
+    assert report["manifest"]["config"].pop("cache_dir") == f"cache-{name}"  # the one difference the test makes
+    return report
+
+
+@pytest.fixture(scope="module")
+def local_report(project) -> dict:
+    return built_report(project, "local")
+
+
+def assert_same(ray_value, local_value, where: str = "report") -> None:
+    """Equal, floats within 1e-6 (relative to their size when large)."""
+    if isinstance(local_value, float) and isinstance(ray_value, (int, float)):
+        assert math.isclose(ray_value, local_value, rel_tol=1e-6, abs_tol=1e-6), where
+    elif isinstance(local_value, dict):
+        assert isinstance(ray_value, dict) and ray_value.keys() == local_value.keys(), where
+        for key, value in local_value.items():
+            assert_same(ray_value[key], value, f"{where}.{key}")
+    elif isinstance(local_value, list):
+        assert isinstance(ray_value, list) and len(ray_value) == len(local_value), where
+        for index, value in enumerate(local_value):
+            assert_same(ray_value[index], value, f"{where}[{index}]")
+    else:
+        assert ray_value == local_value, where
+
+
+def worker_pids() -> list[int]:
+    """The pids of this process's Ray actors (Ray titles an actor's process `ray::MaskWorker...`)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    mine = {os.getpid()}
+    while True:
+        grown = mine | {pid for pid, parent in parents.items() if parent in mine}
+        if grown == mine:
+            break
+        mine = grown
+    found = []
+    for pid in sorted(mine - {os.getpid()}):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            continue
+        if title.startswith(b"ray::MaskWorker"):
+            found.append(pid)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("local_ray")
+def test_a_ray_build_equals_a_local_build(project, local_report):
+    seen: set[int] = set()
+
+    def progress(stage: str, done: int, _total: int) -> None:
+        if stage.startswith("Ablation:") and done:
+            seen.update(worker_pids())
+
+    on_ray = built_report(project, "ray", "local", progress)
+    assert len(seen) == 2  # the masks ran on two actors
+    assert on_ray["ablation"]["single_heads"] is not None and on_ray["ablation"]["importance"] is not None
+    assert_same(on_ray, local_report)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("local_ray")
+def test_a_worker_killed_mid_sweep_is_replaced_and_the_report_is_the_same(project, local_report):
+    killed: list[tuple[int, int, int]] = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        # importance: 1 gradient step here, then 4 fractions x (1 + 8 orders) masks in stacks on the actors
+        if stage == "Ablation: importance" and 2 <= done <= total // 2 and not killed:
+            pid = worker_pids()[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append((pid, done, total))
+
+    on_ray = built_report(project, "killed", "local", progress)
+    assert killed, "no worker was killed: the sweep ended first"
+    pid, done, total = killed[0]
+    assert done < total
+    assert not Path(f"/proc/{pid}").exists() or b"MaskWorker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert_same(on_ray, local_report)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_an_unreachable_cluster_is_one_line_and_exit_3_before_any_work(project):
+    address = f"ray://127.0.0.1:{free_port()}"
+    cache = project / "cache-unreachable"
+    (project / "unreachable.yaml").write_text(CONFIG + f"cache_dir: {cache.name}\n", encoding="utf-8")
+    start = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "reportgen", "build", "--config", "unreachable.yaml", "--ray", address,
+                          "--out", "site-unreachable"],
+                         cwd=project, capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    seconds = time.monotonic() - start
+    lines = [line for line in run.stderr.splitlines() if line.strip() and not is_progress(line)]
+    assert run.returncode == 3, run.stderr
+    assert lines == [f"error: Ray cluster {address} cannot be reached (Connection refused); start its head with "
+                     "ray start --head, or check ablation.ray / --ray"]
+    assert seconds < 60  # the interpreter and imports; Ray Client alone would retry for minutes
+    assert not (project / "site-unreachable").exists()
+    assert not (cache / "runs").exists()  # the model never ran
+
+
+@pytest.mark.slow
+def test_a_bad_ray_option_is_a_config_error(project):
+    run = subprocess.run([sys.executable, "-m", "reportgen", "build", "--ray", "head:10001"], cwd=project,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert run.stderr.strip() == ("error: --ray head:10001: expected null, \"local\", \"auto\" or \"ray://host:port\" "
+                                  "(port 1 to 65535), got 'head:10001'")
+
+
+@pytest.mark.slow
+def test_a_build_without_an_address_never_imports_ray(project):
+    code = ("import sys\nfrom reportgen import cli\n"
+            "sys.argv = ['reportgen', 'build', '--reproducible', '--out', 'site-plain']\n"
+            "try:\n    cli.main()\nexcept SystemExit as end:\n    code = end.code\n"
+            "print('exit', code, 'ray imported' if 'ray' in sys.modules else 'ray not imported')\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.stdout.strip().splitlines()[-1] == "exit 0 ray not imported", run.stderr[-2000:]
+    assert (project / "site-plain" / "report.json").is_file()

@@ -1,0 +1,638 @@
+"""The bad-input matrix (issue 7, part 1): every bad input gets one line and a documented exit code.
+
+Each case runs `python -m reportgen build` as a subprocess in a project that already holds a
+good `site/`, and asserts: exactly one `error:` line on stderr that names the problem (the
+whole line is compared, with the project directory written as `<dir>`), no traceback, the
+exit code of `reportgen/errors.py` for that kind of mistake, and `site/` byte for byte as it
+was. A few inputs are not errors (a text longer than the model takes, pickle weights the
+config allows): those build, with the warning asserted, into another directory.
+
+The README's "Errors and exit codes" table is rendered from CASES by `render_table()`; a test
+checks that the README holds exactly that table. Regenerate it after changing a case:
+
+    python -m tests.commands.test_bad_inputs            # print the table
+    python -m tests.commands.test_bad_inputs --write    # rewrite the README section
+    REGENERATE=1 python -m pytest tests/commands/test_bad_inputs.py -k readme   # the same, from pytest
+
+Models are tiny random ones built here (never downloaded; HF_HUB_OFFLINE=1 for every run).
+Not writable as root: chmod does not stop root, so the cases use an output path under a file
+(the parent is not a directory) and one under /proc/sys, which the kernel refuses to root too
+(skipped where /proc/sys is writable).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from reportgen import errors
+from tests.helpers import ROOT, Case, check_report, is_progress, tree
+
+README = ROOT / "README.md"
+START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
+
+BASE: dict[str, Any] = {
+    "title": "Bad inputs",
+    "model": "models/tiny",
+    "device": "cpu",
+    "max_length": 128,
+    "examples": [{"text": "the cat sat on the mat."},
+                 {"text": "i bought fresh strawberries.", "pair": "the dog sat on the mat."}],
+    "patterns": {"similarity": False},
+    "ablation": {"enabled": False},
+}
+# A quick ablation: baseline only, few examples, the smallest statistics the schema allows.
+ABLATION: dict[str, Any] = {
+    "enabled": True, "limit": 8, "seeds": [0], "fractions": [0.0], "bootstrap_samples": 100, "permutations": 100,
+    "experiments": {"baseline": True, "single_heads": False, "random_fraction": False, "layer_halves": False,
+                    "whole_layers": False, "importance": False},
+}
+SHORT_EXAMPLES = [{"text": "i bought fresh strawberries."}]  # one example keeps the builds that succeed quick
+LONG_TEXT = " ".join(["the cat sat on the mat."] * 8)  # 58 tokens; models/short takes 32
+
+
+def ablation(**settings) -> dict:
+    return {"ablation": {**ABLATION, **settings}}
+
+
+SIM_HEADER = "sentence1\tsentence2\tscore\n"
+SIM_ROWS = "the cat sat\tthe dog sat\t4.0\ni went to the store\ta red car\t0.5\n"
+CLS_MODEL = {"model": "models/classifier"}
+SIM_CSV = "sentence1,sentence2,score\n"
+LONG_CELL = "the cat sat on the mat. " * 8400  # 201,600 characters: over csv's default field limit (131,072)
+
+
+def not_a_file(name: str, kind: str) -> Callable[[Path], AbstractContextManager]:
+    """A Case.setup that makes the project path `name` a FIFO or a directory for the run, removed after."""
+    @contextmanager
+    def setup(project: Path) -> Iterator[None]:
+        path = project / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "fifo":
+            os.mkfifo(path)
+        else:
+            path.mkdir()
+        try:
+            yield
+        finally:
+            os.unlink(path) if kind == "fifo" else os.rmdir(path)
+
+    return setup
+
+
+def model_variant(name: str, config: dict | None = None, files: dict[str, str] | None = None
+                  ) -> Callable[[Path], AbstractContextManager]:
+    """A Case.setup: models/tiny copied to models/NAME with config.json keys and files replaced, removed after."""
+    @contextmanager
+    def setup(project: Path) -> Iterator[None]:
+        target = shutil.copytree(project / "models" / "tiny", project / "models" / name)
+        cfg = json.loads((target / "config.json").read_text(encoding="utf-8"))
+        (target / "config.json").write_text(json.dumps({**cfg, **(config or {})}), encoding="utf-8")
+        for file, text in (files or {}).items():
+            (target / file).write_text(text, encoding="utf-8")
+        try:
+            yield
+        finally:
+            shutil.rmtree(target)
+    return setup
+
+
+def read_only_dir(name: str) -> Callable[[Path], AbstractContextManager]:
+    """A Case.setup: an empty directory nobody may write in, root included (chattr +i makes it
+    immutable; chmod does not stop root); skipped where neither works. Removed after."""
+    @contextmanager
+    def setup(project: Path) -> Iterator[None]:
+        path = project / name
+        path.mkdir()
+        chattr = shutil.which("chattr")
+        if chattr:
+            subprocess.run([chattr, "+i", str(path)], capture_output=True, check=False)
+        if os.geteuid() != 0:
+            path.chmod(0o555)
+        try:
+            try:
+                (path / "probe").mkdir()
+            except OSError:
+                pass
+            else:
+                (path / "probe").rmdir()
+                pytest.skip("no way to make a directory read-only here (chattr +i failed)")
+            yield
+        finally:
+            if chattr:
+                subprocess.run([chattr, "-i", str(path)], capture_output=True, check=False)
+            path.chmod(0o755)
+            shutil.rmtree(path)
+    return setup
+
+
+def cache_entry_directory(cache: str) -> Callable[[Path], AbstractContextManager]:
+    """A Case.setup: in cache directory CACHE, a directory where the embedded model's run of the
+    first BASE example is stored (the path reportgen computes for it). Removed after."""
+    @contextmanager
+    def setup(project: Path) -> Iterator[None]:
+        from reportgen.build import run_key
+        from reportgen.config import ExampleSpec
+        from reportgen.model import loading
+
+        _, path = loading.resolve("default")
+        max_length, _ = loading.clamp_max_length(path, BASE["max_length"])
+        key = run_key(loading.fingerprint(loading.file_hashes(path)), ExampleSpec(text=BASE["examples"][0]["text"]),
+                      max_length)
+        (project / cache / "runs" / f"{key}.npz").mkdir(parents=True)
+        try:
+            yield
+        finally:
+            shutil.rmtree(project / cache)
+    return setup
+
+
+CASES: list[Case] = [
+    # -- the config file (exit 2) ---------------------------------------------------------------
+    Case("config-missing", "`--config` names a file that does not exist", None, errors.EXIT_CONFIG,
+         "config-missing.yaml: config file not found"),
+    Case("config-empty", "empty YAML file", "", errors.EXIT_CONFIG,
+         "config-empty.yaml: the file is empty; write at least one key, e.g. 'title: My report'"),
+    Case("config-invalid-yaml", "invalid YAML (an unclosed list)", "title: Bad\nexamples: [the cat\nmodel: x\n",
+         errors.EXIT_CONFIG,
+         "config-invalid-yaml.yaml: invalid YAML at line 3, column 6: expected ',' or ']', but got ':'"),
+    Case("config-not-utf8", "config file not UTF-8 (Latin-1 bytes)", "title: Caf\u00e9\n".encode("latin-1"),
+         errors.EXIT_CONFIG, "config-not-utf8.yaml: not a UTF-8 text file"),
+    Case("config-not-mapping", "YAML that is a list, not a mapping", "- title: Bad\n", errors.EXIT_CONFIG,
+         "config-not-mapping.yaml: expected a mapping of keys to values at the top level"),
+    Case("config-unknown-key", "unknown key (a typo)", {"titel": "Bad"}, errors.EXIT_CONFIG,
+         "config-unknown-key.yaml: unknown key 'titel'"),
+    Case("config-unknown-nested-key", "unknown key inside a section", {"ablation": {"enabeld": True}},
+         errors.EXIT_CONFIG, "config-unknown-nested-key.yaml: unknown key 'ablation.enabeld'"),
+    Case("config-wrong-type", "wrong type (text for a number)", {"max_length": "long"}, errors.EXIT_CONFIG,
+         "config-wrong-type.yaml: field 'max_length': Input should be a valid integer, "
+         "unable to parse string as an integer"),
+    Case("config-wrong-type-bool", "wrong type (text for a yes/no)", {"allow_pickle": "maybe"}, errors.EXIT_CONFIG,
+         "config-wrong-type-bool.yaml: field 'allow_pickle': Input should be a valid boolean, "
+         "unable to interpret input"),
+    Case("example-empty", "an example with an empty text", {"examples": [{"text": ""}]}, errors.EXIT_CONFIG,
+         "example-empty.yaml: field 'examples.0.text': String should have at least 1 character"),
+    Case("example-blank", "an example whose text is only spaces", {"examples": [{"text": "   "}]},
+         errors.EXIT_CONFIG, "example-blank.yaml: field 'examples.0.text': Value error, "
+         "the text is blank (only whitespace); give some words or remove the example"),
+    Case("task-without-data", "an experiment whose task has no data (classification on the builtin set)",
+         ablation(task="classification"), errors.EXIT_CONFIG,
+         "task-without-data.yaml: field 'ablation.data': the builtin demo set is a similarity task; "
+         "task 'classification' needs a data file (or set ablation.enabled: false)"),
+    Case("config-nul", "a NUL character in a config string", {"ablation": {"data": "data/a\x00b.tsv"}},
+         errors.EXIT_CONFIG, "config-nul.yaml: field 'ablation.data': Value error, the text holds a NUL "
+         "character (\\x00)"),
+    Case("config-column-negative", "a negative column index", ablation(columns={"text": -1}), errors.EXIT_CONFIG,
+         "config-column-negative.yaml: field 'ablation.columns': Value error, column indexes count from 0; "
+         "text: -1 is not one"),
+    Case("config-ray-address", "`ablation.ray` not an address Ray takes", ablation(ray="ray:/head:10001"),
+         errors.EXIT_CONFIG, "config-ray-address.yaml: field 'ablation.ray': Value error, expected null, \"local\", "
+         "\"auto\" or \"ray://host:port\" (port 1 to 65535), got 'ray:/head:10001'"),
+    Case("site-url-script", "`site_url` that breaks out of an attribute",
+         {"site_url": 'https://example.com/x"><img src=x onerror=alert(1)>'}, errors.EXIT_CONFIG,
+         "site-url-script.yaml: field 'site_url': Value error, the URL contains '\"'; quotes, angle brackets, "
+         "braces, backslashes and whitespace are not allowed (percent-encode them)"),
+    Case("site-url-javascript", "`site_url` a `javascript:` URL", {"site_url": "javascript:alert(1)"},
+         errors.EXIT_CONFIG, "site-url-javascript.yaml: field 'site_url': Value error, expected the site's public "
+         "address as an absolute http:// or https:// URL, e.g. https://user.github.io/project/"),
+    Case("model-javascript-url", "`model` a `javascript:` URL", {"model": "javascript:alert(1)"},
+         errors.EXIT_CONFIG, "model-javascript-url.yaml: field 'model': Value error, a javascript:, data: or "
+         "vbscript: URL is not a path, file or model name"),
+    # -- the model (exit 3) ------------------------------------------------------------------------
+    Case("model-missing", "model path that does not exist", {"model": "./models/nope"}, errors.EXIT_MODEL,
+         "model path <dir>/models/nope does not exist (config field 'model')"),
+    Case("model-is-file", "model path that is a file", {"model": "./notes.txt"}, errors.EXIT_MODEL,
+         "model path <dir>/notes.txt is a file, not a model directory (config field 'model')",
+         files={"notes.txt": "not a model\n"}),
+    Case("model-no-config", "model directory without config.json", {"model": "./models/empty"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/empty has no config.json; is it a transformers model? (config field 'model')"),
+    Case("model-config-not-json", "model config.json that is not JSON", {"model": "./models/broken"},
+         errors.EXIT_MODEL, "<dir>/models/broken/config.json: not valid JSON "
+         "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
+    Case("model-hub-offline", "a Hub id with no network (`HF_HUB_OFFLINE=1`, not in the cache)",
+         {"model": "reportgen-tests/no-such-model"}, errors.EXIT_MODEL,
+         "model 'reportgen-tests/no-such-model' is not in the local cache and HF_HUB_OFFLINE is set: offline; "
+         "download it first or give a local directory"),
+    Case("model-decoder", "not an encoder: a GPT-2 saved with a tokenizer", {"model": "./models/gpt2"},
+         errors.EXIT_MODEL, "model directory <dir>/models/gpt2: model type 'gpt2' is a decoder (causal LM); "
+         "reportgen analyses the self-attention of encoders (BERT family)"),
+    Case("model-unknown-type", "a model type transformers does not know", {"model": "./models/alien"},
+         errors.EXIT_MODEL, "<dir>/models/alien/config.json: model_type 'alien-net' is not a model type "
+         "transformers knows (config field 'model')"),
+    Case("model-no-tokenizer", "model directory without a tokenizer", {"model": "./models/no-tokenizer"},
+         errors.EXIT_MODEL, "model directory <dir>/models/no-tokenizer has no tokenizer (none of tokenizer.json, "
+         "vocab.txt, vocab.json, ...); save the tokenizer into the model directory"),
+    Case("model-remote-code", "a `trust_remote_code` model (auto_map, its own .py) and `trust_remote_code: false`",
+         {"model": "./models/remote-code"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/remote-code: config.json has an auto_map (custom model code); reportgen "
+         "does not run a model's own code unless the config sets trust_remote_code: true"),
+    Case("model-pickle", "pickle-only weights (pytorch_model.bin) and `allow_pickle: false`",
+         {"model": "./models/pickle"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/pickle: weights only as pickle (pytorch_model.bin), which can run code "
+         "when loaded; convert them to safetensors, or set allow_pickle: true in the config"),
+    Case("model-weights-missing", "config.json that does not match the weights (`num_hidden_layers: 8` on 2 layers)",
+         {"model": "./models/eight-layers"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/eight-layers: the weights do not match config.json: tensor "
+         "'encoder.layer.2.attention.self.query.weight' is not in the weights (96 missing tensors would be random); "
+         "check num_hidden_layers and the sizes in config.json",
+         setup=model_variant("eight-layers", {"num_hidden_layers": 8})),
+    Case("model-weights-unexpected", "config.json with fewer layers than the weights (`num_hidden_layers: 1` on 2)",
+         {"model": "./models/one-layer"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/one-layer: the weights do not match config.json: tensor "
+         "'encoder.layer.1.attention.output.LayerNorm.bias' in the weights has no place in the model "
+         "(16 such tensors); check num_hidden_layers and the sizes in config.json",
+         setup=model_variant("one-layer", {"num_hidden_layers": 1})),
+    Case("model-weights-shape", "config.json with another size than the weights (`intermediate_size: 128` on 64)",
+         {"model": "./models/wide"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/wide: the weights do not match config.json: tensor "
+         "'encoder.layer.0.intermediate.dense.weight' has shape [64, 32] in the weights but [128, 32] in the model "
+         "(6 such tensors); check the sizes in config.json",
+         setup=model_variant("wide", {"intermediate_size": 128})),
+    Case("model-zero-layers", "`num_hidden_layers: 0` in config.json", {"model": "./models/zero-layers"},
+         errors.EXIT_MODEL, "<dir>/models/zero-layers/config.json: num_hidden_layers is 0; an encoder needs at least 1",
+         setup=model_variant("zero-layers", {"num_hidden_layers": 0})),
+    Case("model-tokenizer-corrupt", "a corrupt tokenizer.json (not JSON)", {"model": "./models/bad-tokenizer"},
+         errors.EXIT_MODEL, "<dir>/models/bad-tokenizer/tokenizer.json: not valid JSON (Expecting property name "
+         "enclosed in double quotes: line 1 column 2 (char 1)), so the tokenizer cannot be loaded",
+         setup=model_variant("bad-tokenizer", files={"tokenizer.json": "{not json"})),
+    Case("model-tokenizer-broken", "a tokenizer.json that is JSON but not a tokenizer",
+         {"model": "./models/odd-tokenizer"}, errors.EXIT_MODEL,
+         "<dir>/models/odd-tokenizer/tokenizer.json: the tokenizer cannot be loaded "
+         "(KeyError: 'added_tokens')",
+         setup=model_variant("odd-tokenizer", files={"tokenizer.json": '{"version": "1.0"}'})),
+    Case("ray-unreachable", "`ablation.ray` a Ray cluster nothing answers at (`ray://127.0.0.1:9`)",
+         ablation(ray="ray://127.0.0.1:9"), errors.EXIT_MODEL,
+         "Ray cluster ray://127.0.0.1:9 cannot be reached (Connection refused); start its head with ray start "
+         "--head, or check ablation.ray / --ray"),
+    # -- data files (exit 4) -------------------------------------------------------------------------
+    Case("examples-none", "zero examples (`examples: []`)", {"examples": []}, errors.EXIT_DATA,
+         "examples-none.yaml: field 'examples': the list is empty; give at least one example"),
+    Case("data-missing", "`ablation.data` file missing", ablation(data="data/nope.tsv"), errors.EXIT_DATA,
+         "<dir>/data/nope.tsv: data file not found"),
+    Case("data-empty", "`ablation.data` file empty", ablation(data="data/empty.tsv"), errors.EXIT_DATA,
+         "<dir>/data/empty.tsv: the file has no rows", files={"data/empty.tsv": ""}),
+    Case("data-no-rows", "`ablation.data` with a header and zero examples", ablation(data="data/header.tsv"),
+         errors.EXIT_DATA, "<dir>/data/header.tsv: the file has a header but no data rows",
+         files={"data/header.tsv": SIM_HEADER}),
+    Case("data-not-utf8", "`ablation.data` not UTF-8", ablation(data="data/latin1.tsv"), errors.EXIT_DATA,
+         "<dir>/data/latin1.tsv: line 2: not UTF-8 text (byte 0xe9); re-save the file as UTF-8",
+         files={"data/latin1.tsv": (SIM_HEADER + "caf\u00e9 au lait\ta cat\t1.0\n").encode("latin-1")}),
+    Case("data-missing-column", "`ablation.data` without the score column", ablation(data="data/columns.tsv"),
+         errors.EXIT_DATA, "<dir>/data/columns.tsv: line 1: no column named 'score' in the header "
+         "(columns: sentence1, sentence2, grade)",
+         files={"data/columns.tsv": "sentence1\tsentence2\tgrade\nthe cat\tthe dog\t1.0\n"}),
+    Case("data-score-text", "`ablation.data` with a non-numeric score", ablation(data="data/text-score.tsv"),
+         errors.EXIT_DATA, "<dir>/data/text-score.tsv: line 3: column 'score': 'high' is not a number",
+         files={"data/text-score.tsv": SIM_HEADER + "the cat\tthe dog\t1.0\nthe mat\ta mat\thigh\n"}),
+    Case("data-score-nan", "`ablation.data` with a NaN score", ablation(data="data/nan-score.tsv"),
+         errors.EXIT_DATA, "<dir>/data/nan-score.tsv: line 3: column 'score': value 'nan' is not a finite number",
+         files={"data/nan-score.tsv": SIM_HEADER + "the cat\tthe dog\t1.0\nthe mat\ta mat\tnan\n"}),
+    Case("data-empty-text", "`ablation.data` with an empty text cell", ablation(data="data/empty-cell.tsv"),
+         errors.EXIT_DATA, "<dir>/data/empty-cell.tsv: line 3: column 'sentence1' is empty",
+         files={"data/empty-cell.tsv": SIM_HEADER + "the cat\tthe dog\t1.0\n \ta mat\t2.0\n"}),
+    Case("data-label-unknown", "classification labels not in the model's label set",
+         {**CLS_MODEL, **ablation(task="classification", data="data/labels.tsv")}, errors.EXIT_DATA,
+         "<dir>/data/labels.tsv: line 4: label 'maybe' is neither one of the model's labels (neg, pos) "
+         "nor an index below 2",
+         files={"data/labels.tsv": "text\tlabel\nthe cat sat\tpos\nthe dog sat\t1\na red car\tmaybe\n"}),
+    Case("data-label-nan", "classification label NaN",
+         {**CLS_MODEL, **ablation(task="classification", data="data/nan-label.tsv")}, errors.EXIT_DATA,
+         "<dir>/data/nan-label.tsv: line 3: label 'nan' is neither one of the model's labels "
+         "(neg, pos) nor an index below 2",
+         files={"data/nan-label.tsv": "text\tlabel\nthe cat sat\tneg\nthe dog sat\tnan\n"}),
+    Case("corpus-missing", "`patterns.corpus` file missing", {"patterns": {"corpus": [{"path": "data/nope.txt"}]}},
+         errors.EXIT_DATA, "<dir>/data/nope.txt: corpus file not found"),
+    Case("corpus-bad-column", "`patterns.corpus` naming a column the file lacks",
+         {"patterns": {"corpus": [{"path": "data/corpus.csv", "column": "sentence"}]}}, errors.EXIT_DATA,
+         "<dir>/data/corpus.csv:1: no column 'sentence' (columns: text, label)",
+         files={"data/corpus.csv": "text,label\nthe cat sat,1\n"}),
+    Case("corpus-not-utf8", "`patterns.corpus` file not UTF-8", {"patterns": {"corpus": [{"path": "data/latin1.txt"}]}},
+         errors.EXIT_DATA, "<dir>/data/latin1.txt:2: not UTF-8 text",
+         files={"data/latin1.txt": "the cat sat.\ncaf\u00e9 au lait.\n".encode("latin-1")}),
+    Case("data-cell-too-long",
+         "`ablation.data` CSV cell over 1,048,576 characters (longer cells, to that bound, are read)",
+         ablation(data="data/huge.csv"), errors.EXIT_DATA,
+         "<dir>/data/huge.csv: line 3: a cell is longer than the 1,048,576 reportgen takes for one text "
+         "(a text is cut to max_length tokens anyway, so shorten it)",
+         files={"data/huge.csv": SIM_CSV + "the cat,the dog,1.0\n" + "x" * (1 << 20) + "y,a mat,2.0\n"}),
+    Case("data-unterminated-quote", "`ablation.data` CSV with a quote that never closes",
+         ablation(data="data/quote.csv"), errors.EXIT_DATA,
+         "<dir>/data/quote.csv: line 3: unterminated quote (the quoted field runs to the end of the file)",
+         files={"data/quote.csv": SIM_CSV + "the cat,the dog,1.0\n\"the mat,a mat,2.0\nthe car,a car,3.0\n"}),
+    Case("data-fifo", "`ablation.data` a FIFO (named pipe)", ablation(data="data/pipe.tsv"), errors.EXIT_DATA,
+         "<dir>/data/pipe.tsv: is not a regular file but a named pipe (FIFO); "
+         "reportgen reads data only from regular files",
+         setup=not_a_file("data/pipe.tsv", "fifo")),
+    Case("data-directory", "`ablation.data` a directory", ablation(data="data/folder.tsv"), errors.EXIT_DATA,
+         "<dir>/data/folder.tsv: is a directory, not a data file", setup=not_a_file("data/folder.tsv", "dir")),
+    Case("data-json-nested", "`ablation.data` JSONL nested 100,000 levels deep", ablation(data="data/nested.jsonl"),
+         errors.EXIT_DATA, "<dir>/data/nested.jsonl: line 2: not valid JSON (nested too deeply)",
+         files={"data/nested.jsonl": '{"sentence1": "a", "sentence2": "b", "score": 1}\n' + "[" * 100_000 + "\n"}),
+    Case("corpus-fifo", "`patterns.corpus` a FIFO (named pipe)", {"patterns": {"corpus": [{"path": "data/pipe.txt"}]}},
+         errors.EXIT_DATA,
+         "<dir>/data/pipe.txt: is not a regular file but a named pipe (FIFO); "
+         "reportgen reads data only from regular files",
+         setup=not_a_file("data/pipe.txt", "fifo")),
+    Case("corpus-directory", "`patterns.corpus` a directory", {"patterns": {"corpus": [{"path": "data/sentences"}]}},
+         errors.EXIT_DATA, "<dir>/data/sentences: is a directory, not a corpus file",
+         setup=not_a_file("data/sentences", "dir")),
+    Case("corpus-json-number", "`patterns.corpus` JSONL with a number of 5,000 digits",
+         {"patterns": {"corpus": [{"path": "data/numbers.jsonl", "column": "text"}]}}, errors.EXIT_DATA,
+         "<dir>/data/numbers.jsonl:2: invalid JSON: a number has more than 4,300 digits",
+         files={"data/numbers.jsonl": '{"text": "the cat sat."}\n{"text": "x", "n": ' + "7" * 5000 + "}\n"}),
+    # -- the cache directory (exit 5: reportgen writes it, like the output) --------------------------------
+    Case("cache-is-file", "`cache_dir` naming a file", {"cache_dir": "notes.txt"}, errors.EXIT_OUTPUT,
+         "cache_dir <dir>/notes.txt is a file, not a directory (config field 'cache_dir')",
+         files={"notes.txt": "not a directory\n"}),
+    Case("cache-read-only", "a read-only empty cache directory (immutable: refused to root too)",
+         {"cache_dir": "ro-cache"}, errors.EXIT_OUTPUT,
+         "cache directory <dir>/ro-cache is not writable; make it writable or set cache_dir to another directory "
+         "(config field 'cache_dir')", setup=read_only_dir("ro-cache")),
+    Case("cache-entry-directory", "a cache entry that is a directory", {"model": "default", "cache_dir": "dir-cache"},
+         errors.EXIT_OUTPUT, "cache entry <dir>/dir-cache/runs/8d6e252a3d8dcfda8928ac50.npz is a directory, not a "
+         "file; delete it (anything in the cache can be deleted)", setup=cache_entry_directory("dir-cache")),
+    # -- not errors: built, with a warning (exit 0) ------------------------------------------------------
+    Case("example-too-long", "an example longer than the model takes (58 tokens, 32 positions)",
+         {"model": "models/short", "max_length": 512, "examples": [*SHORT_EXAMPLES, {"text": LONG_TEXT}]}, 0,
+         "warning: config field 'max_length' is 512 but the model takes at most 32 tokens; longer texts are "
+         "truncated to 32\nwarning: example 2 was truncated to 32 tokens (config field 'max_length')",
+         out="site-long", page=("index.html", "example 2 was truncated to 32 tokens")),
+    Case("model-pickle-allowed", "pickle-only weights and `allow_pickle: true`",
+         {"model": "./models/pickle", "allow_pickle": True, "examples": SHORT_EXAMPLES}, 0,
+         "warning: model directory <dir>/models/pickle: loading pickle weights because the config sets "
+         "allow_pickle: true; pickle can run code, prefer safetensors",
+         out="site-pickle", page=("index.html", "Bad inputs")),
+    Case("model-with-head", "a model saved with a classification head (its `classifier.*` weights are extra)",
+         {**CLS_MODEL, "examples": SHORT_EXAMPLES}, 0, "", out="site-with-head", page=("index.html", "Bad inputs")),
+    Case("data-long-cell", "`ablation.data` CSV cell of 201,600 characters (over Python csv's default 131,072)",
+         ablation(data="data/long.csv"), 0, "", out="site-long-cell", page=("ablation.html", "4 distinct texts"),
+         files={"data/long.csv": SIM_CSV + f'"{LONG_CELL}",the dog sat,4.0\nthe cat sat,a red car,0.5\n'}),
+]
+
+
+# -- the README table -----------------------------------------------------------------------------
+def _exit_legend() -> list[tuple[int, str]]:
+    """(code, meaning) from the comments of reportgen/errors.py, so the legend follows the code."""
+    source = Path(errors.__file__).read_text(encoding="utf-8")
+    return [(int(code), text.strip()) for code, text in re.findall(r"^EXIT_\w+ = (\d+)\s+#\s*(.*)$", source, re.M)]
+
+
+def all_cases() -> list[Case]:
+    """This module's cases and the output rules' (tests/site/test_output_rules.py), in exit-code order."""
+    from tests.site.test_output_rules import OUTPUT_CASES
+
+    return sorted(CASES + OUTPUT_CASES, key=lambda case: case.exit or 99)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_table() -> str:
+    """The README section between the markers, generated from CASES and reportgen/errors.py."""
+    lines = [
+        "Generated from `tests/commands/test_bad_inputs.py` and `tests/site/test_output_rules.py`"
+        f" ({len(all_cases())} cases;",
+        "`python -m tests.commands.test_bad_inputs --write`",
+        "regenerates it). Each bad input ends the build with the one line shown (after `error: ` on stderr;",
+        "`<dir>` is the project directory), no traceback, the exit code shown, and the previous `site/`",
+        "untouched. Exit codes:",
+        "",
+    ]
+    lines += [f"- `{code}`: {meaning}" for code, meaning in _exit_legend()]
+    lines += ["- `0`: built; the warnings are printed as `warning: ...` lines and shown on the site's home page", ""]
+    lines += ["| Bad input | Exit | What reportgen answers |", "|---|---|---|"]
+    for case in all_cases():
+        answer = " <br> ".join(f"`{_cell(part)}`" for part in case.answer.split("\n")) if case.answer else \
+            "builds, no warning"
+        lines.append(f"| {_cell(case.what)} | {case.exit} | {answer} |")
+    return "\n".join(lines) + "\n"
+
+
+def readme_section(text: str) -> str:
+    start, end = text.index(START) + len(START), text.index(END)
+    return text[start:end].strip("\n") + "\n"
+
+
+def write_readme() -> None:
+    text = README.read_text(encoding="utf-8")
+    start, end = text.index(START) + len(START), text.index(END)
+    README.write_text(text[:start] + "\n" + render_table() + text[end:], encoding="utf-8")
+
+
+# -- the project: tiny models, a good site ------------------------------------------------------------
+def make_models(models: Path) -> None:
+    """The tiny BERT and its broken variants; all from random weights, nothing downloaded."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer, GPT2Config, GPT2Model
+
+    from tests.helpers import TINY_WORDS, make_tiny_bert
+
+    tiny = make_tiny_bert(models / "tiny")
+    vocab = {w: i for i, w in enumerate(TINY_WORDS)}
+    (models / "empty").mkdir()
+    (models / "broken").mkdir()
+    (models / "broken" / "config.json").write_text("{model_type: bert", encoding="utf-8")
+    shutil.copytree(tiny, models / "alien")
+    cfg = json.loads((tiny / "config.json").read_text())
+    (models / "alien" / "config.json").write_text(json.dumps({**cfg, "model_type": "alien-net"}))
+    gpt2 = models / "gpt2"
+    BertTokenizer(vocab=vocab).save_pretrained(gpt2)
+    GPT2Model(GPT2Config(vocab_size=len(TINY_WORDS), n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                         bos_token_id=2, eos_token_id=3)).save_pretrained(gpt2)
+    shutil.copytree(tiny, models / "no-tokenizer", ignore=shutil.ignore_patterns("tokenizer*", "vocab*", "special*"))
+    remote = shutil.copytree(tiny, models / "remote-code")
+    (remote / "config.json").write_text(json.dumps({**cfg, "auto_map": {"AutoModel": "modeling_evil.EvilModel"}}))
+    (remote / "modeling_evil.py").write_text("raise SystemExit('the model code ran')\n")
+    pickle = shutil.copytree(tiny, models / "pickle")
+    torch.save(load_file(pickle / "model.safetensors"), pickle / "pytorch_model.bin")
+    (pickle / "model.safetensors").unlink()
+    torch.manual_seed(0)
+    BertTokenizer(vocab=vocab).save_pretrained(models / "short")
+    BertModel(BertConfig(vocab_size=len(TINY_WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=32)).save_pretrained(models / "short")
+    BertTokenizer(vocab=vocab).save_pretrained(models / "classifier")
+    BertForSequenceClassification(BertConfig(
+        vocab_size=len(TINY_WORDS), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        max_position_embeddings=128, num_labels=2, id2label={0: "neg", 1: "pos"}, label2id={"neg": 0, "pos": 1},
+    )).save_pretrained(models / "classifier")
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def config_bytes(config: dict | str | bytes) -> bytes:
+    if isinstance(config, dict):
+        return yaml.safe_dump(_merge(BASE, config), sort_keys=False, allow_unicode=True).encode("utf-8")
+    return config if isinstance(config, bytes) else config.encode("utf-8")
+
+
+def run_build(project: Path, config_name: str, out: str | None = None, env: dict | None = None,
+              argv: list[str] | None = None):
+    args = [sys.executable, "-m", "reportgen", *(argv or ["build", "--config", config_name])]
+    if out is not None and argv is None:
+        args += ["--out", out]
+    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(project / "hf-home"),
+                "PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})}
+    return subprocess.run(args, cwd=project, env=full_env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("bad-inputs")
+    make_models(work / "models")
+    (work / "good.yaml").write_bytes(config_bytes({}))
+    done = run_build(work, "good.yaml")
+    assert done.returncode == 0, done.stderr
+    assert not [line for line in done.stderr.splitlines() if not is_progress(line)], done.stderr
+    check_report(work / "site")
+    return work
+
+
+@pytest.fixture(scope="module")
+def good_site(project) -> dict[str, bytes]:
+    site = tree(project / "site")
+    assert "index.html" in site
+    return site
+
+
+def _skip_reason(case: Case) -> str | None:
+    if case.needs == "readonly-proc" and (not Path("/proc/sys").is_dir() or os.access("/proc/sys", os.W_OK)):
+        return "/proc/sys is writable here"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes]):
+    if reason := _skip_reason(case):
+        pytest.skip(reason)
+    for name, content in case.files.items():
+        path = project / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    if case.config is not None:
+        (project / case.config_name).write_bytes(config_bytes(case.config))
+    try:
+        with (case.setup or nullcontext)(project):
+            done = run_build(project, case.config_name, case.out, case.env, case.argv)
+    finally:
+        for name in case.files:
+            (project / name).unlink(missing_ok=True)
+
+    def normalize(line: str) -> str:
+        for prefix in {str(project.resolve()), str(project)}:
+            line = line.replace(prefix, "<dir>")
+        return line
+
+    stderr = done.stderr
+    assert "Traceback" not in stderr, stderr
+    lines = [normalize(line) for line in stderr.splitlines() if line.strip() and not is_progress(line)]
+    assert done.returncode == case.exit, stderr
+    documented = {code for code, _ in _exit_legend()} | {0}
+    assert case.exit in documented
+    if case.exit:
+        assert lines == [f"error: {case.answer}"], stderr
+    else:
+        assert "\n".join(lines) == case.answer, stderr
+        out = project / case.out
+        page = (out / case.page[0]).read_text(encoding="utf-8")
+        assert case.page[1] in page
+    # The previous site is untouched, byte for byte, and no staging directory is left behind.
+    assert tree(project / "site") == good_site
+    assert not [p.name for p in project.iterdir() if p.name.endswith((".building", ".previous"))]
+
+
+@pytest.mark.slow
+def test_long_example_is_marked_truncated_on_its_pages(project):
+    """The text longer than the model takes: the examples table and its own page say it was truncated.
+
+    Builds the example-too-long case into its own directory, so it does not rely on that case having run."""
+    case = next(c for c in CASES if c.id == "example-too-long")
+    (project / case.config_name).write_bytes(config_bytes(case.config))
+    done = run_build(project, case.config_name, "site-truncated")
+    assert done.returncode == 0, done.stderr
+    site = project / "site-truncated"
+    assert "(truncated)" in (site / "examples.html").read_text(encoding="utf-8")
+    assert "Truncated" in (site / "example-2.html").read_text(encoding="utf-8")
+    report = check_report(site)
+    assert [e["truncated"] for e in report["examples"]] == [False, True]
+    assert report["examples"][1]["n_tokens"] == 32
+
+
+def test_model_file_policy_and_token_limit(tmp_path):
+    """In process, no model loaded: what the config keys let through, and the position limits."""
+    from reportgen.errors import ModelError
+    from reportgen.model import loading
+
+    def directory(name: str, config: dict, files: tuple[str, ...] = ("model.safetensors", "tokenizer.json")) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        shape = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 32}
+        (path / "config.json").write_text(json.dumps({**shape, **config}))
+        for file in files:
+            (path / file).write_bytes(b"")
+        return path
+
+    custom = directory("custom", {"model_type": "bert", "auto_map": {"AutoModel": "m.M"}})
+    with pytest.raises(ModelError, match="trust_remote_code: true"):
+        loading.check_directory(custom)
+    with loading.file_policy(trust_remote_code=True):
+        assert loading.check_directory(custom).trust_remote_code
+    pickled = directory("pickled", {"model_type": "bert"}, ("pytorch_model.bin", "vocab.txt"))
+    with pytest.raises(ModelError, match="allow_pickle: true"):
+        loading.check_directory(pickled)
+    with pytest.warns(UserWarning, match="pickle"):
+        assert loading.pretrained_kwargs(pickled, loading.FilePolicy(allow_pickle=True)) == {
+            "use_safetensors": False, "trust_remote_code": False}
+    both = directory("both", {"model_type": "bert"}, ("pytorch_model.bin", "model.safetensors", "vocab.txt"))
+    assert loading.pretrained_kwargs(both)["use_safetensors"] is True  # safetensors first, no warning
+    roberta = directory("roberta", {"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1})
+    assert loading.max_tokens(roberta) == 512
+    assert loading.clamp_max_length(roberta, 128) == (128, None)
+    assert loading.clamp_max_length(roberta, 1024)[0] == 512
+    relative = directory("deberta", {"model_type": "deberta-v2", "max_position_embeddings": 512,
+                                     "position_biased_input": False})
+    assert loading.max_tokens(relative) is None
+    encoder_decoder = directory("t5", {"model_type": "t5", "is_encoder_decoder": True})
+    with pytest.raises(ModelError, match="encoder-decoder"):
+        loading.check_directory(encoder_decoder)
+
+
+def test_matrix_has_at_least_25_error_cases():
+    assert len({c.id for c in CASES}) == len(CASES)
+    assert sum(c.exit != 0 for c in CASES) >= 25
+
+
+def test_readme_table_is_generated_from_the_cases():
+    text = README.read_text(encoding="utf-8")
+    if os.environ.get("REGENERATE") == "1":
+        write_readme()
+        text = README.read_text(encoding="utf-8")
+    assert START in text and END in text, "README.md lacks the bad-inputs markers"
+    assert readme_section(text) == render_table(), (
+        "README table is stale: run `python -m tests.commands.test_bad_inputs --write`")
+
+
+if __name__ == "__main__":
+    if "--write" in sys.argv[1:]:
+        write_readme()
+        print(f"rewrote the bad-inputs table in {README}")
+    else:
+        sys.stdout.write(render_table())

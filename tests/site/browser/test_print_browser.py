@@ -1,0 +1,154 @@
+"""Printing (issue 15): the findings page and each analysis page print to A4 and Letter with no navigation
+or controls, every chart drawn as SVG inside the printed width (none clipped, none scrolled), tables that
+fit, links as text, and a PDF of a sane number of pages.
+
+Chromium with `emulate_media(media="print")` at the width the paper leaves for the text (the paper less
+print.css's side margins), on the default site (findings, statistics, patterns, ablation) and a tiny
+site with a second model (the comparison page).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, BrowserPage, make_tiny_bert, write_config
+
+pytestmark = pytest.mark.slow
+
+PAPERS = {"A4": (210.0, 297.0), "Letter": (215.9, 279.4)}  # mm
+PX_PER_MM = 96 / 25.4
+HIDDEN = [".md-header", ".md-tabs", ".md-sidebar--primary", ".md-sidebar--secondary", ".md-footer", ".md-search",
+          ".rg-downloads", ".rg-copy-link", ".rg-finding-links"]
+ALWAYS_THERE = [".md-header", ".md-sidebar--primary", ".md-footer", ".md-search"]  # so a hidden check can fail
+
+
+def page_margins() -> tuple[float, float]:
+    """(top and bottom, left and right) margin in mm, as print.css's @page rule sets them."""
+    css = (ROOT / "site_src" / "assets" / "stylesheets" / "print.css").read_text(encoding="utf-8")
+    found = re.search(r"@page\s*\{\s*margin:\s*([\d.]+)mm\s+([\d.]+)mm;", css)
+    assert found, "print.css sets the page's margins as `@page { margin: <v>mm <h>mm; }`"
+    return float(found.group(1)), float(found.group(2))
+
+
+def printed_size(paper: str) -> tuple[int, int]:
+    """The text area of a page of `paper`, in CSS pixels."""
+    (width, height), (vertical, horizontal) = PAPERS[paper], page_margins()
+    return int((width - 2 * horizontal) * PX_PER_MM), int((height - 2 * vertical) * PX_PER_MM)
+
+
+ALL_DRAWN = "() => [...document.querySelectorAll('.rg-chart')].every(chart => chart.querySelector('svg'))"
+MEASURE = """(hidden) => {
+  const width = document.documentElement.clientWidth;
+  const rendered = element => element.getClientRects().length > 0;
+  const name = element => {
+    const owner = element.closest('[id]');
+    return element.tagName.toLowerCase() + (owner ? '#' + owner.id : '');
+  };
+  const content = [...document.querySelectorAll('.md-content *')];
+  return {
+    width,
+    pageWidth: document.documentElement.scrollWidth,
+    height: document.documentElement.scrollHeight,
+    shown: hidden.filter(selector => [...document.querySelectorAll(selector)].some(rendered)),
+    present: hidden.filter(selector => document.querySelector(selector)),
+    charts: document.querySelectorAll('.rg-chart').length,
+    drawn: document.querySelectorAll('.rg-chart svg').length,
+    outside: [...document.querySelectorAll('.md-content svg, .md-content table, .md-content img, .md-content pre')]
+      .filter(rendered).map(element => [name(element), element.getBoundingClientRect()])
+      .filter(([, box]) => box.left < -0.5 || box.right > width + 0.5)
+      .map(([label, box]) => [label, box.left, box.right]),
+    clipped: content.filter(element => ['auto', 'scroll', 'hidden'].includes(getComputedStyle(element).overflowX)
+      && element.scrollWidth > element.clientWidth + 1 && element.clientWidth > 0).map(name),
+  };
+}"""
+
+
+@pytest.fixture
+def printed(browser):
+    """printed(url, paper) -> (BrowserPage, measurements): the page laid out for print on `paper`."""
+    contexts = []
+
+    def _open(url: str, paper: str):
+        width, height = printed_size(paper)
+        context = browser.new_context(viewport={"width": width, "height": height})
+        contexts.append(context)
+        view = BrowserPage(context.new_page())
+        view.page.emulate_media(media="print")
+        view.page.goto(url)
+        view.page.wait_for_load_state("load")
+        view.page.wait_for_function(ALL_DRAWN, timeout=20_000)
+        return view, view.page.evaluate(MEASURE, HIDDEN)
+
+    yield _open
+    for context in contexts:
+        context.close()
+
+
+def pdf_pages(view: BrowserPage, paper: str) -> int:
+    pdf = view.page.pdf(format=paper)
+    assert pdf.startswith(b"%PDF")
+    return len(re.findall(rb"/Type\s*/Page(?![a-zA-Z])", pdf))
+
+
+def check_printed(view: BrowserPage, seen: dict, paper: str, charts: bool) -> None:
+    assert seen["shown"] == [], seen["shown"]  # navigation, sidebars, footer, search and controls
+    assert set(ALWAYS_THERE) <= set(seen["present"])
+    assert seen["charts"] == seen["drawn"] and (seen["drawn"] > 0) == charts
+    assert seen["outside"] == [], seen["outside"]  # no chart, table or picture wider than the paper
+    assert seen["clipped"] == [], seen["clipped"]  # nothing scrolls sideways or is cut off
+    assert seen["pageWidth"] <= seen["width"]
+    pages = pdf_pages(view, paper)
+    text_height = printed_size(paper)[1]
+    # Keeping charts whole leaves space at the foot of some pages, never a page per chart.
+    assert math.ceil(seen["height"] / text_height) <= pages <= 2 * math.ceil(seen["height"] / text_height) + 1
+    assert view.errors == [] and view.remote_requests == []
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+@pytest.mark.parametrize("page", ["index.html", "statistics.html", "patterns.html", "ablation.html"])
+def test_the_findings_and_analysis_pages_print(default_site, printed, page, paper):
+    view, seen = printed((default_site / page).as_uri(), paper)
+    check_printed(view, seen, paper, charts=page != "index.html")
+
+
+@pytest.fixture(scope="module")
+def compare_site(tmp_path_factory) -> Path:
+    from reportgen.build import build
+    from reportgen.config import load_config
+
+    project = tmp_path_factory.mktemp("print-compare")
+    first, second = (make_tiny_bert(project / name, layers=3, heads=8, seed=seed)
+                     for seed, name in enumerate(("first", "second")))
+    write_config(project, f"title: Printed comparison\nmodel: {first}\ndevice: cpu\nmax_length: 128\n"
+                          f"examples: builtin\nablation: {{enabled: false}}\n"
+                          f"compare: {{model: {second}, name: second}}\n")
+    build(load_config(project / "reportgen.yaml"))
+    return project / "site"
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_the_comparison_page_prints(compare_site, printed, paper):
+    view, seen = printed((compare_site / "compare.html").as_uri(), paper)
+    check_printed(view, seen, paper, charts=True)
+
+
+def test_links_print_as_text_and_only_links_out_of_the_site_show_their_address(default_site, printed):
+    view, _ = printed((default_site / "index.html").as_uri(), "A4")
+    shown = view.page.evaluate("""() => {
+      const article = document.querySelector('article');
+      const out = document.createElement('a');
+      out.href = 'https://example.org/paper.pdf';
+      out.textContent = 'the paper';
+      article.appendChild(out);
+      const after = element => getComputedStyle(element, '::after').content;
+      const term = article.querySelector('a.rg-term'), page = article.querySelector('a[href$=".html"]:not(.rg-term)');
+      return {out: after(out), term: after(term), page: after(page), text: getComputedStyle(article).color,
+              colours: [term, page, out].map(element => getComputedStyle(element).color)};
+    }""")
+    assert shown["out"] == '" (https://example.org/paper.pdf)"'
+    assert shown["term"] in ("none", "normal") and shown["page"] in ("none", "normal")
+    assert shown["colours"] == [shown["text"]] * 3

@@ -1,0 +1,236 @@
+"""The interactive attention views in headless Chromium, from file:// and over a local HTTP server.
+
+Pages are standalone (the views' scripts, views.css and one payload), built from the embedded
+model's real runs; every external request is blocked and recorded (conftest.BrowserPage).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from reportgen.config import ExampleSpec
+from reportgen.site.views import VIEW_SCRIPTS, example_payload, qk_html, qk_payload, standalone_page, views_html
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.slow
+
+ASSETS = ROOT / "site_src" / "assets"
+MAX_ERR = 0.5 / 255
+PAIR = ExampleSpec(text="I went to the store.", pair="At the store, I bought fresh strawberries.")
+SCRIPT_XSS = "</script><script>alert(1)</script>"
+IMG_XSS = "<img src=x onerror=alert(1)>"
+HOSTILE = ExampleSpec(text=f"Hello {SCRIPT_XSS} world.", pair=f"Look {IMG_XSS} here.", name=SCRIPT_XSS + IMG_XSS)
+LONG_TEXT = " ".join(["The committee met on Tuesday, and after a long debate it approved the budget."] * 40)
+
+
+def _groups(segments) -> list[str]:
+    """The pair filter's sentence of each token: specials join the sentence before them (views-core.js pairGroups)."""
+    out, group = [], 0
+    for s in segments:
+        group = s if s in (0, 1) else group
+        out.append("AB"[group])
+    return out
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory, embedded_model_path, http_root):
+    from reportgen.model.loading import load
+    from reportgen.model.run import run_example
+
+    model, tokenizer = load(embedded_model_path, "cpu")
+    root = tmp_path_factory.mktemp("views-site")
+    shutil.copytree(ASSETS, root / "assets")
+    pair = run_example(model, tokenizer, PAIR, 512, keep_qk=True)
+    hostile = run_example(model, tokenizer, HOSTILE, 512, keep_qk=True)
+    # The tokenizer splits the strings into pieces; also put them in whole, as tokens, to test rendering.
+    hostile.tokens[1], hostile.tokens[2] = SCRIPT_XSS, IMG_XSS
+    long = run_example(model, tokenizer, ExampleSpec(text=LONG_TEXT), 512, keep_qk=True)
+    # All inline, weights only: the page measures drawing 512 tokens (a site keeps data this large,
+    # contributions included, in files beside the page: tests/site/browser/test_contributions_browser.py).
+    long.value_norms = None
+    files = {
+        "pair.html": views_html(example_payload(pair)),
+        "pair-qk.html": qk_html(qk_payload(pair)),
+        "hostile.html": views_html(example_payload(hostile)),
+        "hostile-qk.html": qk_html(qk_payload(hostile)),
+        "long.html": views_html(example_payload(long)),
+    }
+    for name, body in files.items():
+        (root / name).write_text(standalone_page(body, name), encoding="utf-8")
+    return {"root": root, "http": http_root(root), "pair": pair, "long": long, "hostile": hostile}
+
+
+def _url(pages, transport: str, name: str) -> str:
+    base = (pages["root"] / name).as_uri() if transport == "file" else pages["http"] + name
+    return base
+
+
+def _open(open_page, url: str):
+    view = open_page(url, wait_ms=0)
+    view.page.wait_for_selector(".rgv[data-rgv-state]", timeout=10_000)
+    return view
+
+
+def _clean(view):
+    assert view.errors == [], view.errors
+    assert view.remote_requests == [], view.remote_requests
+    assert view.dialogs == [], view.dialogs
+
+
+def _nums(page) -> list[dict]:
+    return page.eval_on_selector_all(
+        ".rgv-num", "els => els.map(e => ({h: +e.dataset.head, q: +e.dataset.q, k: +e.dataset.k, w: +e.dataset.w, "
+                    "text: e.textContent}))")
+
+
+def _lines(page, scope: str = ".rgv") -> list[dict]:
+    return page.eval_on_selector_all(
+        f"{scope} line.rgv-line",
+        "els => els.map(e => ({h: +e.dataset.head, q: +e.dataset.q, k: +e.dataset.k, w: +e.dataset.w}))")
+
+
+@pytest.mark.parametrize("transport", ["file", "http"])
+def test_hovered_token_shows_the_models_weights(pages, open_page, transport):
+    view = _open(open_page, _url(pages, transport, "pair.html"))
+    page = view.page
+    page.select_option(".rgv-layer", "2")
+    page.click(".rgv-heads-none")
+    page.click('.rgv-head-toggle[data-head="3"]')
+    page.hover('.rgv-left .rgv-tok[data-i="4"]')
+    nums = _nums(page)
+    model = pages["pair"].attention[2, 3, 4]
+    assert sorted(n["k"] for n in nums) == list(range(19)) and {(n["h"], n["q"]) for n in nums} == {(3, 4)}
+    for n in nums:
+        assert abs(n["w"] - model[n["k"]]) <= MAX_ERR
+        assert abs(float(n["text"]) - model[n["k"]]) <= MAX_ERR + 0.5e-4  # shown with 4 decimals
+    lines = _lines(page)
+    assert len(lines) == 19 and all(abs(ln["w"] - model[ln["k"]]) <= MAX_ERR for ln in lines)
+    assert "layer=2&head=3" in page.evaluate("location.hash")
+    # leaving the column brings back every line of the head
+    page.mouse.move(900, 800)
+    assert len(_lines(page)) == 19 * 19 and _nums(page) == []
+    _clean(view)
+
+
+@pytest.mark.parametrize("transport", ["file", "http"])
+def test_deep_link_restores_state_and_follows_hashchange(pages, open_page, transport):
+    url = _url(pages, transport, "pair.html") + "#view=head&layer=2&head=0,3&token=4&filter=AB"
+    view = _open(open_page, url)
+    page = view.page
+    assert page.input_value(".rgv-layer") == "2"
+    pressed = page.eval_on_selector_all('.rgv-head-toggle[aria-pressed="true"]', "els => els.map(e => +e.dataset.head)")
+    assert pressed == [0, 3]
+    assert page.get_attribute('.rgv-filter-btn[data-filter="AB"]', "aria-pressed") == "true"
+    assert page.get_attribute('.rgv-left .rgv-tok[data-i="4"]', "class").count("rgv-active") == 1
+    groups = _groups(pages["pair"].segment_ids)
+    nums = _nums(page)
+    expected_keys = [k for k in range(19) if groups[k] == "B"]
+    assert sorted({n["k"] for n in nums}) == expected_keys and {n["h"] for n in nums} == {0, 3}
+    for n in nums:
+        assert abs(n["w"] - pages["pair"].attention[2, n["h"], 4, n["k"]]) <= MAX_ERR
+    # a link to the model view with one cell enlarged, followed without reloading
+    page.evaluate("location.hash = 'view=model&layer=1&head=8'")
+    page.wait_for_selector(".rgv-zoom:not([hidden])")
+    assert page.text_content(".rgv-zoom-title") == "Layer 1, head 8"
+    assert page.get_attribute('.rgv-thumb[data-layer="1"][data-head="8"]', "class").endswith("rgv-selected")
+    # the copy-link control gives back the current state
+    page.click(".rgv-zoom .rgv-copy")  # the enlarged head is a dialog with its own copy-link control
+    assert page.input_value(".rgv-zoom .rgv-link").endswith("#view=model&layer=1&head=8")
+    _clean(view)
+
+
+def test_pair_filter_hides_the_right_lines(pages, open_page):
+    view = _open(open_page, _url(pages, "file", "pair.html"))
+    page = view.page
+    groups = _groups(pages["pair"].segment_ids)
+    sizes = {g: groups.count(g) for g in "AB"}
+    assert len(_lines(page)) == 12 * 19 * 19
+    for flt in ("AA", "AB", "BA", "BB"):
+        page.click(f'.rgv-filter-btn[data-filter="{flt}"]')
+        lines = _lines(page)
+        assert len(lines) == 12 * sizes[flt[0]] * sizes[flt[1]]
+        assert all(groups[ln["q"]] == flt[0] and groups[ln["k"]] == flt[1] for ln in lines)
+        assert f"filter={flt}" in page.evaluate("location.hash")
+    page.click('.rgv-filter-btn[data-filter="all"]')
+    assert len(_lines(page)) == 12 * 19 * 19
+    _clean(view)
+
+
+def test_model_view_is_lazy_and_enlarges_with_head_view_interactions(pages, open_page):
+    view = _open(open_page, _url(pages, "file", "pair.html"))
+    page = view.page
+    page.click('.rgv-tab[data-view="model"]')
+    assert page.locator("canvas.rgv-thumb").count() == 6 * 12
+    page.wait_for_selector("canvas.rgv-thumb[data-drawn]")
+    # thumbnails are canvases: no per-weight DOM nodes for the grid
+    assert page.evaluate("document.querySelectorAll('.rgv-model-panel *').length") < 200
+    page.click('.rgv-thumb[data-layer="0"][data-head="2"]')
+    assert page.evaluate("location.hash") == "#view=model&layer=0&head=2"
+    page.hover('.rgv-zoom .rgv-left .rgv-tok[data-i="5"]')
+    nums = _nums(page)
+    assert len(nums) == 19
+    assert all(abs(n["w"] - pages["pair"].attention[0, 2, 5, n["k"]]) <= MAX_ERR for n in nums)
+    # the paper's previous-token head: most weight on token 4
+    assert max(nums, key=lambda n: n["w"])["k"] == 4
+    _clean(view)
+
+
+@pytest.mark.parametrize("transport", ["file", "http"])
+@pytest.mark.parametrize("name", ["hostile.html", "hostile-qk.html"])
+def test_hostile_tokens_render_as_text(pages, open_page, transport, name):
+    view = _open(open_page, _url(pages, transport, name))
+    page = view.page
+    texts = page.eval_on_selector_all(".rgv-tok-text, .rgv-qk-token", "els => els.map(e => e.textContent)")
+    assert SCRIPT_XSS in texts and IMG_XSS in texts
+    # nothing the payload contains became markup: the only script is the data element, no images
+    assert page.locator(".rgv script").count() == 1 and page.locator("img").count() == 0
+    assert page.evaluate("document.scripts.length") == 1 + len(VIEW_SCRIPTS)  # the data element and the views
+    if name == "hostile.html":
+        page.hover('.rgv-left .rgv-tok[data-i="1"]')
+        assert len(_nums(page)) == 12 * pages["hostile"].n_tokens
+    _clean(view)
+
+
+@pytest.mark.parametrize("transport", ["file", "http"])
+def test_qk_view_softmax_matches_the_model(pages, open_page, transport):
+    view = _open(open_page, _url(pages, transport, "pair-qk.html") + "#view=qk&layer=2&head=3&token=4")
+    page = view.page
+    rows = page.eval_on_selector_all(
+        "tr.rgv-qk-row", "els => els.map(e => ({k: +e.dataset.k, soft: +e.dataset.softmax, model: +e.dataset.model}))")
+    model = pages["pair"].attention[2, 3, 4]
+    assert [r["k"] for r in rows] == list(range(19))
+    # from the page's 12-bit q and k: within 0.001 of the model's float32 weights on the seed pair (0.0007 measured)
+    assert max(abs(r["soft"] - model[r["k"]]) for r in rows) < 1e-3
+    assert max(abs(r["model"] - model[r["k"]]) for r in rows) <= MAX_ERR  # the page's 8-bit copy
+    page.click('.rgv-qk-token[data-i="7"]')
+    assert page.evaluate("location.hash") == "#view=qk&layer=2&head=3&token=7"
+    _clean(view)
+
+
+def test_long_input_renders_and_answers_a_hover(pages, open_page):
+    """A 512-token example: the first render is marked (benchmarks/views_render.py times it; a timing
+    here would only measure the machine's load), one head's top-5 lines per token, and a hover shows
+    all 512 weights of that token, each as the model gave it."""
+    view = _open(open_page, _url(pages, "file", "long.html"))
+    page = view.page
+    assert float(page.get_attribute(".rgv", "data-first-render-at")) > 0
+    assert page.evaluate("performance.getEntriesByName('rgv-first-render').length") == 1
+    lines = _lines(page)
+    assert 0 < len(lines) <= 512 * 5 and {ln["h"] for ln in lines} == {0}  # one head, top-5 per token
+    assert all(ln["w"] >= 0.02 for ln in lines)
+    page.evaluate("""() => document.querySelector('.rgv-left .rgv-tok[data-i="100"]')
+        .dispatchEvent(new MouseEvent('mouseover', {bubbles: true}))""")
+    assert len(_nums(page)) == 512
+    model = pages["long"].attention[0, 0, 100]
+    assert max(abs(n["w"] - model[n["k"]]) for n in _nums(page)) <= MAX_ERR
+    _clean(view)
+
+
+def test_head_colours_are_distinct(pages, open_page):
+    view = _open(open_page, _url(pages, "file", "pair.html"))
+    colours = view.page.eval_on_selector_all(
+        ".rgv-head-toggle", "els => els.map(e => getComputedStyle(e).getPropertyValue('--rgv-head').trim())")
+    assert len(colours) == 12 and len(set(colours)) == 12
+    _clean(view)

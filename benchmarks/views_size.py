@@ -154,7 +154,8 @@ def long_example(shell: int) -> tuple[int, int, int, int]:
     from reportgen.site.views import example_payload, views_html
 
     model, tokenizer = embedded_model()
-    text = " ".join(f"word{i % 50} and the next one" for i in range(200))  # as tests/test_site_builds_browser.py
+    # as tests/site/browser/test_site_builds_browser.py
+    text = " ".join(f"word{i % 50} and the next one" for i in range(200))
     run = run_example(model, tokenizer, ExampleSpec(text=text), 512)
     payload = example_payload(run)
     inline = shell + len(views_html(payload).encode("utf-8"))

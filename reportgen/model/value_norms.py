@@ -10,7 +10,8 @@ is what key j actually contributes to query i through that head: a large weight 
 transformed value is short (Kobayashi found this for [CLS] and [SEP] in BERT-base) passes on little.
 So one number per (layer, head, key token), ||f(x_j)||, turns a head's attention into its
 contributions; `value_norms` captures it from the model's own value and output projections during
-the forward pass that gives the attention, for any layout `reportgen.model.head_sites.locate` knows.
+the forward pass that gives the attention, for any layout `reportgen.model.head_sites.locate` knows;
+`reportgen.runs.shares` turns attention and these norms into per-row contribution shares.
 """
 
 from __future__ import annotations

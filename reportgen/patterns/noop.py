@@ -13,7 +13,7 @@ share) get a paired sign-flip permutation test each, Holm-corrected over those h
 "Claims and the test that answers them").
 
 Only the examples are paired, not corpus sentences: the pattern accumulator's memory must not grow
-with the corpus (tests/test_scale.py), and the examples are in memory anyway. Corpus sentences count
+with the corpus (tests/patterns/test_scale.py), and the examples are in memory anyway. Corpus sentences count
 in the choice of heads, which then rests partly on other inputs than the test.
 
 The heads are chosen by their weight share, as the question asks ("the heads that look at delimiters

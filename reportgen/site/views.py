@@ -42,7 +42,7 @@ D max|q| max|k| (1/2047 + 1/4094^2). The scores are the dot products times the m
     |softmax(decoded)[k] - softmax(float32)[k]| <= 1/2 max_k scaling |q . k - q^ . k^|.
 
 `qk_score_bound` computes the per-pair bound from the stored codes and scales, and the tests
-check decoded scores and softmax against it (tests/test_views_encoding.py). Why 12 bits: at 8
+check decoded scores and softmax against it (tests/site/test_views_encoding.py). Why 12 bits: at 8
 the softmax of the seed pair's decoded vectors is up to 0.012 off the float32 one, six times the
 attention encoding's error; at 12 it is 0.0007, below it, for 1.5 bytes per component (two
 codes in three bytes). The page compares that softmax with the model's weights (stored with the

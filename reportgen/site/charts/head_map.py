@@ -22,7 +22,7 @@ from reportgen.report import Ablation, Example, HeadTests, PatternStatistics, Re
 # The statistic whose strongest example a "mixed" head links to (the head-similarity map does the same).
 MIXED_STATISTIC = "entropy"
 # The section of the comparison page (chartdata.comparison_sections) that shows each label's statistic
-# for both models; tests/test_head_map.py checks each anchor against the sections the page has.
+# for both models; tests/site/test_head_map.py checks each anchor against the sections the page has.
 COMPARE_SECTIONS = {"previous_token": "compare-previous-token", "next_token": "compare-next-token",
                     "same_token": "compare-same-word", "other_segment": "compare-other-sentence",
                     "within_word": "compare-within-word", "delimiter": "compare-delimiter",

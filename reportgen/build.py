@@ -314,20 +314,21 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
         return _build(config, target, reproducible, progress, writer)
 
 
-def protected_paths(config: Config) -> dict[str, Path]:
-    """The user's own files that an output may never be, nor contain (see output.check)."""
-    paths = {"the current directory": Path.cwd()}
+def protected_paths(config: Config) -> list[tuple[str, Path]]:
+    """The user's own files that an output may never be, nor contain (see output.check): one pair per
+    path the config names, so two files of the same name (a corpus file in the output and another
+    elsewhere) are both protected."""
+    paths = [("the current directory", Path.cwd())]
     if config.source != "(defaults)":
-        paths["the config file"] = Path(config.source)
-    paths["the cache directory (config field 'cache_dir')"] = config.cache_dir
+        paths.append(("the config file", Path(config.source)))
+    paths.append(("the cache directory (config field 'cache_dir')", config.cache_dir))
     models = [("the model directory", config.model)]
     if config.compare is not None:
         models.append(("the comparison model directory", config.compare.model))
-    paths.update({what: Path(spec) for what, spec in models if Path(spec).is_absolute()})
-    for item in config.patterns.corpus:
-        paths[f"the corpus file {item.path.name}"] = item.path
+    paths += [(what, Path(spec)) for what, spec in models if Path(spec).is_absolute()]
+    paths += [(f"the corpus file {item.path.name}", item.path) for item in config.patterns.corpus]
     if config.ablation.enabled and config.ablation.data != "builtin":
-        paths[f"the data file {Path(config.ablation.data).name}"] = Path(config.ablation.data)
+        paths.append((f"the data file {Path(config.ablation.data).name}", Path(config.ablation.data)))
     return paths
 
 

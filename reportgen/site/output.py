@@ -72,11 +72,12 @@ def is_site(path: Path) -> bool:
         return False
 
 
-def check(given: Path, project_dir: Path, protected: dict[str, Path]) -> Output:
+def check(given: Path, project_dir: Path, protected: list[tuple[str, Path]]) -> Output:
     """Refuse, before any work, an output reportgen must not replace (exit 5, one line).
 
-    `protected` names the user's own paths (config file, cache, model, data files): the output
-    may be none of them and contain none of them. The cache may not live inside the output
+    `protected` names the user's own paths (config file, cache, model, data files) as (what, path)
+    pairs, a pair for every path however many share a name: the output may be none of them and
+    contain none of them. The cache may not live inside the output
     either, or every build would wipe it.
     """
     path = resolve(given)
@@ -87,7 +88,7 @@ def check(given: Path, project_dir: Path, protected: dict[str, Path]) -> Output:
                           "(config field 'output' or --out)")
     if path in project.parents:
         raise OutputError(f"{where}: contains the project directory {project}")
-    for what, own in protected.items():
+    for what, own in protected:
         own = resolve(own)
         if own == path:
             raise OutputError(f"{where}: is {what}; choose another output (config field 'output' or --out)")

@@ -106,6 +106,16 @@ OUTPUT_CASES: list[Case] = [
          {"output": "data", "ablation": {"enabled": True, "data": "data/pairs.tsv"}}, EXIT,
          "output <dir>/data: contains the data file pairs.tsv: <dir>/data/pairs.tsv",
          files={"data/pairs.tsv": "sentence1\tsentence2\tscore\nthe cat\tthe dog\t1.0\n"}),
+    # Two corpus files of one name, one inside the output: each path is protected, not each name (the
+    # second entry once replaced the first, and the build deleted site/x.txt); both orders.
+    Case("output-contains-corpus-same-name", "two corpus files named `x.txt`, the first inside the output",
+         {"patterns": {"corpus": [{"path": "site/x.txt"}, {"path": "data/x.txt"}]}}, EXIT,
+         "output <dir>/site: contains the corpus file x.txt: <dir>/site/x.txt",
+         files={**SITE, "site/x.txt": "a sentence of mine\n", "data/x.txt": "another sentence\n"}),
+    Case("output-contains-corpus-same-name-second", "two corpus files named `x.txt`, the second inside the output",
+         {"patterns": {"corpus": [{"path": "data/x.txt"}, {"path": "site/x.txt"}]}}, EXIT,
+         "output <dir>/site: contains the corpus file x.txt: <dir>/site/x.txt",
+         files={**SITE, "site/x.txt": "a sentence of mine\n", "data/x.txt": "another sentence\n"}),
     Case("output-current-dir", "`--out .` with the config in a subfolder", None, EXIT,
          "output .: contains the project directory <dir>/conf",
          files={"conf/output-current-dir.yaml": yaml.safe_dump(CONFIG)},
@@ -288,13 +298,13 @@ def test_no_glob_over_user_text_and_a_killed_swap_is_undone(tmp_path, monkeypatc
     other.mkdir()
     (other / output.STAGING_MARKER).write_text(output.MARKER_TEXT)
     (other / "page.html").write_text("another build's staging")
-    starred = output.check(Path("s*"), tmp_path / "project", {})
+    starred = output.check(Path("s*"), tmp_path / "project", [])
     with output.exclusive(starred):
         pass
     assert (other / "page.html").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".s*.lock", ".site.building"]
 
-    site = output.check(Path("site"), tmp_path / "project", {})
+    site = output.check(Path("site"), tmp_path / "project", [])
     old = tmp_path / ".site.previous"
     old.mkdir()
     output.mark(old)

@@ -11,11 +11,11 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from reportgen.errors import ConfigError
 
@@ -25,15 +25,31 @@ DEFAULT_CONFIG_NAME = "reportgen.yaml"
 BUILTIN_DATA = PACKAGE_DIR / "data" / "relevance_demo.tsv"
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# Upper bounds on every count: far above what a real study needs (the defaults are 1,000 resamples and
+# permutations, 20 random orders, 3 seeds), low enough that a typo (an extra three zeros) ends with one
+# line instead of a build that runs for days or fills the memory.
+MAX_RESAMPLES = 1_000_000
+MAX_ROWS = 10_000_000
+MAX_SEEDS = 100
+MAX_RANDOM_ORDERS = 10_000
+MAX_BATCH_TOKENS = 1 << 20
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     @field_validator("*", mode="before")
     @classmethod
     def _no_nul(cls, value: Any) -> Any:
-        """A NUL character ends a C string: no path, name or text can hold one."""
+        """A NUL character ends a C string: no path, name or text can hold one. A lone surrogate (YAML's
+        "\\ud83d\\ude42" is two of them, not one emoji) is no character at all: no page can be written with it."""
         if isinstance(value, str) and "\x00" in value:
             raise ValueError("the text holds a NUL character (\\x00)")
+        if isinstance(value, str) and (lone := LONE_SURROGATE.search(value)):
+            raise ValueError(f"the text holds a lone surrogate (\\u{ord(lone.group()):04x}), which is not a character; "
+                             "write the character itself or its 8-digit escape (e.g. \\U0001F642)")
         return value
 
 
@@ -108,7 +124,8 @@ class CorpusFile(Strict):
     format: Format = Field("auto", description="txt | csv | tsv | jsonl; auto = from the file suffix.")
     column: str | None = Field(None, description="Text column (csv/tsv header name, jsonl key).")
     pair_column: str | None = Field(None, description="Optional column holding sentence B of a pair.")
-    limit: int | None = Field(None, ge=1, description="Read at most this many sentences from the file.")
+    limit: int | None = Field(None, ge=1, le=MAX_ROWS,
+                              description="Read at most this many sentences from the file.")
 
     _path = field_validator("path", mode="before")(no_script_url)
 
@@ -136,7 +153,7 @@ class PatternSettings(Strict):
     segmentation: Literal["none", "spaces", "jieba"] = Field(
         description="Word boundaries: the tokenizer's (none), the input's spaces, or jieba (Chinese).")
     corpus: list[CorpusFile] = Field(description="Extra sentences: files of text, csv, tsv or jsonl.")
-    top_k: int = Field(ge=1, description="Heads listed per pattern in `top_heads`.")
+    top_k: int = Field(ge=1, le=10_000, description="Heads listed per pattern in `top_heads`.")
     similarity: bool = Field(description="Compute the head-similarity map (Jensen-Shannon, MDS).")
 
 
@@ -157,16 +174,18 @@ class ImportanceSettings(Strict):
     normalize: Literal["layer_l2", "none"] = Field(
         description="Per-layer L2 normalisation of importance (Michel et al.'s code) or none.")
     recompute: bool = Field(description="Recompute importance after each pruning step.")
-    random_orders: int = Field(ge=1, description="Random pruning orders the importance order is ranked among "
-                                                 "(its p-value cannot go below 1 / (orders + 1)).")
+    random_orders: int = Field(ge=1, le=MAX_RANDOM_ORDERS,
+                               description="Random pruning orders the importance order is ranked among "
+                                           "(its p-value cannot go below 1 / (orders + 1)).")
 
 
 class HeadPairSettings(Strict):
     """Which pairs of heads the head_pairs experiment masks together: every pair among the `top_k` heads
     whose single masking changes the metric most, or every pair of the model (L*H*(L*H-1)/2 masks)."""
 
-    top_k: int = Field(ge=2, description="Heads with the largest |change| when masked alone; every pair among "
-                                         "them is masked (k*(k-1)/2 masks; capped at the model's heads).")
+    top_k: int = Field(ge=2, le=10_000,
+                       description="Heads with the largest |change| when masked alone; every pair among "
+                                   "them is masked (k*(k-1)/2 masks; capped at the model's heads).")
     all: bool = Field(description="Every pair of heads instead of the top k (72 heads: 2,556 masks).")
 
 
@@ -180,15 +199,16 @@ class AblationSettings(Strict):
     header: bool
     columns: dict[str, str | int] | None = Field(
         description="Role -> column name or 0-based index; null = the task's default names.")
-    limit: int | None = Field(ge=1, description="Use only the first N examples.")
+    limit: int | None = Field(ge=1, le=MAX_ROWS, description="Use only the first N examples.")
     max_length: int = Field(ge=8, le=8192)
     method: Literal["zero", "uniform"]
     experiments: ExperimentSwitches
-    seeds: list[int] = Field(min_length=1)
+    seeds: list[Seed] = Field(min_length=1, max_length=MAX_SEEDS)
     fractions: list[float] = Field(
-        min_length=1, description="Fractions of all heads to mask (random, halves, pruning steps).")
-    bootstrap_samples: int = Field(ge=100)
-    permutations: int = Field(ge=100, description="At least; raised so the smallest p-value can pass the correction.")
+        min_length=1, max_length=100, description="Fractions of all heads to mask (random, halves, pruning steps).")
+    bootstrap_samples: int = Field(ge=100, le=MAX_RESAMPLES)
+    permutations: int = Field(ge=100, le=MAX_RESAMPLES,
+                              description="At least; raised so the smallest p-value can pass the correction.")
     correction: Literal["holm", "bonferroni"]
     alpha: float = Field(gt=0, lt=1)
     margin: float = Field(gt=0, lt=1, description="Non-inferiority margin, relative to the unmasked model's metric: "
@@ -196,8 +216,9 @@ class AblationSettings(Strict):
     importance: ImportanceSettings
     head_pairs: HeadPairSettings
     mlm_probability: float = Field(gt=0, lt=1)
-    mlm_seed: int
-    batch_tokens: int = Field(ge=64, description="Padded tokens per forward pass.")
+    mlm_seed: Seed
+    batch_tokens: int = Field(ge=64, le=MAX_BATCH_TOKENS, description="Padded tokens per forward pass (at least "
+                                                                     "max_length: one whole text per pass).")
     ray: str | None = Field(description='Evaluate the masks on Ray actors: null (here, no Ray), "local" (a Ray '
                                         'instance on this machine), "auto" (the running cluster) or '
                                         '"ray://host:port"; `reportgen build --ray` overrides it.')
@@ -219,6 +240,16 @@ class AblationSettings(Strict):
         bad = [f for f in value if not 0 <= f < 1]
         if bad:
             raise ValueError(f"fractions must be in [0, 1), got {bad[0]}")
+        return value
+
+    @field_validator("batch_tokens")
+    @classmethod
+    def _holds_a_text(cls, value: int, info: ValidationInfo) -> int:
+        """A forward pass holds whole texts: fewer tokens than the longest text takes leave a batch empty."""
+        longest = info.data.get("max_length")
+        if longest is not None and value < longest:
+            raise ValueError(f"{value} tokens per pass cannot hold one text of ablation.max_length ({longest}) "
+                             "tokens; raise batch_tokens or lower max_length")
         return value
 
 

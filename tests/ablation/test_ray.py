@@ -47,6 +47,7 @@ ablation:
   bootstrap_samples: 100
   permutations: 100
   batch_tokens: 64
+  max_length: 64            # batch_tokens holds at least one whole text
   importance:
     random_orders: 8
 """

@@ -199,6 +199,24 @@ CASES: list[Case] = [
     Case("config-ray-address", "`ablation.ray` not an address Ray takes", ablation(ray="ray:/head:10001"),
          errors.EXIT_CONFIG, "config-ray-address.yaml: field 'ablation.ray': Value error, expected null, \"local\", "
          "\"auto\" or \"ray://host:port\" (port 1 to 65535), got 'ray:/head:10001'"),
+    Case("config-title-surrogates", 'a title with a lone surrogate pair escape in YAML (`"Smile \\ud83d\\ude42"`)',
+         'title: "Smile \\ud83d\\ude42"\n', errors.EXIT_CONFIG,
+         "config-title-surrogates.yaml: field 'title': Value error, the text holds a lone surrogate (\\ud83d), "
+         "which is not a character; write the character itself or its 8-digit escape (e.g. \\U0001F642)"),
+    Case("config-seed-negative", "`ablation.seeds: [-1]`", ablation(seeds=[-1]), errors.EXIT_CONFIG,
+         "config-seed-negative.yaml: field 'ablation.seeds.0': Input should be greater than or equal to 0"),
+    Case("config-bootstrap-huge", "`ablation.bootstrap_samples: 100000000000000` (runs for days)",
+         ablation(bootstrap_samples=100_000_000_000_000), errors.EXIT_CONFIG,
+         "config-bootstrap-huge.yaml: field 'ablation.bootstrap_samples': Input should be less than or equal to "
+         "1000000"),
+    Case("config-permutations-huge", "`ablation.permutations: 10000000000`",
+         ablation(permutations=10_000_000_000), errors.EXIT_CONFIG,
+         "config-permutations-huge.yaml: field 'ablation.permutations': Input should be less than or equal to "
+         "1000000"),
+    Case("config-batch-below-text", "`ablation.batch_tokens: 64` below `ablation.max_length` (128)",
+         ablation(batch_tokens=64, max_length=128), errors.EXIT_CONFIG,
+         "config-batch-below-text.yaml: field 'ablation.batch_tokens': Value error, 64 tokens per pass cannot hold "
+         "one text of ablation.max_length (128) tokens; raise batch_tokens or lower max_length"),
     Case("site-url-script", "`site_url` that breaks out of an attribute",
          {"site_url": 'https://example.com/x"><img src=x onerror=alert(1)>'}, errors.EXIT_CONFIG,
          "site-url-script.yaml: field 'site_url': Value error, the URL contains '\"'; quotes, angle brackets, "

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from reportgen.errors import ConfigError
+from reportgen.errors import ConfigError, ModelError
 
 PACKAGE_DIR = Path(__file__).parent
 DEFAULT_CONFIG_NAME = "reportgen.yaml"
@@ -421,18 +421,21 @@ def load_config(path: str | Path | None = None) -> Config:
         corpus_file.path = base_dir / corpus_file.path.expanduser()
     if config.ablation.data != "builtin":
         config.ablation.data = str(base_dir / Path(config.ablation.data).expanduser())
-    config.model = _model_path(config.model, base_dir)
+    config.model = _model_path(config.model, base_dir, "model")
     if config.compare is not None:
-        config.compare.model = _model_path(config.compare.model, base_dir)
+        config.compare.model = _model_path(config.compare.model, base_dir, "compare.model")
     return config
 
 
-def _model_path(model: str, base_dir: Path) -> str:
+def _model_path(model: str, base_dir: Path, field: str) -> str:
     """A model that names an existing path, or looks like one, is a local directory relative
     to the config file; anything else ("org/name") is a Hub id."""
     local = base_dir / Path(model).expanduser()
-    if model != "default" and (model.startswith((".", "/", "~")) or local.exists()):
-        return str(local.resolve())
+    if model != "default" and (model.startswith((".", "/", "~")) or local.is_symlink() or local.exists()):
+        try:
+            return str(local.resolve())
+        except (RuntimeError, OSError):  # Python 3.11 reports a symlink loop as RuntimeError, newer ones as ELOOP
+            raise ModelError(f"model path {local} is a symlink loop (config field '{field}')") from None
     return model
 
 

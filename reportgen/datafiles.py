@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import csv
+import errno
 import io
 import itertools
 import json
@@ -123,6 +124,8 @@ def check_regular_file(path: Path, what: str = "file") -> None:
     except (FileNotFoundError, NotADirectoryError):
         raise DataError(f"{path}: {what} not found") from None
     except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise DataError(f"{path}: the {what} is a symlink loop") from None
         raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
     except ValueError:  # a NUL character in the name
         raise DataError(f"{shown(str(path), 200)}: the {what} name holds a NUL character") from None

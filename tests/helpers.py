@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -352,6 +352,15 @@ def build_tiny_site(project: Path, config_text: str) -> Path:
 
     build(load_config(write_config(project, config_text)))
     return project / "site"
+
+
+def symlink(link: str, target: str) -> Callable[[Path], AbstractContextManager]:
+    """A Case setup: `link` in the project, pointing at `target` (itself, for a loop), made before the run."""
+    @contextmanager
+    def make(project: Path):
+        (project / link).symlink_to(target)
+        yield
+    return make
 
 
 def tree(path: Path) -> dict[str, bytes]:

@@ -71,7 +71,10 @@ class Contents:
 
 def cache_root(cache_dir: Path) -> Path | None:
     """The real cache directory (symlinks resolved); None when there is none yet."""
-    root = Path(cache_dir).resolve()
+    try:
+        root = Path(cache_dir).resolve()
+    except (RuntimeError, OSError):  # a symlink loop (RuntimeError on Python 3.11, ELOOP after)
+        raise OutputError(f"cache_dir {cache_dir} is a symlink loop {FIELD}") from None
     if not root.exists():
         return None
     if not root.is_dir():

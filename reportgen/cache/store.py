@@ -145,6 +145,8 @@ class Cache:
 
     def _error(self, path: Path, exc: OSError, action: str) -> OutputError:
         """One line for what stopped reading or writing `path`: which path, and what to do."""
+        if self.root.is_symlink() and not self.root.exists() and exc.errno == errno.ELOOP:
+            return OutputError(f"cache_dir {self.root} is a symlink loop {FIELD}")
         if self.root.exists() and not self.root.is_dir():
             return OutputError(f"cache_dir {self.root} is a file, not a directory {FIELD}")
         for parent in [p for p in reversed(path.parents) if self.root in (p, *p.parents)]:

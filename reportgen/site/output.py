@@ -89,7 +89,9 @@ def check(given: Path, project_dir: Path, protected: list[tuple[str, Path]]) -> 
     if path in project.parents:
         raise OutputError(f"{where}: contains the project directory {project}")
     for what, own in protected:
-        own = resolve(own)
+        # realpath, not resolve(): a protected path that is a symlink loop is not the output's to name
+        # (its own reader says what is wrong with it); where the loop sits is what must stay untouched
+        own = Path(os.path.realpath(own))
         if own == path:
             raise OutputError(f"{where}: is {what}; choose another output (config field 'output' or --out)")
         if path in own.parents:

@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from reportgen import errors
-from tests.helpers import ROOT, Case, check_report, is_progress, tree
+from tests.helpers import ROOT, Case, check_report, is_progress, symlink, tree
 
 README = ROOT / "README.md"
 START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
@@ -230,6 +230,11 @@ CASES: list[Case] = [
     # -- the model (exit 3) ------------------------------------------------------------------------
     Case("model-missing", "model path that does not exist", {"model": "./models/nope"}, errors.EXIT_MODEL,
          "model path <dir>/models/nope does not exist (config field 'model')"),
+    Case("model-symlink-loop", "`model: ./loop`, a symlink to itself", {"model": "./loop"}, errors.EXIT_MODEL,
+         "model path <dir>/loop is a symlink loop (config field 'model')", setup=symlink("loop", "loop")),
+    Case("compare-model-symlink-loop", "`compare.model: ./loop`, a symlink to itself",
+         {"compare": {"model": "./loop"}}, errors.EXIT_MODEL,
+         "model path <dir>/loop is a symlink loop (config field 'compare.model')", setup=symlink("loop", "loop")),
     Case("model-is-file", "model path that is a file", {"model": "./notes.txt"}, errors.EXIT_MODEL,
          "model path <dir>/notes.txt is a file, not a model directory (config field 'model')",
          files={"notes.txt": "not a model\n"}),
@@ -331,6 +336,11 @@ CASES: list[Case] = [
          files={"data/nan-label.tsv": "text\tlabel\nthe cat sat\tneg\nthe dog sat\tnan\n"}),
     Case("corpus-missing", "`patterns.corpus` file missing", {"patterns": {"corpus": [{"path": "data/nope.txt"}]}},
          errors.EXIT_DATA, "<dir>/data/nope.txt: corpus file not found"),
+    Case("corpus-symlink-loop", "`patterns.corpus` a symlink to itself",
+         {"patterns": {"corpus": [{"path": "loop.txt"}]}}, errors.EXIT_DATA,
+         "<dir>/loop.txt: the corpus file is a symlink loop", setup=symlink("loop.txt", "loop.txt")),
+    Case("data-symlink-loop", "`ablation.data` a symlink to itself", ablation(data="loop.tsv"), errors.EXIT_DATA,
+         "<dir>/loop.tsv: the data file is a symlink loop", setup=symlink("loop.tsv", "loop.tsv")),
     Case("corpus-bad-column", "`patterns.corpus` naming a column the file lacks",
          {"patterns": {"corpus": [{"path": "data/corpus.csv", "column": "sentence"}]}}, errors.EXIT_DATA,
          "<dir>/data/corpus.csv:1: no column 'sentence' (columns: text, label)",
@@ -373,6 +383,9 @@ CASES: list[Case] = [
     Case("cache-is-file", "`cache_dir` naming a file", {"cache_dir": "notes.txt"}, errors.EXIT_OUTPUT,
          "cache_dir <dir>/notes.txt is a file, not a directory (config field 'cache_dir')",
          files={"notes.txt": "not a directory\n"}),
+    Case("cache-symlink-loop", "`cache_dir` a symlink to itself", {"cache_dir": "loop-cache"}, errors.EXIT_OUTPUT,
+         "cache_dir <dir>/loop-cache is a symlink loop (config field 'cache_dir')",
+         setup=symlink("loop-cache", "loop-cache")),
     Case("cache-read-only", "a read-only empty cache directory (immutable: refused to root too)",
          {"cache_dir": "ro-cache"}, errors.EXIT_OUTPUT,
          "cache directory <dir>/ro-cache is not writable; make it writable or set cache_dir to another directory "

@@ -30,20 +30,12 @@ from reportgen import errors
 from reportgen.build import build
 from reportgen.config import load_config
 from reportgen.site import output
-from tests.helpers import ROOT, Case, is_progress, tree, write_config
+from tests.helpers import ROOT, Case, is_progress, symlink, tree, write_config
 
 CONFIG = {"title": "Output rules", "model": "models/tiny", "device": "cpu",
           "examples": [{"text": "the cat sat on the mat."}], "ablation": {"enabled": False}}
 SITE = {"site/index.html": "<h1>an old reportgen site</h1>", f"site/{output.MARKER}": output.MARKER_TEXT}
 EXIT = errors.EXIT_OUTPUT
-
-
-def symlink(link: str, target: str):
-    @contextmanager
-    def make(project: Path):
-        (project / link).symlink_to(target)
-        yield
-    return make
 
 
 @contextmanager

@@ -14,6 +14,7 @@ import http.server
 import json
 import secrets
 import threading
+import urllib.parse
 from pathlib import Path
 
 from reportgen.errors import OutputError
@@ -83,7 +84,19 @@ def inject(page: bytes, build_id: str) -> bytes:
     return page + tag if end < 0 else page[:end] + tag + page[end:]
 
 
-class LiveHandler(http.server.SimpleHTTPRequestHandler):
+class SiteHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the files of a site, and answers a request no file can match with a status, not a traceback."""
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if "\x00" in urllib.parse.unquote(self.path):  # os.stat and open raise ValueError on it
+            self.send_error(400, "the path holds a NUL character")
+            return False
+        return True
+
+
+class LiveHandler(SiteHandler):
     """Serves the current site (LiveState.site, read per request: a changed `output` is followed),
     HTML with the script added, the event stream, and every response marked for revalidation so a
     reload never shows a cached file of an older build."""
@@ -114,9 +127,12 @@ class LiveHandler(http.server.SimpleHTTPRequestHandler):
     def _html_file(self) -> Path | None:
         """The HTML file a GET names (a directory's index.html when the path ends with /), else None."""
         path = Path(self.translate_path(self.path))
-        if path.is_dir() and self.path.split("?", 1)[0].endswith("/"):
-            path = path / "index.html"
-        return path if path.suffix == ".html" and path.is_file() else None
+        try:
+            if path.is_dir() and self.path.split("?", 1)[0].endswith("/"):
+                path = path / "index.html"
+            return path if path.suffix == ".html" and path.is_file() else None
+        except OSError:  # a name too long for the file system: no page, the base class answers 404
+            return None
 
     def _stream_events(self) -> None:
         """One open page's event stream: the state now, then each change, until the page or the server goes."""
@@ -154,7 +170,7 @@ def open_server(port: int, live: LiveState | None = None, site: Path | None = No
     if live is not None:
         handler = functools.partial(LiveHandler, live=live)
     else:
-        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+        handler = functools.partial(SiteHandler, directory=str(site))
     try:
         return PreviewServer(("127.0.0.1", port), handler)
     except OSError as err:

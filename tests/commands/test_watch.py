@@ -311,3 +311,36 @@ def test_serve_watch_reloads_the_open_pages_and_shows_a_failed_rebuild(tmp_path,
         if terminal.process.poll() is None:
             terminal.process.kill()
             terminal.process.wait(10)
+
+
+MALFORMED = ["/index.html%00.txt", "/%00", "/assets/%00style.css", "/" + "a" * 5000, "/%ZZ", "/..%2f..%2fetc%2fpasswd",
+             "/index.html%", "/assets/../../outside"]
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["serve --watch", "serve"])
+def test_every_malformed_address_gets_an_http_status(tmp_path, live):
+    """A NUL byte once ended the request with no answer and a traceback (issue 27): each address here
+    gets a status line, 400 or 404, and nothing outside the site is served."""
+    import http.client
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<html><body><p>hi</p></body></html>")
+    (tmp_path / "outside").write_text("secret")
+    output.mark(site)
+    state = LiveState(site) if live else None
+    server = open_server(0, state) if live else open_server(0, site=site)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for address in MALFORMED:
+            connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=10)
+            connection.request("GET", address)
+            response = connection.getresponse()
+            assert response.status in (400, 404), (address, response.status)
+            assert b"secret" not in response.read(), address
+            connection.close()
+    finally:
+        if state is not None:
+            state.close()
+        server.shutdown()
+        server.server_close()

@@ -379,6 +379,25 @@ def _describe(err: ValidationError, source: str, prefix: str | None = None) -> s
     return text + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
 
 
+class DuplicateKey(ValueError):
+    """A mapping that names one key twice: YAML keeps the last silently, the user meant both."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """The safe loader, refusing a key written twice in one mapping (with both line numbers)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str) and key in seen:
+                raise DuplicateKey(f"key '{key}' is written twice in one mapping, at lines {seen[key]} and {line}; "
+                                   "YAML would keep only the second: merge them into one")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config(path: str | Path | None = None) -> Config:
     """Read `path` (or ./reportgen.yaml when present, else the defaults) into a Config.
 
@@ -395,7 +414,7 @@ def load_config(path: str | Path | None = None) -> Config:
         if not path.is_file():
             raise ConfigError(f"{source}: config file not found")
         try:
-            user = yaml.safe_load(path.read_text(encoding="utf-8"))
+            user = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)  # a SafeLoader
         except UnicodeDecodeError:
             raise ConfigError(f"{source}: not a UTF-8 text file") from None
         except yaml.YAMLError as exc:
@@ -403,6 +422,8 @@ def load_config(path: str | Path | None = None) -> Config:
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
             problem = getattr(exc, "problem", None) or "cannot be parsed"
             raise ConfigError(f"{source}: invalid YAML{where}: {problem}") from None
+        except DuplicateKey as exc:
+            raise ConfigError(f"{source}: {exc}") from None
         if user is None:
             raise ConfigError(f"{source}: the file is empty; write at least one key, e.g. 'title: My report'")
         if not isinstance(user, dict):

@@ -171,6 +171,15 @@ CASES: list[Case] = [
          errors.EXIT_CONFIG, "config-not-utf8.yaml: not a UTF-8 text file"),
     Case("config-not-mapping", "YAML that is a list, not a mapping", "- title: Bad\n", errors.EXIT_CONFIG,
          "config-not-mapping.yaml: expected a mapping of keys to values at the top level"),
+    Case("config-duplicate-section",
+         "a section written twice (`ablation: {enabled: false}` ... `ablation: {limit: 20}`)",
+         "ablation: {enabled: false}\nexamples: [{text: the cat sat.}]\nablation: {limit: 20}\n", errors.EXIT_CONFIG,
+         "config-duplicate-section.yaml: key 'ablation' is written twice in one mapping, at lines 1 and 3; YAML "
+         "would keep only the second: merge them into one"),
+    Case("config-duplicate-key", "a key written twice inside a section",
+         "ablation:\n  enabled: false\n  limit: 3\n  limit: 4\n", errors.EXIT_CONFIG,
+         "config-duplicate-key.yaml: key 'limit' is written twice in one mapping, at lines 3 and 4; YAML would "
+         "keep only the second: merge them into one"),
     Case("config-unknown-key", "unknown key (a typo)", {"titel": "Bad"}, errors.EXIT_CONFIG,
          "config-unknown-key.yaml: unknown key 'titel'"),
     Case("config-unknown-nested-key", "unknown key inside a section", {"ablation": {"enabeld": True}},

@@ -436,8 +436,8 @@ def load_config(path: str | Path | None = None) -> Config:
     problem = builtin_data_problem(config.ablation.task) if config.ablation.data == "builtin" else None
     if config.ablation.enabled and problem:
         raise ConfigError(f"{source}: field 'ablation.data': {problem} (or set ablation.enabled: false)")
-    config.output = base_dir / config.output
-    config.cache_dir = base_dir / config.cache_dir
+    config.output = base_dir / config.output.expanduser()  # "~/site": the home directory, as for the model
+    config.cache_dir = base_dir / config.cache_dir.expanduser()
     for corpus_file in config.patterns.corpus:
         corpus_file.path = base_dir / corpus_file.path.expanduser()
     if config.ablation.data != "builtin":

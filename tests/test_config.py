@@ -79,3 +79,18 @@ def test_the_builtin_demo_set_serves_only_the_similarity_task(tmp_path):
                               "(or set ablation.enabled: false)")
     write_config(tmp_path, "ablation:\n  task: mlm\n  enabled: false\n")
     assert load_config(path).ablation.task == "mlm"  # nothing runs, so nothing needs the data
+
+
+def test_a_tilde_means_the_home_directory_for_every_path(tmp_path, monkeypatch):
+    """`output: ~/site` once made a folder literally named `~` in the project (issue 27)."""
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    config_file = project / "reportgen.yaml"
+    config_file.write_text("output: ~/my-site\ncache_dir: ~/.cache/reportgen\n"
+                           "patterns: {corpus: [{path: ~/texts.txt}]}\n", encoding="utf-8")
+    config = load_config(config_file)
+    assert config.output == home / "my-site" and config.cache_dir == home / ".cache" / "reportgen"
+    assert config.patterns.corpus[0].path == home / "texts.txt"
+    assert not any("~" in str(path) for path in (config.output, config.cache_dir))

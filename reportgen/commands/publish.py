@@ -49,6 +49,19 @@ def _check_branch(top: Path, branch: str, parent: str) -> None:
                            "refusing to replace it: delete the branch or use --branch with another name")
 
 
+def _check_names(top: Path, remote: str, branch: str, message: str) -> None:
+    """What the user typed reaches git as names, never as options: a branch git itself would take as a
+    branch name (`git check-ref-format --branch`, which refuses a leading '-'), a remote that is not an
+    option, and a message with words in it (exit 7, before anything is written)."""
+    if branch.startswith("-") or subprocess.run(["git", "check-ref-format", "--branch", branch], cwd=top,
+                                                capture_output=True).returncode != 0:
+        raise PublishError(f"--branch {branch!r} is not a valid branch name (see git check-ref-format)")
+    if not remote or remote.startswith("-"):
+        raise PublishError(f"--remote {remote!r} is not a remote: give a remote's name (e.g. origin) or URL")
+    if not message.strip():
+        raise PublishError("--message is empty; give the commit a message")
+
+
 def publish(site: Path, repo: Path, remote: str = "origin", branch: str = "gh-pages",
             message: str = "Publish reportgen site") -> str:
     """Commit `site` as the whole tree of `branch` (parent: its previous commit) and push it; returns the commit id.
@@ -61,6 +74,7 @@ def publish(site: Path, repo: Path, remote: str = "origin", branch: str = "gh-pa
         top = Path(_git("rev-parse", "--show-toplevel", cwd=repo))
     except PublishError:
         raise PublishError(f"{repo} is not inside a git repository") from None
+    _check_names(top, remote, branch, message)
     parent = _branch_commit(top, branch)
     _check_branch(top, branch, parent)
     (site / ".nojekyll").touch()  # GitHub Pages must not run Jekyll over the site
@@ -69,7 +83,7 @@ def publish(site: Path, repo: Path, remote: str = "origin", branch: str = "gh-pa
         _git("--work-tree", str(site.resolve()), "add", "--all", "--force", ".", cwd=top, env=env)
         tree = _git("write-tree", cwd=top, env=env)
     commit = _git("commit-tree", tree, *(["-p", parent] if parent else []), "-m", message, cwd=top)
-    _git("push", remote, f"{commit}:refs/heads/{branch}", cwd=top)
+    _git("push", "--", remote, f"{commit}:refs/heads/{branch}", cwd=top)
     # Compare-and-swap: fails if the branch moved since we read it.
     _git("update-ref", f"refs/heads/{branch}", commit, parent or "0" * 40, cwd=top)
     return commit

@@ -1,5 +1,6 @@
 """`reportgen publish` against a local bare repository: the branch's tree is the site, nothing else moves."""
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -105,6 +106,26 @@ def test_publish_refuses_branches_that_are_not_reportgen_sites(repo):
     assert "docs" not in git("ls-remote", "--heads", str(bare), cwd=work)
     publish(site, work, branch="docs-site")  # a new branch is fine, and is a reportgen site from then on
     publish(site, work, branch="docs-site")
+
+
+@pytest.mark.parametrize("argument, message", [
+    ({"branch": "--orphan"}, "--branch '--orphan' is not a valid branch name"),
+    ({"branch": "a..b"}, "--branch 'a..b' is not a valid branch name"),
+    ({"branch": "gh pages"}, "--branch 'gh pages' is not a valid branch name"),
+    ({"remote": "--receive-pack=touch pwned"}, "--remote '--receive-pack=touch pwned' is not a remote"),
+    ({"remote": ""}, "--remote '' is not a remote"),
+    ({"message": ""}, "--message is empty"),
+    ({"message": "  "}, "--message is empty"),
+])
+def test_names_reach_git_as_names_never_as_options(repo, argument, message):
+    """Issue 27: `--branch --orphan` made a branch named --orphan, `--remote --receive-pack=...` reached git
+    as an option, `-m ''` published with an empty message. Each is refused, and nothing was written."""
+    work, bare, site = repo
+    before = git("for-each-ref", cwd=work)
+    with pytest.raises(PublishError, match=re.escape(message)):
+        publish(site, work, **argument)
+    assert git("for-each-ref", cwd=work) == before and not (work / "pwned").exists()
+    assert git("ls-remote", "--heads", str(bare), cwd=work) == ""
 
 
 def test_publish_command_prints_one_line_then_git_indented(repo):

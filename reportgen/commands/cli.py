@@ -6,6 +6,7 @@ code; only bugs in reportgen show a traceback.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -132,6 +133,9 @@ def _check_writable_file(path: Path, force: bool) -> None:
     for parent in reversed(path.parents):
         if parent.exists() and not parent.is_dir():
             raise OutputError(f"{path}: {parent} is a file, not a directory; nothing was written")
+    if path.is_symlink():  # dangling or not, writing through it would write a file somewhere else
+        raise OutputError(f"{path} is a symlink (to {os.readlink(path)}); init writes only files of its own: "
+                          "remove the link (nothing was written)")
     if path.is_dir() or (path.exists() and not path.is_file()):
         raise OutputError(f"{path} exists and is not a regular file; nothing was written")
     if path.exists() and not force:

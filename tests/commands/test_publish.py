@@ -170,3 +170,19 @@ def test_init_writes_nothing_unless_it_can_write_everything(tmp_path):
     assert done.stderr.strip() == ("error: .github/workflows/reportgen.yml: .github is a file, not a directory; "
                                    "nothing was written")
     assert sorted(p.name for p in tmp_path.iterdir()) == [".github"]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_init_never_writes_through_a_symlink(tmp_path, force):
+    """A dangling reportgen.yaml symlink once led init to write a file elsewhere (issue 27)."""
+    import sys
+
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere.yaml"
+    project.mkdir()
+    (project / "reportgen.yaml").symlink_to(elsewhere)
+    done = subprocess.run([sys.executable, "-m", "reportgen", "init", *(["--force"] if force else [])], cwd=project,
+                          capture_output=True, text=True)
+    assert done.returncode == 5 and done.stderr.strip() == (
+        f"error: reportgen.yaml is a symlink (to {elsewhere}); init writes only files of its own: remove the link "
+        "(nothing was written)")
+    assert not elsewhere.exists() and (project / "reportgen.yaml").is_symlink()

@@ -17,7 +17,8 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from reportgen.errors import ConfigError, ModelError
+from reportgen.datafiles import check_regular_file
+from reportgen.errors import ConfigError, DataError, ModelError
 
 PACKAGE_DIR = Path(__file__).parent
 DEFAULT_CONFIG_NAME = "reportgen.yaml"
@@ -411,8 +412,10 @@ def load_config(path: str | Path | None = None) -> Config:
     if path is not None:
         path = Path(path)
         source = str(path)
-        if not path.is_file():
-            raise ConfigError(f"{source}: config file not found")
+        try:  # a directory, a symlink loop or a device named as the config, each said as it is
+            check_regular_file(path, "config file")
+        except DataError as err:
+            raise ConfigError(str(err)) from None
         try:
             user = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)  # a SafeLoader
         except UnicodeDecodeError:

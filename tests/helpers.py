@@ -359,7 +359,10 @@ def symlink(link: str, target: str) -> Callable[[Path], AbstractContextManager]:
     @contextmanager
     def make(project: Path):
         (project / link).symlink_to(target)
-        yield
+        try:
+            yield
+        finally:
+            (project / link).unlink()
     return make
 
 

@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "progress": set(),
     "report": set(),
     "stats": set(),
-    "config": {"errors"},
+    "config": {"errors", "datafiles"},
     "datafiles": {"errors"},
     "runs": {"config"},
     "cache": {"errors", "config", "runs"},

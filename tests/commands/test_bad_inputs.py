@@ -62,6 +62,16 @@ SHORT_EXAMPLES = [{"text": "i bought fresh strawberries."}]  # one example keeps
 LONG_TEXT = " ".join(["the cat sat on the mat."] * 8)  # 58 tokens; models/short takes 32
 
 
+def directory(name: str) -> Callable[[Path], AbstractContextManager]:
+    """A Case setup: an empty directory `name` in the project."""
+    @contextmanager
+    def make(project: Path):
+        (project / name).mkdir()
+        yield
+        (project / name).rmdir()
+    return make
+
+
 def ablation(**settings) -> dict:
     return {"ablation": {**ABLATION, **settings}}
 
@@ -162,6 +172,14 @@ CASES: list[Case] = [
     # -- the config file (exit 2) ---------------------------------------------------------------
     Case("config-missing", "`--config` names a file that does not exist", None, errors.EXIT_CONFIG,
          "config-missing.yaml: config file not found"),
+    Case("config-directory", "`--config` names a directory", None, errors.EXIT_CONFIG,
+         "config-directory.yaml: is a directory, not a config file", setup=directory("config-directory.yaml")),
+    Case("config-symlink-loop", "`--config` names a symlink loop", None, errors.EXIT_CONFIG,
+         "config-symlink-loop.yaml: the config file is a symlink loop",
+         setup=symlink("config-symlink-loop.yaml", "config-symlink-loop.yaml")),
+    Case("config-dev-null", "`--config /dev/null`", None, errors.EXIT_CONFIG,
+         "/dev/null: is not a regular file but a character device; reportgen reads data only from regular files",
+         argv=["build", "--config", "/dev/null"]),
     Case("config-empty", "empty YAML file", "", errors.EXIT_CONFIG,
          "config-empty.yaml: the file is empty; write at least one key, e.g. 'title: My report'"),
     Case("config-invalid-yaml", "invalid YAML (an unclosed list)", "title: Bad\nexamples: [the cat\nmodel: x\n",

@@ -160,6 +160,9 @@ def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCh
             MODEL_FOR_MASKED_LM_MAPPING_NAMES,
         )
 
+        if model_type is None:
+            raise ModelError(f"{path / 'config.json'}: has no model_type, so the architecture is unknown; a "
+                             "transformers model saves it (e.g. \"model_type\": \"bert\")")
         if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING_NAMES:
             raise ModelError(f"{path / 'config.json'}: model_type {model_type!r} is not a model type "
                              "transformers knows (config field 'model')")
@@ -333,9 +336,11 @@ def load_tokenizer(path: Path, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        tokenizer("a")  # some break only when used (an empty vocab.txt has no [UNK]): fail here, in one line
     except Exception as exc:  # transformers raises many types for a broken tokenizer
         raise ModelError(_tokenizer_problem(Path(path), exc)) from None
+    return tokenizer
 
 
 def _tokenizer_problem(path: Path, exc: Exception) -> str:

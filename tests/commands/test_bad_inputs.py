@@ -280,6 +280,12 @@ CASES: list[Case] = [
     Case("model-unknown-type", "a model type transformers does not know", {"model": "./models/alien"},
          errors.EXIT_MODEL, "<dir>/models/alien/config.json: model_type 'alien-net' is not a model type "
          "transformers knows (config field 'model')"),
+    Case("model-no-type", "config.json without `model_type`", {"model": "./models/no-type"}, errors.EXIT_MODEL,
+         "<dir>/models/no-type/config.json: has no model_type, so the architecture is unknown; a transformers "
+         'model saves it (e.g. "model_type": "bert")'),
+    Case("model-empty-vocab", "an empty `vocab.txt` and no tokenizer.json", {"model": "./models/empty-vocab"},
+         errors.EXIT_MODEL, "<dir>/models/empty-vocab/vocab.txt: the tokenizer cannot be loaded (Exception: "
+         "WordPiece error: Missing [UNK] token from the vocabulary)"),
     Case("model-no-tokenizer", "model directory without a tokenizer", {"model": "./models/no-tokenizer"},
          errors.EXIT_MODEL, "model directory <dir>/models/no-tokenizer has no tokenizer (none of tokenizer.json, "
          "vocab.txt, vocab.json, ...); save the tokenizer into the model directory"),
@@ -506,6 +512,10 @@ def make_models(models: Path) -> None:
     shutil.copytree(tiny, models / "alien")
     cfg = json.loads((tiny / "config.json").read_text())
     (models / "alien" / "config.json").write_text(json.dumps({**cfg, "model_type": "alien-net"}))
+    no_type = shutil.copytree(tiny, models / "no-type")
+    (no_type / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "model_type"}))
+    empty_vocab = shutil.copytree(tiny, models / "empty-vocab", ignore=shutil.ignore_patterns("tokenizer.json"))
+    (empty_vocab / "vocab.txt").write_text("")
     gpt2 = models / "gpt2"
     BertTokenizer(vocab=vocab).save_pretrained(gpt2)
     GPT2Model(GPT2Config(vocab_size=len(TINY_WORDS), n_embd=32, n_layer=2, n_head=2, n_positions=64,

@@ -247,7 +247,7 @@ def test_a_bad_ray_option_is_a_config_error(project):
 
 @pytest.mark.slow
 def test_a_build_without_an_address_never_imports_ray(project):
-    code = ("import sys\nfrom reportgen import cli\n"
+    code = ("import sys\nfrom reportgen.commands import cli\n"
             "sys.argv = ['reportgen', 'build', '--reproducible', '--out', 'site-plain']\n"
             "try:\n    cli.main()\nexcept SystemExit as end:\n    code = end.code\n"
             "print('exit', code, 'ray imported' if 'ray' in sys.modules else 'ray not imported')\n")

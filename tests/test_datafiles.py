@@ -204,8 +204,7 @@ def test_only_regular_files_are_opened(tmp_path):
     assert data_error(lambda: load_rows(folder, {"a": 0})) == f"{folder}: is a directory, not a data file"
     loop = tmp_path / "loop.tsv"
     loop.symlink_to(loop)
-    assert data_error(lambda: load_rows(loop, {"a": 0})) == (
-        f"{loop}: cannot be read (Too many levels of symbolic links)")
+    assert data_error(lambda: load_rows(loop, {"a": 0})) == f"{loop}: the data file is a symlink loop"
     assert data_error(lambda: load_rows("a\x00b.tsv", {"a": 0})) == (
         "a\\x00b.tsv: the data file name holds a NUL character")
 

@@ -304,7 +304,7 @@ def test_permutation_p_and_bootstrap_ci(model_dir, data):
 def _settings(**over) -> AblationSettings:
     raw = defaults()["ablation"]
     raw.update(data="x", seeds=[0, 1], fractions=[0.0, 0.25, 0.5], bootstrap_samples=200, permutations=200,
-               batch_tokens=96)
+               batch_tokens=96, max_length=96)  # a pass holds one whole text
     raw.update(over)
     return AblationSettings.model_validate(raw)
 

@@ -40,6 +40,7 @@ from reportgen.model.loading import (
     quiet_transformers,
     resolve_device,
 )
+from reportgen.model.run import clip
 from reportgen.stats import pearson_rows, rank_rows
 
 TaskKind = Literal["similarity", "classification", "mlm"]
@@ -442,11 +443,32 @@ def _check_head(kind: str, model_dir: Path, model, info: dict) -> None:
 
 
 def _encode(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None,
-            max_length: int) -> list[dict[str, list[int]]]:
-    encoding = tokenizer(list(texts), list(pairs) if pairs is not None else None, truncation=True,
-                         max_length=max_length)
+            max_length: int) -> tuple[list[dict[str, list[int]]], np.ndarray]:
+    """Each input's token ids at `max_length`, and which inputs were truncated. Texts are cut to what
+    they can keep first (`clip`: a cell may hold a megabyte, and a long pair's truncation costs the
+    product of its lengths)."""
+    first = [clip(text, max_length) for text in texts]
+    second = [clip(text, max_length) for text in pairs] if pairs is not None else None
+    args = ([text for text, _ in first], [text for text, _ in second] if second is not None else None)
+    encoding = tokenizer(*args, truncation=True, max_length=max_length)
+    lengths = np.array([len(ids) for ids in tokenizer(*args, truncation=False, verbose=False)["input_ids"]])
+    cut = np.array([one or bool(second and second[row][1]) for row, (_, one) in enumerate(first)], dtype=bool)
     keys = [key for key in ("input_ids", "token_type_ids") if key in encoding]
-    return [{key: list(encoding[key][row]) for key in keys} for row in range(len(texts))]
+    units = [{key: list(encoding[key][row]) for key in keys} for row in range(len(texts))]
+    return units, cut | (lengths > max_length)
+
+
+def _warn_truncated(truncated: np.ndarray, rows: Rows, source: str, max_length: int) -> None:
+    """Say how many inputs were cut to ablation.max_length, and where the first one is (the texts of a
+    similarity pair are two inputs of one row)."""
+    if not truncated.any():
+        return
+    line = rows.lines[int(np.flatnonzero(truncated)[0]) % len(rows)]
+    # the file's name, not its path: the warning is published with the report
+    name = "the builtin set" if Path(source) == BUILTIN_DATA else Path(source).name
+    warnings.warn(f"ablation: {int(truncated.sum())} of {len(truncated)} task inputs are longer than "
+                  f"{max_length} tokens and were truncated, the first on line {line} of {name} "
+                  "(config field 'ablation.max_length')", stacklevel=1)
 
 
 def _dedupe(encoded: list[dict[str, list[int]]]) -> tuple[list[dict[str, list[int]]], np.ndarray]:
@@ -482,13 +504,13 @@ def _mask_for_mlm(unit: dict[str, list[int]], special: set[int], mask_id: int, p
 
 
 def _masked_units(tokenizer, model_dir: Path, texts: Sequence[str], max_length: int, probability: float,
-                  seed: int) -> list[dict[str, list[int]]]:
+                  seed: int) -> tuple[list[dict[str, list[int]]], np.ndarray]:
     """The texts encoded with their chosen tokens replaced by [MASK] (see `_mask_for_mlm`)."""
     if tokenizer.mask_token_id is None:
         raise ModelError(f"model directory {model_dir}: the tokenizer has no mask token; task 'mlm' needs one")
     special = set(tokenizer.all_special_ids)
-    return [_mask_for_mlm(unit, special, tokenizer.mask_token_id, probability, seed)
-            for unit in _encode(tokenizer, texts, None, max_length)]
+    units, truncated = _encode(tokenizer, texts, None, max_length)
+    return [_mask_for_mlm(unit, special, tokenizer.mask_token_id, probability, seed) for unit in units], truncated
 
 
 def _label_indices(rows: Rows, role: str, model) -> tuple[np.ndarray, int]:
@@ -561,16 +583,22 @@ def load_task(
         warnings.warn(note, stacklevel=1)
     settings: dict = {"max_length": max_length, "data": source}
     if kind == "similarity":
-        units, index = _dedupe(_encode(tokenizer, texts, None, max_length))
+        encoded, truncated = _encode(tokenizer, texts, None, max_length)
+        _warn_truncated(truncated, rows, source, max_length)
+        units, index = _dedupe(encoded)
         settings["pooling"] = pooling_modes(Path(model_dir))
         sentences = np.stack([index[:len(rows)], index[len(rows):]], 1)  # each pair's two units
         return SimilarityTask(kind, model, tokenizer, units, sentences, gold, settings)
     if kind == "classification":
         labels, classes = _label_indices(rows, "label", model)
-        units, index = _dedupe(_encode(tokenizer, texts, pairs, max_length))
+        encoded, truncated = _encode(tokenizer, texts, pairs, max_length)
+        _warn_truncated(truncated, rows, source, max_length)
+        units, index = _dedupe(encoded)
         settings["classes"] = classes
         return ClassificationTask(kind, model, tokenizer, units, index[:, None], labels.astype(np.float64), settings)
-    units, index = _dedupe(_masked_units(tokenizer, model_dir, texts, max_length, mlm_probability, mlm_seed))
+    encoded, truncated = _masked_units(tokenizer, model_dir, texts, max_length, mlm_probability, mlm_seed)
+    _warn_truncated(truncated, rows, source, max_length)
+    units, index = _dedupe(encoded)
     settings.update(mlm_probability=mlm_probability, mlm_seed=mlm_seed)
     return MaskedLMTask(kind, model, tokenizer, units, index[:, None], np.zeros(len(rows)), settings)
 

@@ -3,15 +3,37 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from reportgen.config import ExampleSpec
 from reportgen.runs import ExampleRun
 
+# A token covers at most a word, and a word of over 100 characters is one [UNK] to WordPiece: the first
+# max_length + 1 words, within 100 characters per token, hold every token a text keeps and one more.
+CHARS_PER_TOKEN = 100
+_WORD = re.compile(r"\S+")
+
+
+def clip(text: str, max_length: int) -> tuple[str, bool]:
+    """The start of `text` that holds every token it can keep at `max_length` (and one more, so a cut
+    text still counts as truncated), and whether anything was cut.
+
+    Why: a tokenizer truncating a long pair keeps every overflowing window of both texts, so its time
+    and memory grow with the product of their lengths (two texts of 20,000 words took 20 GB); cut
+    first, the pair costs what its first few hundred tokens cost."""
+    head = text[:CHARS_PER_TOKEN * (max_length + 1)]
+    for count, word in enumerate(_WORD.finditer(head), start=1):
+        if count > max_length + 1:
+            return head[:word.start()].rstrip(), True
+    return head, len(head) < len(text)
+
 
 def encode(tokenizer, spec: ExampleSpec, max_length: int):
     """Tokenize one example; returns (model inputs, tokens, word_ids, segment_ids, special, truncated)."""
-    args = (spec.text,) if spec.pair is None else (spec.text, spec.pair)
+    parts = [clip(text, max_length) for text in (spec.text, spec.pair) if text is not None]
+    args = tuple(text for text, _ in parts)
     full = tokenizer(*args, truncation=False, verbose=False)["input_ids"]
     inputs = tokenizer(*args, truncation=True, max_length=max_length, return_tensors="pt",
                        return_special_tokens_mask=True)
@@ -25,7 +47,7 @@ def encode(tokenizer, spec: ExampleSpec, max_length: int):
     segments = np.where(special, -1, segments)
     words = np.where(special, -1, words)
     tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist())
-    return inputs, tokens, words, segments, special, len(full) > max_length
+    return inputs, tokens, words, segments, special, any(cut for _, cut in parts) or len(full) > max_length
 
 
 def run_example(model, tokenizer, spec: ExampleSpec, max_length: int, keep_qk: bool = False) -> ExampleRun:

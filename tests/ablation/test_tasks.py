@@ -188,3 +188,18 @@ def test_embedded_model_ranks_demo_pairs_sensibly():
             units[torch.as_tensor(batch.units)] = task.unit_outputs(batch)
         out = task.example_outputs(units).numpy()
     assert task.metrics(out[None], task.gold[None])["spearman"][0] > 0.6
+
+
+def test_truncated_task_inputs_are_counted_and_the_first_is_named(tmp_path, tiny_model):
+    """The ablation texts' truncation at max_length used to be silent (issue 27); a megabyte cell is cut
+    before it is tokenized."""
+    data = tmp_path / "long.tsv"
+    long_cell = " ".join(["the cat sat on the mat"] * 40_000)  # 240,000 words, about a megabyte
+    data.write_text("sentence1\tsentence2\tscore\nthe cat sat\tthe dog sat\t4.0\n"
+                    f"i went to the store\t{long_cell}\t1.0\n", encoding="utf-8")
+    with pytest.warns(UserWarning) as caught:
+        task = load_task("similarity", tiny_model, data, max_length=16)
+    said = [str(w.message) for w in caught if str(w.message).startswith("ablation:")]
+    assert said == ["ablation: 1 of 4 task inputs are longer than 16 tokens and were truncated, the first on "
+                    "line 3 of long.tsv (config field 'ablation.max_length')"]
+    assert max(len(unit["input_ids"]) for unit in task.units) == 16

@@ -58,3 +58,50 @@ def test_hub_id_offline_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path))
     with pytest.raises(loading.ModelError, match="offline"):
         loading.resolve("someone/some-model-that-is-not-cached")
+
+
+def test_clip_keeps_every_token_a_text_can_keep():
+    """`clip` cuts a text before the tokenizer sees it; it keeps max_length + 1 words (so a cut text is still
+    seen as truncated) and at most 100 characters per token."""
+    from reportgen.model.run import CHARS_PER_TOKEN, clip
+
+    assert clip("a b c", 2) == ("a b c", False)
+    assert clip("a b c d e", 2) == ("a b c", True)
+    text, cut = clip("word " * 50_000, 128)
+    assert cut and len(text.split()) == 129
+    text, cut = clip("x" * 10**6, 8)  # one long "word" (a CJK run, a URL): cut by characters
+    assert cut and len(text) == CHARS_PER_TOKEN * 9
+    assert clip("日本語のテキスト", 128) == ("日本語のテキスト", False)
+
+
+def test_a_clipped_example_is_tokenized_as_the_whole_one(tiny_model):
+    """What the model sees is the same whether the text was cut first or not, and both are truncated."""
+    from reportgen.model.run import encode
+
+    model, tokenizer = loading.load(tiny_model, "cpu")
+    long_text = " ".join(["the cat sat on the mat"] * 40)
+    spec = ExampleSpec(text=long_text, pair=long_text)
+    inputs, tokens, *_, truncated = encode(tokenizer, spec, 32)
+    whole = tokenizer(long_text, long_text, truncation=True, max_length=32)["input_ids"]
+    assert inputs["input_ids"][0].tolist() == whole and len(tokens) == 32 and truncated
+
+
+@pytest.mark.slow
+def test_a_pair_of_20000_words_each_builds_in_bounded_memory(tmp_path, tiny_model):
+    """Issue 27: such a pair ran for minutes and took 19.8 GB before it was killed (the tokenizer's pair
+    truncation keeps every overflowing window). Now the build ends with a truncation warning, and the
+    process's peak memory stays under 2 GB. The timeout only stops a hang; the time is not the test."""
+    import resource
+    import subprocess
+    import sys
+
+    words = " ".join(["the cat sat on the mat and the dog"] * 2_000)  # 20,000 words
+    (tmp_path / "reportgen.yaml").write_text(
+        f"model: {tiny_model}\ndevice: cpu\nexamples:\n  - text: {words}\n    pair: {words}\n"
+        "ablation: {enabled: false}\npatterns: {similarity: false}\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "reportgen", "build"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # bytes (Linux reports KiB)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "warning: example 1 was truncated to 128 tokens (config field 'max_length')" in done.stderr
+    assert peak < 2 * 1024**3, f"peak {peak / 1024**3:.2f} GB"

@@ -100,3 +100,22 @@ def test_a_second_build_on_the_same_output_is_refused(tmp_path, reference):
     assert len(message) == 1 and "another reportgen build is writing" in message[0]
     assert first.wait() == 0
     assert tree(tmp_path / "site") == reference
+
+
+def test_ctrl_c_says_so_in_one_line_and_keeps_the_old_site(tmp_path):
+    """SIGINT (Ctrl+C) once ended with exit 130 and no word (issue 27); the site stays as it was."""
+    write_config(tmp_path, CONFIG)
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "index.html").write_text("the previous site")
+    output.mark(tmp_path / "site")
+    before = tree(tmp_path / "site")
+    process = start_build(tmp_path)
+    deadline = time.monotonic() + 300
+    while not STAGES["ablation"](tmp_path):
+        assert process.poll() is None and time.monotonic() < deadline, "the build ended before the ablation"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) == 130
+    said = [line for line in process.stderr.read().splitlines() if line.strip() and "━" not in line]
+    assert said == ["error: interrupted; the previous site is unchanged, and a new build resumes from the cache"]
+    assert tree(tmp_path / "site") == before

@@ -55,7 +55,11 @@ def build(config: Optional[Path] = ConfigOption,
             cfg.ablation.ray = check_ray_address(ray)
         except ValueError as err:
             raise ConfigError(f"--ray {ray}: {err}") from None
-    built = build_with_progress(cfg, out, reproducible)
+    try:
+        built = build_with_progress(cfg, out, reproducible)
+    except KeyboardInterrupt:  # Ctrl+C: the site is swapped in only when complete, and finished work is cached
+        print_error("interrupted; the previous site is unchanged, and a new build resumes from the cache")
+        raise typer.Exit(130) from None
     target = out or cfg.output
     typer.echo(f"Built {target / 'index.html'} ({len(built.report.examples)} examples; "
                f"model ran on {built.computed}, {built.cached} from cache)")

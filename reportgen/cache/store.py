@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the site stage stores its drawings here too (reportgen.site
     from reportgen.config import ExampleSpec
     from reportgen.runs import ExampleRun
 
+DAMAGED = "cache entry {path} is damaged ({why}); recomputing it"  # one warning per entry
 CACHE_VERSION = "2"
 # The name of every entry reportgen writes, whatever its kind: a hex key (16 to 64 digits), maybe
 # after a lowercase prefix (`mask-`, `importance-calibrated-`, ...) and before a short suffix (`.npz`,
@@ -141,7 +142,7 @@ class Cache:
 
     def damaged(self, path: Path, why: str) -> None:
         # stacklevel 1: the CLI shows the warnings raised in reportgen's own files
-        warnings.warn(f"cache entry {path} is damaged ({why}); recomputing it", stacklevel=1)
+        warnings.warn(DAMAGED.format(path=path, why=why), stacklevel=1)
 
     def _error(self, path: Path, exc: OSError, action: str) -> OutputError:
         """One line for what stopped reading or writing `path`: which path, and what to do."""

@@ -6,11 +6,17 @@ call `build_with_progress` and `print_error` here rather than each keeping its o
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+
+from reportgen.cache.store import DAMAGED
+
+# Cache.damaged's warning (reportgen.cache.store.DAMAGED), matched to say many of them in one line
+DAMAGED_LINE = re.compile(re.escape(DAMAGED).replace(r"\{path\}", ".+").replace(r"\{why\}", ".+"))
 
 if TYPE_CHECKING:
     from reportgen.build import Built
@@ -47,13 +53,21 @@ def build_with_progress(config: Config, out: Path | None = None, reproducible: b
     with RichProgress() as progress, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         built = build(config, out, reproducible, progress)
-    shown: set[str] = set()
+    said: list[str] = []
     for caught_warning in caught:
         text = str(caught_warning.message)
         if caught_warning.category is UserWarning and "reportgen" in (caught_warning.filename or "") \
-                and text not in shown:
-            shown.add(text)
+                and text not in said:
+            said.append(text)
+    damaged = [text for text in said if DAMAGED_LINE.fullmatch(text)]
+    for text in said:
+        if text not in damaged:
             typer.echo(f"warning: {text}", err=True)
+    if len(damaged) == 1:
+        typer.echo(f"warning: {damaged[0]}", err=True)
+    elif damaged:  # a damaged cache is one line, not one per entry
+        typer.echo(f"warning: {len(damaged)} cache entries are damaged and were recomputed; the first: "
+                   f"{damaged[0]}", err=True)
     return built
 
 

@@ -399,6 +399,10 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# Config fields reportgen sets from where the file is; the schema leaves them out and a file may not set them.
+INTERNAL_FIELDS = {"source", "base_dir"}
+
+
 def load_config(path: str | Path | None = None) -> Config:
     """Read `path` (or ./reportgen.yaml when present, else the defaults) into a Config.
 
@@ -431,6 +435,8 @@ def load_config(path: str | Path | None = None) -> Config:
             raise ConfigError(f"{source}: the file is empty; write at least one key, e.g. 'title: My report'")
         if not isinstance(user, dict):
             raise ConfigError(f"{source}: expected a mapping of keys to values at the top level")
+        for internal in INTERNAL_FIELDS & set(user):  # set from the file's place, never written in it
+            raise ConfigError(f"{source}: unknown key '{internal}' (paths are relative to the config file's folder)")
         base_dir = path.resolve().parent
     try:
         config = Config.model_validate({**_merge(defaults(), user), "source": source, "base_dir": base_dir})
@@ -466,7 +472,8 @@ def _model_path(model: str, base_dir: Path, field: str) -> str:
 def json_schema() -> str:
     """JSON Schema of reportgen.yaml, with the shipped defaults, for editors."""
     schema = Config.model_json_schema()
-    schema["properties"].pop("source", None)
+    for internal in INTERNAL_FIELDS:
+        schema["properties"].pop(internal, None)
     for key, value in defaults().items():
         if not isinstance(value, dict):
             schema["properties"][key]["default"] = value

@@ -94,3 +94,14 @@ def test_a_tilde_means_the_home_directory_for_every_path(tmp_path, monkeypatch):
     assert config.output == home / "my-site" and config.cache_dir == home / ".cache" / "reportgen"
     assert config.patterns.corpus[0].path == home / "texts.txt"
     assert not any("~" in str(path) for path in (config.output, config.cache_dir))
+
+
+def test_base_dir_is_neither_in_the_schema_nor_a_key_a_file_may_set(tmp_path):
+    """`reportgen schema` listed base_dir, and a file's base_dir was silently ignored (issue 27)."""
+    schema = json.loads(json_schema())
+    assert not {"base_dir", "source"} & set(schema["properties"])
+    config = write_config(tmp_path, "base_dir: /elsewhere\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    assert str(caught.value) == (f"{config}: unknown key 'base_dir' (paths are relative to the config file's "
+                                 "folder)") and caught.value.exit_code == EXIT_CONFIG

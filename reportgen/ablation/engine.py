@@ -43,7 +43,7 @@ from reportgen.ablation.tasks import Batch, Task
 from reportgen.cache.store import Cache
 from reportgen.model.masking import HeadMasker, Method
 
-CODE_VERSION = "ablation-3"  # bump when a change alters cached per-mask outputs or their file format
+CODE_VERSION = "ablation-4"  # bump when a change alters cached per-mask outputs or their file format
 Progress = Callable[[str, int, int], None]  # experiment name, masks done, masks in all
 
 
@@ -220,7 +220,8 @@ class Engine:
         """Per-example outputs [examples, columns] for each mask."""
         units = self.unit_outputs(masks)
         with torch.inference_mode():
-            return [self.task.example_outputs(per_mask).double().cpu().numpy() for per_mask in units]
+            return [self.task.scored(self.task.example_outputs(per_mask).double().cpu().numpy())
+                    for per_mask in units]
 
     def importance(self, mask: np.ndarray) -> np.ndarray:
         """Michel et al. head importance at `mask`: mean over tokens of |d loss / d gate|, [layers, heads].
@@ -284,7 +285,7 @@ def evaluate_plain(task: Task, mask: np.ndarray, method: Method, batch_size: int
                 units = task.example_units[lo:lo + batch_size, slot]
                 out = task.unit_outputs(task.make_batch(units)).float()
                 results = _place(results, out, len(task.units), torch.as_tensor(units, device=out.device))
-        return task.example_outputs(results).double().cpu().numpy()
+        return task.scored(task.example_outputs(results).double().cpu().numpy())
 
 
 # -- evaluating through the cache ---------------------------------------------------------------------

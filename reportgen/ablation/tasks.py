@@ -80,6 +80,10 @@ class Batch:
         return Batch(np.tile(self.units, copies), repeated, labels)
 
 
+# Similarity scores are compared to this many decimals (SimilarityTask.scored).
+SCORE_DECIMALS = 5
+
+
 @dataclass
 class Task:
     """Data, model and metric of one task; subclasses say how outputs become a metric."""
@@ -104,6 +108,10 @@ class Task:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    def scored(self, outputs: np.ndarray) -> np.ndarray:
+        """Per-example outputs [examples, columns] as the metrics read them (see SimilarityTask.scored)."""
+        return outputs
 
     # -- batching ----------------------------------------------------------------------
     def make_batch(self, unit_ids: Sequence[int]) -> Batch:
@@ -289,6 +297,12 @@ class SimilarityTask(Task):
         first = unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)]
         second = unit_out[torch.as_tensor(self.example_units[:, 1], device=unit_out.device)]
         return F.cosine_similarity(first, second, dim=-1).unsqueeze(-1)
+
+    def scored(self, outputs: np.ndarray) -> np.ndarray:
+        """Cosines rounded to SCORE_DECIMALS: two identical texts score 1 +- 1e-7 from float32 noise, and
+        Spearman would rank pairs by that noise; rounded, scores the model cannot tell apart are ties (and
+        get average ranks). 1e-5 is far above float32's noise and below any difference the model means."""
+        return np.round(outputs, SCORE_DECIMALS)
 
     def scaled_gold(self) -> np.ndarray:
         """The grade rescaled to [0, 1], the target of sentence-transformers' CosineSimilarityLoss."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -203,3 +204,26 @@ def test_truncated_task_inputs_are_counted_and_the_first_is_named(tmp_path, tiny
     assert said == ["ablation: 1 of 4 task inputs are longer than 16 tokens and were truncated, the first on "
                     "line 3 of long.tsv (config field 'ablation.max_length')"]
     assert max(len(unit["input_ids"]) for unit in task.units) == 16
+
+
+def test_scores_the_model_cannot_tell_apart_are_ties(tmp_path, tiny_model):
+    """Identical texts score a cosine of 1 +- 1e-7 (float32 noise), and Spearman ranked pairs by that noise
+    (issue 27: a baseline of -0.032 against +0.001 with ties kept). The engine's outputs are rounded to
+    SCORE_DECIMALS, so every identical pair scores exactly 1 and shares one average rank."""
+    from reportgen.ablation.engine import Engine
+    from reportgen.ablation.tasks import SCORE_DECIMALS
+    from reportgen.stats import rank_rows
+
+    sentences = ["the cat sat on the mat", "i went to the store", "a red car", "the dog is on the ball",
+                 "she bought fresh strawberries", "he was at the store", "it sat on a mat", "a cat and a dog"]
+    rows = [(text, text, 5.0) for text in sentences] + [(a, b, 1.0) for a, b in itertools.pairwise(sentences)]
+    data = tmp_path / "ties.tsv"
+    data.write_text("sentence1\tsentence2\tscore\n" + "".join(f"{a}\t{b}\t{s}\n" for a, b, s in rows),
+                    encoding="utf-8")
+    task = load_task("similarity", tiny_model, data)
+    with Engine(task, "zero", batch_tokens=256) as engine:
+        outputs = engine.evaluate(np.ones((1, engine.layers, engine.heads), dtype=np.float32))[0][:, 0]
+    identical = outputs[:len(sentences)]
+    assert (identical == 1.0).all() and np.array_equal(outputs, np.round(outputs, SCORE_DECIMALS))
+    ranks = rank_rows(outputs)
+    assert len(set(ranks[:len(sentences)].tolist())) == 1  # one tie, one average rank

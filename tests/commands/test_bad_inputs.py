@@ -440,7 +440,10 @@ CASES: list[Case] = [
     Case("model-with-head", "a model saved with a classification head (its `classifier.*` weights are extra)",
          {**CLS_MODEL, "examples": SHORT_EXAMPLES}, 0, "", out="site-with-head", page=("index.html", "Bad inputs")),
     Case("data-long-cell", "`ablation.data` CSV cell of 201,600 characters (over Python csv's default 131,072)",
-         ablation(data="data/long.csv"), 0, "", out="site-long-cell", page=("ablation.html", "4 distinct texts"),
+         ablation(data="data/long.csv"), 0,
+         "warning: ablation: 1 of 4 task inputs are longer than 128 tokens and were truncated, the first on line 2 "
+         "of long.csv (config field 'ablation.max_length')", out="site-long-cell",
+         page=("ablation.html", "4 distinct texts"),
          files={"data/long.csv": SIM_CSV + f'"{LONG_CELL}",the dog sat,4.0\nthe cat sat,a red car,0.5\n'}),
 ]
 

@@ -665,6 +665,10 @@ def nav_link(tab: Tab, href: str):
     }""", selector)
     if toggle:
         tab.page.locator(f"label[for={json.dumps(toggle)}] >> visible=true").first.click(timeout=5_000)
+        try:  # the section opens with a transition: under load the link is shown a moment after the click
+            link.wait_for(state="visible", timeout=10_000)
+        except Exception:  # noqa: BLE001 - not shown: the caller reports it
+            return None
     return link if link.count() else None
 
 
@@ -690,6 +694,7 @@ def test_site_navigation_links_land(pages, tabs):
                 link.focus()
                 tab.page.keyboard.press("Enter")
             else:
+                link.scroll_into_view_if_needed(timeout=5_000)
                 link.click(timeout=5_000)
             tab.page.wait_for_url(tab.url(target, fragment), wait_until="commit", timeout=30_000)
         except Exception as err:  # noqa: BLE001 - reported with the others

@@ -435,8 +435,9 @@ def load_config(path: str | Path | None = None) -> Config:
             raise ConfigError(f"{source}: the file is empty; write at least one key, e.g. 'title: My report'")
         if not isinstance(user, dict):
             raise ConfigError(f"{source}: expected a mapping of keys to values at the top level")
-        for internal in INTERNAL_FIELDS & set(user):  # set from the file's place, never written in it
-            raise ConfigError(f"{source}: unknown key '{internal}' (paths are relative to the config file's folder)")
+        if internal := sorted(INTERNAL_FIELDS & set(user)):  # set from the file's place, never written in it
+            raise ConfigError(f"{source}: unknown key '{internal[0]}' (paths are relative to the config file's "
+                              "folder)")
         base_dir = path.resolve().parent
     try:
         config = Config.model_validate({**_merge(defaults(), user), "source": source, "base_dir": base_dir})

@@ -31,6 +31,8 @@ from typing import Protocol
 
 import numpy as np
 
+from reportgen import progress
+
 
 class Task(Protocol):
     """What the tests need of a task (`reportgen.ablation.tasks.Task` is one): its examples' gold
@@ -64,6 +66,15 @@ def _rows_per_chunk(examples: int) -> int:
     return max(1, DRAWS_PER_CHUNK // max(examples, 1))
 
 
+def _chunks(total: int, chunk: int, kind: str) -> Iterator[tuple[int, int]]:
+    """(start, size) of each chunk of `total` draws of `kind`, in order; after each, the progress
+    (`reportgen.progress.drew`) when there is more than one chunk: a bar for what takes a while only."""
+    for start in range(0, total, chunk):
+        yield start, min(chunk, total - start)
+        if total > chunk:
+            progress.drew(kind, min(start + chunk, total), total)
+
+
 def bootstrap_ci(task: Task, outputs: np.ndarray, samples: int, seed: int,
                  level: float = 0.95) -> dict[str, list[float]]:
     """Percentile bootstrap CI of every metric, resampling examples with replacement."""
@@ -71,8 +82,8 @@ def bootstrap_ci(task: Task, outputs: np.ndarray, samples: int, seed: int,
     examples = task.n_examples
     chunk = _rows_per_chunk(examples)
     draws: dict[str, list[np.ndarray]] = {}
-    for lo in range(0, samples, chunk):
-        picked = rng.integers(0, examples, size=(min(chunk, samples - lo), examples))
+    for _, size in _chunks(samples, chunk, "resamples"):
+        picked = rng.integers(0, examples, size=(size, examples))
         for name, values in task.metrics(outputs[picked], task.gold[picked]).items():
             draws.setdefault(name, []).append(values)
     tail = (1 - level) / 2 * 100
@@ -153,8 +164,8 @@ def paired_permutation_ps(task: Task, first: np.ndarray, second: np.ndarray, per
 def _swap_draws(rng: np.random.Generator, permutations: int, examples: int, chunk: int) -> Iterator[np.ndarray]:
     """The swaps [rows, examples] (True: the example's outputs trade places), chunk by chunk, from
     the same stream as ever, so batching the tests changes no p-value."""
-    for lo in range(0, permutations, chunk):
-        yield rng.random((min(chunk, permutations - lo), examples)) < 0.5
+    for _, size in _chunks(permutations, chunk, "permutations"):
+        yield rng.random((size, examples)) < 0.5
 
 
 def _swapped_changes(task: Task, first: np.ndarray, second: np.ndarray, swap: np.ndarray) -> np.ndarray:
@@ -268,8 +279,8 @@ def paired_change_cis(task: Task, base: np.ndarray, masked: np.ndarray, samples:
     stacked = np.concatenate([np.broadcast_to(base, (sets, 1, *base.shape)), masked], axis=1)  # condition 0: base
     chunk = _rows_per_chunk(examples * (1 + pairs))
     changes = []
-    for lo in range(0, samples, chunk):
-        picked = rng.integers(0, examples, size=(min(chunk, samples - lo), examples))
+    for _, size in _chunks(samples, chunk, "resamples"):
+        picked = rng.integers(0, examples, size=(size, examples))
         for start in range(0, len(picked), max(1, chunk // sets)):
             rows = picked[start:start + max(1, chunk // sets)]
             resampled = stacked[:, :, rows].reshape(sets * (1 + pairs), *rows.shape, -1).swapaxes(0, 1)
@@ -308,8 +319,8 @@ def bootstrap_contrasts(task: Task, outputs: np.ndarray, terms: np.ndarray, sign
     rng = np.random.default_rng([seed, 5])
     chunk = _rows_per_chunk(examples * len(outputs))
     kept: list[np.ndarray] = []
-    for lo in range(0, samples, chunk):
-        picked = rng.integers(0, examples, size=(min(chunk, samples - lo), examples))
+    for _, size in _chunks(samples, chunk, "resamples"):
+        picked = rng.integers(0, examples, size=(size, examples))
         resampled = outputs[:, picked].swapaxes(0, 1)  # [draws, conditions, examples, columns]
         kept.append((_stacked_metric(task, resampled, task.gold[picked])[:, terms] * signs).sum(-1))  # [draws, tests]
     draws = np.concatenate(kept)
@@ -338,8 +349,8 @@ def sign_flip_p(differences: np.ndarray, permutations: int, seed: int) -> np.nda
     rng = np.random.default_rng([seed, 4])
     chunk = _rows_per_chunk(examples)
     hits = np.zeros(differences.shape[1], dtype=np.int64)
-    for lo in range(0, permutations, chunk):
-        signs = np.where(rng.random((min(chunk, permutations - lo), examples)) < 0.5, -1.0, 1.0)
+    for _, size in _chunks(permutations, chunk, "permutations"):
+        signs = np.where(rng.random((size, examples)) < 0.5, -1.0, 1.0)
         flipped = np.abs(signs @ differences) / examples  # [flips, tests]
         hits += np.count_nonzero(flipped >= observed - 1e-12, axis=0)
     return (1 + hits) / (1 + permutations)

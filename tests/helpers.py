@@ -14,6 +14,7 @@ that need them, so importing this module stays cheap.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -438,6 +439,29 @@ class BrowserPage:
     def _dialog(self, dialog):
         self.dialogs.append(dialog.message)
         dialog.dismiss()
+
+
+def wait_until(page, predicate: str, arg=None, timeout: float = 30_000):
+    """Polls `predicate` (a JavaScript function of `arg`) in `page` until it returns something truthy,
+    which it returns; a TimeoutError after `timeout` ms.
+
+    Playwright's own wait_for_function evaluates its predicate with eval() inside the page, which the
+    site's Content-Security-Policy refuses (no 'unsafe-eval'); page.evaluate goes through the DevTools
+    protocol, which the policy does not govern. A page that navigates meanwhile (a reload) is asked again
+    once the new document is there, as wait_for_function does."""
+    from playwright.sync_api import Error
+
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        try:
+            if value := page.evaluate(predicate, arg):
+                return value
+        except Error as err:
+            if "context was destroyed" not in str(err):
+                raise
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout / 1000:g} s for {predicate[:120]}")
+        page.wait_for_timeout(50)
 
 
 def search_results(view: BrowserPage, query: str):

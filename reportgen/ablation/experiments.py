@@ -57,6 +57,7 @@ from reportgen.cache.store import Cache, key_of
 from reportgen.config import BUILTIN_DATA, AblationSettings
 from reportgen.datafiles import open_data_file
 from reportgen.errors import DataError
+from reportgen.progress import reporting_draws
 from reportgen.report import (
     Ablation,
     AblationTask,
@@ -191,9 +192,17 @@ class Context:
     def remembered(self, name: str, inputs: dict[str, Any], compute: Callable[[], RecordType],
                    kind: type[RecordType]) -> RecordType:
         """Experiment `name`'s record from the cache when its statistics' inputs (`stats_key`) are
-        unchanged, else computed and stored."""
+        unchanged, else computed (its resampling shown as "<name>: resamples" or ": permutations" when it
+        takes more than one chunk of draws) and stored."""
+        def report(kind: str, done: int, total: int) -> None:
+            self.runner.tick(f"{name}: {kind}", done, total)
+
+        def computed() -> RecordType:
+            with reporting_draws(report):
+                return compute()
+
         if self.stats is None:
-            return compute()
+            return computed()
         key = self.stats_key(name, inputs)
         stored = self.stats.get_stats(key)
         if stored is not None:
@@ -201,7 +210,7 @@ class Context:
                 return kind.model_validate(stored)
             except ValidationError:  # written by a version whose record had another layout: recompute
                 pass
-        record = compute()
+        record = computed()
         self.stats.put_stats(key, record.model_dump(mode="json"))
         return record
 

@@ -1,13 +1,14 @@
 /* Live reload for `reportgen serve --watch` (reportgen/commands/preview_server.py).
  *
- * The preview server adds this script to every HTML page it serves; the site's files never hold it.
+ * The preview server adds this script (as a file of its own, /__reportgen__/live-reload.js) to every
+ * HTML page it serves; the site's files never hold it.
  * It listens to the server's event stream. Each message is {"build": token, "error": line or null}:
  * a token other than the one this page was served with means a newer site, so the page reloads
  * (location.reload keeps the address, and with it the views' state in the hash); the same token with
  * an error means the last rebuild failed and this page is still the last good site, which a banner says.
  * The error is the build's own one-line message, possibly quoting user text: it is set as text
- * (textContent), never parsed as HTML. The page's Content-Security-Policy allows both: inline
- * scripts ('unsafe-inline') and connections to the page's own origin (connect-src 'self').
+ * (textContent), never parsed as HTML. The page's Content-Security-Policy allows both: scripts and
+ * connections from the page's own origin (script-src and connect-src 'self').
  */
 (function () {
   "use strict";

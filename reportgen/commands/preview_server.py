@@ -1,7 +1,9 @@
 """The preview server of `reportgen serve`: the built site on 127.0.0.1, with live reload under --watch.
 
 With live reload, every HTML page is served with a small script added before `</body>`
-(live_reload.js, carrying the id of the build it came from), and `/__reportgen__/events` is an
+(`<script src="/__reportgen__/live-reload.js">`, live_reload.js, carrying the id of the build it came
+from: a file, since the pages' Content-Security-Policy runs no inline script it does not know the hash
+of), and `/__reportgen__/events` is an
 event stream (Server-Sent Events) that tells the open pages about each rebuild: the id of the
 current site and the one-line error of the last failed rebuild, if any. The site's files are never
 changed: the script exists only in what this server sends, so the published site stays free of it.
@@ -20,9 +22,10 @@ from pathlib import Path
 from reportgen.errors import OutputError
 
 EVENTS_PATH = "/__reportgen__/events"
+SCRIPT_PATH = "/__reportgen__/live-reload.js"
 HEARTBEAT_SECONDS = 15.0  # a comment line this often, so a closed tab's connection is noticed and ended
 RETRY_MS = 1000  # how soon a page reconnects after the stream drops (the server restarting)
-_SCRIPT = (Path(__file__).parent / "live_reload.js").read_text(encoding="utf-8")
+_SCRIPT = (Path(__file__).parent / "live_reload.js").read_bytes()
 
 
 class LiveState:
@@ -79,7 +82,7 @@ def inject(page: bytes, build_id: str) -> bytes:
     """`page` with the live-reload script before its last `</body>` (at the end when it has none).
 
     `build_id` is made here of hex digits and a count, never of user text."""
-    tag = f'<script data-build="{build_id}">\n{_SCRIPT}</script>\n'.encode()
+    tag = f'<script src="{SCRIPT_PATH}" data-build="{build_id}"></script>\n'.encode()
     end = page.lower().rfind(b"</body>")
     return page + tag if end < 0 else page[:end] + tag + page[end:]
 
@@ -106,8 +109,12 @@ class LiveHandler(SiteHandler):
         super().__init__(*args, directory=str(live.site), **kwargs)
 
     def do_GET(self) -> None:
-        if self.path.split("?", 1)[0] == EVENTS_PATH:
+        path = self.path.split("?", 1)[0]
+        if path == EVENTS_PATH:
             self._stream_events()
+            return
+        if path == SCRIPT_PATH:
+            self._send(_SCRIPT, "text/javascript; charset=utf-8")
             return
         page = self._html_file()
         if page is None:
@@ -118,8 +125,11 @@ class LiveHandler(SiteHandler):
         except OSError:  # swapped away between the check and the read: the base class answers 404
             super().do_GET()
             return
+        self._send(body, "text/html; charset=utf-8")
+
+    def _send(self, body: bytes, content_type: str) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

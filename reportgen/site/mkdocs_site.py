@@ -13,6 +13,8 @@ from typing import Iterator
 import yaml
 from markupsafe import Markup
 
+from reportgen.site import csp
+
 
 def mkdocs_build(base_config: Path, overrides: Path, title: str, site_url: str | None, docs: Path,
                  site_dir: Path, nav: list, reproducible: bool = False) -> None:
@@ -24,7 +26,7 @@ def mkdocs_build(base_config: Path, overrides: Path, title: str, site_url: str |
     # MkDocs prints it unescaped in each page's canonical link.
     cfg["site_url"] = site_url
     cfg.update(docs_dir=str(docs), site_dir=str(site_dir), nav=nav, strict=False)
-    cfg["theme"]["custom_dir"] = str(overrides)  # main.html: the Content-Security-Policy
+    cfg["theme"]["custom_dir"] = str(overrides)  # main.html: the Content-Security-Policy (csp.py)
     config_file = docs.parent / "mkdocs.yml"
     config_file.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
     os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
@@ -40,6 +42,7 @@ def mkdocs_build(base_config: Path, overrides: Path, title: str, site_url: str |
     remove_unused_theme_files(site_dir, docs, theme_dirs, mkdocs_config.plugins["material/search"].config.lang)
     if not site_url:
         relative_error_page(site_dir / "404.html")
+    csp.pin_site(site_dir)  # last: the hashes are of the pages' final scripts
 
 
 @contextmanager

@@ -167,8 +167,7 @@ class Charts:
         cells = "".join(f'<div class="rg-grid-cell">\n'
                         f'{self(chart_id, spec, exports.FORMATS if index == 0 else BESIDE_FORMATS)}</div>\n'
                         for index, (chart_id, spec) in enumerate(charts))
-        return Markup(f'<div class="rg-grid" id="{escape(row_id)}" style="grid-template-columns: '
-                      f'repeat(auto-fit, minmax(min(100%, 16rem), 1fr))">\n{cells}</div>\n')
+        return Markup(f'<div class="rg-grid rg-beside" id="{escape(row_id)}">\n{cells}</div>\n')
 
     def _downloads(self, anchor: str, formats: tuple[str, ...]) -> str:
         stem = escape(f"charts/{self.page}--{anchor}")

@@ -300,6 +300,46 @@ def test_permutation_p_and_bootstrap_ci(model_dir, data):
     assert -1 <= low < high <= 1
 
 
+def test_resampling_reports_its_progress_when_it_takes_more_than_one_chunk(model_dir, data, monkeypatch):
+    """Issue 27: a statistic with many resamples shows progress (`reportgen.progress.drew`), each draw counted
+    once, in order, up to the total; one that fits in one chunk adds no bar; listening changes no number."""
+    from reportgen import stats
+    from reportgen.progress import reporting_draws
+
+    task = load_task("similarity", model_dir, data)
+    outputs = task.gold[:, None] / 5.0 + np.random.default_rng(0).normal(0, 0.3, (task.n_examples, 1))
+    seen: list[tuple[str, int, int]] = []
+    with reporting_draws(lambda kind, done, total: seen.append((kind, done, total))):
+        quiet = bootstrap_ci(task, outputs, 300, 0), paired_permutation_p(task, outputs, outputs[::-1].copy(), 300, 0)
+    assert seen == []  # each fits in one chunk of DRAWS_PER_CHUNK draws
+    chunk = 7
+    monkeypatch.setattr(stats, "DRAWS_PER_CHUNK", chunk * task.n_examples)
+    unheard = bootstrap_ci(task, outputs, 300, 0)
+    with reporting_draws(lambda kind, done, total: seen.append((kind, done, total))):
+        heard = bootstrap_ci(task, outputs, 300, 0)
+    assert heard == unheard and set(quiet[0]) == set(heard)
+    assert [kind for kind, _, _ in seen] == ["resamples"] * 43  # ceil(300 / 7) chunks
+    assert [done for _, done, _ in seen] == [*range(7, 300, 7), 300] and {total for _, _, total in seen} == {300}
+    seen.clear()
+    with reporting_draws(lambda kind, done, total: seen.append((kind, done, total))):
+        paired_permutation_p(task, outputs, outputs[::-1].copy(), 300, 0)
+    assert seen[-1] == ("permutations", 300, 300) and len(seen) == 43
+
+
+def test_an_experiments_resampling_shows_as_a_stage_of_its_own(model_dir, data, tmp_path, monkeypatch):
+    """What `reportgen build` draws as bars: "<experiment>: resamples" beside the experiment's masks."""
+    from reportgen import stats
+
+    monkeypatch.setattr(stats, "DRAWS_PER_CHUNK", 50)
+    seen: list[tuple[str, int, int]] = []
+    run_ablations(model_dir, _settings(data=str(data)), device="cpu", cache_dir=tmp_path, fingerprint="fp",
+                  progress=lambda name, done, total: seen.append((name, done, total)))
+    stages = {name for name, _, _ in seen}
+    assert {"baseline: resamples", "single_heads: permutations", "random_fraction: resamples"} <= stages
+    baseline = [(done, total) for name, done, total in seen if name == "baseline: resamples"]
+    assert baseline[-1] == (200, 200) and [done for done, _ in baseline] == sorted(done for done, _ in baseline)
+
+
 # -- settings, experiments and resume -----------------------------------------------------------
 def _settings(**over) -> AblationSettings:
     raw = defaults()["ablation"]

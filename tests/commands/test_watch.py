@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from reportgen.commands.preview_server import EVENTS_PATH, LiveState, inject, open_server
+from reportgen.commands.preview_server import EVENTS_PATH, SCRIPT_PATH, LiveState, inject, open_server
 from reportgen.commands.watch import Watcher, WatchSession, changed, serve_watch, snapshot, watched_paths
 from reportgen.config import load_config
 from reportgen.errors import OutputError
 from reportgen.site import output
 from reportgen.site.writer import sources
-from tests.helpers import VIEW_DRAWN, write_config
+from tests.helpers import VIEW_DRAWN, wait_until, write_config
 
 BANNER = "#reportgen-live-error"
 
@@ -118,8 +118,8 @@ def test_watched_paths_are_the_config_its_data_files_and_the_site_sources(tmp_pa
 def test_the_script_goes_before_the_last_body_end_tag():
     page = b"<html><body><p>a literal </body> in text</p></body></html>"
     injected = inject(page, "abc-1")
-    assert injected.startswith(b"<html><body><p>a literal </body> in text</p><script data-build=\"abc-1\">")
-    assert injected.endswith(b"</script>\n</body></html>")
+    tag = f'<script src="{SCRIPT_PATH}" data-build="abc-1"></script>\n'.encode()
+    assert injected == b"<html><body><p>a literal </body> in text</p>" + tag + b"</body></html>"
     assert inject(b"<p>no body</p>", "abc-1").startswith(b"<p>no body</p><script")
 
 
@@ -156,8 +156,11 @@ def test_pages_are_served_with_the_script_and_the_files_stay_as_built(live_serve
         with urllib.request.urlopen(base + address, timeout=10) as response:
             page = response.read()
             assert response.headers["Cache-Control"] == "no-cache"
-        assert f'<script data-build="{live.build_id}">'.encode() in page and b"<p>hi</p>" in page, address
-        assert page.count(b"EventSource(") == 1
+        assert f'<script src="{SCRIPT_PATH}" data-build="{live.build_id}">'.encode() in page, address
+        assert b"<p>hi</p>" in page and page.count(b"<script") == 1, address
+    with urllib.request.urlopen(base + SCRIPT_PATH, timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/javascript")
+        assert response.read().count(b"EventSource(") == 1
     with urllib.request.urlopen(base + "/assets/style.css", timeout=10) as response:
         assert response.read() == before[site / "assets" / "style.css"]
         assert response.headers["Cache-Control"] == "no-cache"  # a reload revalidates every asset
@@ -277,7 +280,7 @@ def test_serve_watch_reloads_the_open_pages_and_shows_a_failed_rebuild(tmp_path,
         config_file.write_text(config.format(title="Second title"))
         terminal.expect("Rebuilt ")
         for page, hash_state in zip(pages, hash_states, strict=True):
-            page.page.wait_for_function("document.title.includes('Second title')", timeout=20_000)
+            wait_until(page.page, "() => document.title.includes('Second title')", timeout=20_000)
             page.page.wait_for_selector(VIEW_DRAWN)
             assert page.page.evaluate("location.hash") == hash_state  # the views' state survives the reload
             assert page.page.evaluate("window.notReloaded") is None
@@ -299,7 +302,7 @@ def test_serve_watch_reloads_the_open_pages_and_shows_a_failed_rebuild(tmp_path,
         config_file.write_text(config.format(title="Third title"))
         terminal.expect("Rebuilt ")
         for page in pages:
-            page.page.wait_for_function("document.title.includes('Third title')", timeout=20_000)
+            wait_until(page.page, "() => document.title.includes('Third title')", timeout=20_000)
             assert page.page.query_selector(BANNER) is None
             assert page.errors == [] and page.remote_requests == []
         assert "<script data-build" not in (tmp_path / "site" / "example-1.html").read_text()

@@ -16,7 +16,7 @@ import pytest
 
 from reportgen.site import exports
 from reportgen.site.mkdocs_site import relative_error_page, remove_unused_theme_files, search_scripts
-from tests.helpers import VIEWPORTS, BrowserPage, search_results, write_config
+from tests.helpers import VIEWPORTS, BrowserPage, search_results, wait_until, write_config
 
 SITE_LIMIT = 12_000_000  # bytes: issue 13, "the default site at most 12 MB in total"
 VEGA = re.compile(r'<script src="[^"]*assets/javascripts/vega-bundle\.js"></script>')
@@ -207,7 +207,7 @@ def test_views_pages_use_the_full_width_with_the_navigation_in_a_drawer(default_
     assert box(view, ".md-sidebar--primary")["right"] <= 0 and no_sideways_scroll(view)
     view.page.click("label.md-header__button[for=__drawer]")
     glossary = view.page.locator(".md-sidebar--primary a.md-nav__link[href='glossary.html']")
-    view.page.wait_for_function("document.querySelector('.md-sidebar--primary').getBoundingClientRect().left === 0",
+    wait_until(view.page, "() => document.querySelector('.md-sidebar--primary').getBoundingClientRect().left === 0",
                                 timeout=5_000)  # slid in
     glossary.click()
     view.page.wait_for_url("**/glossary.html", timeout=5_000)
@@ -226,7 +226,7 @@ def test_pages_with_a_table_of_contents_keep_their_sidebars(default_site, open_s
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))
 def test_patterns_page_sets_matrices_in_a_grid(default_site, open_sized, viewport):
     view = open_sized((default_site / "patterns.html").as_uri(), viewport)
-    view.page.wait_for_function("[...document.querySelectorAll('.rg-grid .rg-chart')].every(c => c.rgView)",
+    wait_until(view.page, "() => [...document.querySelectorAll('.rg-grid .rg-chart')].every(c => c.rgView)",
                                 timeout=20_000)
     rows = view.page.evaluate("""() => [...document.querySelectorAll('.rg-grid')].map(grid => new Set(
         [...grid.querySelectorAll('.rg-chart svg')].map(svg => Math.round(svg.getBoundingClientRect().top))).size)""")

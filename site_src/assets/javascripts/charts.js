@@ -7,6 +7,12 @@
   var EMBED_OPTIONS = {
     actions: false, // downloads are offered as files written at build time
     renderer: "svg",
+    // The pages' Content-Security-Policy (overrides/main.html) allows no eval and no inline style:
+    // Vega's expressions run in its interpreter (ast), not compiled with Function(), and neither
+    // vega-embed nor its tooltip adds a <style> element (reportgen.css styles both instead).
+    ast: true,
+    defaultStyle: false,
+    tooltip: { disableDefaultStyle: true },
     // A chart item with an href (reportgen/site/charts/vegalite.py `links`) opens it in this tab, as every other
     // link of the site does: Vega follows it through an <a> with the loader's target.
     loader: { target: "_self" },

@@ -26,11 +26,13 @@
     });
     frame.hidden = true;
     frame.setAttribute("aria-hidden", "true");
-    frame.srcdoc = "<!doctype html><script>window.postMessage = function (data) {" +
-      " parent.__rgWorkerReply(frameElement, data); };<\/script>" +
-      "<script src=\"" + src + "\"><\/script>";
+    // Only a script file in the frame: it inherits the page's policy, which runs no inline script.
+    // The worker script answers only messages, which are delivered after the load, so its replies
+    // find postMessage already pointing back here.
+    frame.srcdoc = "<!doctype html><script src=\"" + src + "\"><\/script>";
     frame.addEventListener("load", function () {
       frameWindow = frame.contentWindow;
+      frameWindow.postMessage = function (data) { window.__rgWorkerReply(frame, data); };
       queue.splice(0).forEach(function (data) { deliver(frameWindow, data); });
     });
     frame.rgWorker = target;

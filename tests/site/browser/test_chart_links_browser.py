@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reportgen.site.charts import chartdata, vegalite
-from tests.helpers import VIEWPORTS, check_report
+from tests.helpers import VIEWPORTS, check_report, wait_until
 
 CHART_SCRIPT = re.compile(r'<script type="application/json" data-rg-chart="([^"]+)">(.*?)</script>', re.S)
 
@@ -221,7 +221,7 @@ def open_at(open_page):
 
 def drawn(view, chart_id: str, match: str | None = None) -> dict:
     """SCENE for one chart, once vega-embed has drawn it."""
-    view.page.wait_for_function(f"() => document.getElementById('{chart_id}').rgView", timeout=15_000)
+    wait_until(view.page, f"() => document.getElementById('{chart_id}').rgView", timeout=15_000)
     return view.page.evaluate(SCENE, [chart_id, match])
 
 

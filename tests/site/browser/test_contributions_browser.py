@@ -29,7 +29,7 @@ from reportgen.site.views import (
     standalone_page,
     views_html,
 )
-from tests.helpers import ROOT, TINY_WORDS, VIEW_DRAWN, VIEWPORTS, BrowserPage
+from tests.helpers import ROOT, TINY_WORDS, VIEW_DRAWN, VIEWPORTS, BrowserPage, wait_until
 
 pytestmark = pytest.mark.slow  # a browser, and tiny models run
 
@@ -182,11 +182,11 @@ def _thumb_pixels(page, layer: int, head: int) -> str:
 def test_the_model_view_redraws_its_thumbnails_and_the_enlarged_head(pages, open_at):
     view = open_at(_url(pages, "pair.html", "view=model&layer=1"))
     page = view.page
-    page.wait_for_function("document.querySelectorAll('.rgv-thumb[data-drawn]').length === 36")
+    wait_until(page, "() => document.querySelectorAll('.rgv-thumb[data-drawn]').length === 36")
     before = [_thumb_pixels(page, 1, head) for head in range(12)]
     page.click('.rgv-mode-btn[data-mode="contributions"]')
-    page.wait_for_function("[...document.querySelectorAll('.rgv-thumb')].every(c => "
-                           "(c.dataset.drawn || '').endsWith('|contributions'))")
+    wait_until(page, "() => [...document.querySelectorAll('.rgv-thumb')].every(c => "
+                     "(c.dataset.drawn || '').endsWith('|contributions'))")
     after = [_thumb_pixels(page, 1, head) for head in range(12)]
     assert sum(a != b for a, b in zip(before, after, strict=True)) >= 6  # the drawings changed, not only their keys
     # the enlarged head draws contributions, and its own switch (the toolbar is behind the dialog) flips it

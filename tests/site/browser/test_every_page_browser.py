@@ -2,9 +2,10 @@
 (390x844) size, opened from file:// as readers open it, with the network blocked.
 
 - Every page, both sizes: no sideways scroll, no console error, no failed request, no request for
-  anything but a file. Example pages: no element of the attention views extends past its own scroll
-  box (head view as loaded and with a token pinned, model view, an enlarged head); query/key pages:
-  the softmax column is in sight (and at 1366 px the whole table fits).
+  anything but a file; one Content-Security-Policy, with no 'unsafe-inline' or 'unsafe-eval', that
+  refused nothing the page and the clicks on it did. Example pages: no element of the attention
+  views extends past its own scroll box (head view as loaded and with a token pinned, model view, an
+  enlarged head); query/key pages: the softmax column is in sight (and at 1366 px the whole table fits).
 - At 1366 px on example 1 the head view shows every weight of a pinned token without scrolling, and
   the model view's grid fits or scrolls with sticky labels.
 - Links: every href's file and anchor exist and every view link's layer/head/token is in range; on
@@ -32,7 +33,7 @@ from urllib.parse import parse_qsl, unquote, urljoin, urlsplit
 
 import pytest
 
-from tests.helpers import VIEWPORTS, BrowserPage
+from tests.helpers import VIEWPORTS, BrowserPage, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -135,6 +136,12 @@ UNSEEN_JS = "selector => {" + DESCRIBE_JS + """
     return rect.left < left - 1 || rect.right > right + 1;
   }).map(describe);
 }"""
+
+# Every Content-Security-Policy violation of the page, kept for policy_problems (before any script runs).
+VIOLATIONS_JS = """window.__rgViolations = [];
+document.addEventListener('securitypolicyviolation', event => window.__rgViolations.push(
+  `${event.effectiveDirective} refused ${event.blockedURI || 'inline code'} ${event.sample || ''}`.trim()));"""
+POLICY_JS = """() => [...document.querySelectorAll('meta[http-equiv="Content-Security-Policy"]')].map(m => m.content)"""
 
 # The first view's state after the next two frames (a model view scrolls its layer into sight in one).
 STATE_JS = """() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(() => {
@@ -339,6 +346,7 @@ class Tab:
     """One page in one browser context at one viewport, reused for every page it opens."""
 
     def __init__(self, context, site: Path, viewport: str):
+        context.add_init_script(VIOLATIONS_JS)
         self.site = site
         self.viewport = viewport
         self.view = BrowserPage(context.new_page())
@@ -368,7 +376,7 @@ class Tab:
     def wait_ready(self) -> None:
         self.page.wait_for_load_state("load")
         try:
-            self.page.wait_for_function(READY_JS, timeout=15_000)
+            wait_until(self.page, READY_JS, timeout=15_000)
         except Exception:  # noqa: BLE001 - reported as a problem of the page, with what it logged
             self.view.errors.append("the views or charts never finished drawing (15 s)")
 
@@ -514,6 +522,19 @@ def click_link(tab: Tab, page: str, href: str, where: str) -> list[str]:
     return landing_problems(tab, page, href, where)
 
 
+def policy_problems(tab: Tab, where: str) -> list[str]:
+    """Issue 27: the page has one policy, with no 'unsafe-inline' or 'unsafe-eval' and nothing remote, and
+    nothing the page did since it opened (its own scripts, Material's, Vega's, the clicks) was refused."""
+    policies = tab.page.evaluate(POLICY_JS)
+    if len(policies) != 1:
+        return [f"{where}: {len(policies)} Content-Security-Policy elements, not one"]
+    loose = [word for word in ("'unsafe-inline'", "'unsafe-eval'", "'unsafe-hashes'", "*", "http:", "https:")
+             if word in policies[0].split()]
+    out = [f"{where}: the policy allows {word}" for word in loose]
+    refused = tab.page.evaluate("() => window.__rgViolations")
+    return out + [f"{where}: refused by the policy: {text}" for text in refused]
+
+
 # ------------------------------------------------------------------ the tests
 
 def example_problems(tab: Tab, where: str) -> list[str]:
@@ -543,8 +564,9 @@ def query_key_problems(tab: Tab, where: str, viewport: str) -> list[str]:
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)
 def test_every_page_fits_and_loads_cleanly(pages, tabs, viewport):
-    """Every page: no sideways scroll, no error, no failed or remote request. Example pages: the views in
-    each state stay inside their boxes; query/key pages: the softmax stays in sight."""
+    """Every page: no sideways scroll, no error, no failed or remote request, a strict policy that refused
+    nothing. Example pages: the views in each state stay inside their boxes; query/key pages: the softmax
+    stays in sight."""
     tab, failures = tabs[viewport], []
     for name in pages:
         tab.open(name)
@@ -554,7 +576,7 @@ def test_every_page_fits_and_loads_cleanly(pages, tabs, viewport):
             failures += example_problems(tab, where)
         elif name.endswith("-qk.html"):
             failures += query_key_problems(tab, where, viewport)
-        failures += tab.problems(where)
+        failures += policy_problems(tab, where) + tab.problems(where)
     assert not failures, _report(failures)
 
 
@@ -738,7 +760,7 @@ class Controls:
             self.failures.append(f"{self.where}, {label}: {str(err).splitlines()[0]}")
             return False
         # a view that fetches a layer's data file draws (and writes its state) when the file is in
-        self.page.wait_for_function(LOADED_JS, timeout=15_000)
+        wait_until(self.page, LOADED_JS, timeout=15_000)
         self.failures += state_problems(self.tab, f"{self.where}, {label}", **wanted)
         return True
 
@@ -755,8 +777,8 @@ class Controls:
         """The copy control says it copied, or shows the link; either way the link is the view's state."""
         try:
             self.page.click(f"{scope} .rgv-copy", timeout=5_000)
-            self.page.wait_for_function(f"() => document.querySelector({json.dumps(scope + ' .rgv-copy-note')})"
-                                        ".textContent !== ''", timeout=3_000)
+            wait_until(self.page, f"() => document.querySelector({json.dumps(scope + ' .rgv-copy-note')})"
+                                  ".textContent !== ''", timeout=3_000)
         except Exception as err:  # noqa: BLE001 - reported with the others
             self.failures.append(f"{self.where}, copy link: {str(err).splitlines()[0]}")
             return

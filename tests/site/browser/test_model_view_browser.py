@@ -14,7 +14,7 @@ import pytest
 
 from reportgen.config import ExampleSpec
 from reportgen.site.views import example_payload, standalone_page, views_html
-from tests.helpers import ROOT, TINY_WORDS, BrowserPage
+from tests.helpers import ROOT, TINY_WORDS, BrowserPage, wait_until
 
 pytestmark = pytest.mark.slow  # a browser (the models are tiny: seconds)
 
@@ -170,7 +170,7 @@ def _comes_into_sight(page, layer: int) -> bool:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     try:
-        page.wait_for_function(LAYER_IN_SIGHT, arg=layer, timeout=3000)
+        wait_until(page, LAYER_IN_SIGHT, arg=layer, timeout=3000)
     except PlaywrightTimeout:
         return False
     return True
@@ -252,7 +252,7 @@ def test_a_thumbnail_opens_its_head_over_the_grid(pages, open_view, viewport):
     assert edges[0] >= 0 and edges[1] <= viewport["width"]
     page.keyboard.press("Escape")
     # the dialog's close event, which writes the link, comes a task after [open] goes (a race under load)
-    page.wait_for_function("location.hash === '#view=model&layer=2'")
+    wait_until(page, "() => location.hash === '#view=model&layer=2'")
     assert not page.evaluate("document.querySelector('dialog.rgv-zoom').open") and _grid_top(page) == before
     focused = page.evaluate("[document.activeElement.dataset.layer, document.activeElement.dataset.head]")
     assert focused == ["2", "3"]  # focus back on the thumbnail
@@ -323,12 +323,12 @@ def test_thumbnails_and_the_dialog_work_from_the_keyboard(pages, open_view):
     assert page.evaluate("document.activeElement.className") == "rgv-zoom-close"
     page.keyboard.press("Escape")
     # the dialog's close event is a task of its own: wait for the view to take it
-    page.wait_for_function("!document.querySelector('dialog.rgv-zoom').open && !location.hash.includes('head=')")
+    wait_until(page, "() => !document.querySelector('dialog.rgv-zoom').open && !location.hash.includes('head=')")
     assert page.evaluate("[document.activeElement.dataset.layer, document.activeElement.dataset.head]") == ["3", "1"]
     page.keyboard.press("Home")  # the row's label
     page.keyboard.press("ArrowUp")
     page.keyboard.press("Enter")
-    page.wait_for_function("location.hash === '#view=model&layer=2'", timeout=5_000)
+    wait_until(page, "() => location.hash === '#view=model&layer=2'", timeout=5_000)
     assert _current_layers(page) == [2]
     # the grid is one tab stop: Tab leaves it
     page.keyboard.press("Tab")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, BrowserPage, make_tiny_bert, write_config
+from tests.helpers import ROOT, BrowserPage, make_tiny_bert, wait_until, write_config
 
 pytestmark = pytest.mark.slow
 
@@ -80,7 +80,7 @@ def printed(browser):
         view.page.emulate_media(media="print")
         view.page.goto(url)
         view.page.wait_for_load_state("load")
-        view.page.wait_for_function(ALL_DRAWN, timeout=20_000)
+        wait_until(view.page, ALL_DRAWN, timeout=20_000)
         return view, view.page.evaluate(MEASURE, HIDDEN)
 
     yield _open

@@ -25,7 +25,7 @@ from reportgen.site.views import (
     qk_payload,
     standalone_page,
 )
-from tests.helpers import ROOT, VIEW_DRAWN
+from tests.helpers import ROOT, VIEW_DRAWN, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -206,7 +206,7 @@ def test_a_missing_data_file_is_said_not_thrown(pages, open_at, tmp_path):
     (root / "example-6-data" / "l1h0.js").unlink()
     view = open_at((root / "long-files.html").as_uri(), DESKTOP)
     view.page.select_option(".rgv-layer", "1")
-    view.page.wait_for_function("document.querySelector('.rgv-status').textContent.includes('could not be loaded')")
+    wait_until(view.page, "() => document.querySelector('.rgv-status').textContent.includes('could not be loaded')")
     assert "example-6-data/l1h0.js" in view.page.inner_text(".rgv-status")
     assert [e for e in view.errors if "pageerror" in e] == []  # only the browser's own failed-request line
 

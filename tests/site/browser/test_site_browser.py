@@ -160,6 +160,43 @@ def test_pages_carry_a_csp_that_blocks_remote_scripts_and_connections(default_si
 
 
 
+# What a failure of escaping would let into a page: an inline script, an event handler, a javascript: link
+# and a style attribute. Each writes the page's title, or would colour a paragraph.
+INJECTED = ("<script>document.title = 'ran: script';</script>"
+            "<img src='missing.png' alt='' onerror=\"document.title = 'ran: onerror'\">"
+            "<a id='rg-canary-link' href=\"javascript:document.title = 'ran: link'\">a link</a>"
+            "<p id='rg-canary' style='color: rgb(255, 0, 0)'>injected</p>")
+
+
+def test_the_policy_stops_markup_that_escaping_let_through(default_site, browser, tmp_path):
+    """Issue 27: the policy is the second wall. Injected markup in an example page runs nothing and styles
+    nothing, and the page's own scripts (the views, the chart) still draw."""
+    import shutil
+
+    from tests.helpers import BrowserPage, wait_until
+
+    site = shutil.copytree(default_site, tmp_path / "site")
+    page_file = site / "example-1.html"
+    text = page_file.read_text(encoding="utf-8")
+    heading = text.index("<h1")
+    page_file.write_text(text[:heading] + INJECTED + text[heading:], encoding="utf-8")
+    context = browser.new_context()
+    context.add_init_script("window.__seen = []; document.addEventListener('securitypolicyviolation',"
+                            " e => window.__seen.push(e.effectiveDirective));")
+    view = BrowserPage(context.new_page())
+    view.page.goto(page_file.as_uri())
+    title = view.page.title()
+    wait_until(view.page, "() => document.querySelector('.rgv[data-rgv-state]') && "
+                          "document.querySelector('.vega-embed svg')", timeout=15_000)
+    view.page.click("#rg-canary-link")
+    view.page.wait_for_timeout(300)
+    seen = set(view.page.evaluate("() => window.__seen"))
+    assert not title.startswith("ran:") and not view.page.title().startswith("ran:")
+    assert {"script-src-elem", "script-src-attr", "style-src-attr"} <= seen, seen
+    assert view.page.eval_on_selector("#rg-canary", "p => getComputedStyle(p).color") != "rgb(255, 0, 0)"
+    context.close()
+
+
 @pytest.fixture
 def open_sized(open_page):
     """open_sized(url, viewport) -> BrowserPage at one of VIEWPORTS, network blocked, errors collected."""

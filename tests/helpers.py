@@ -441,9 +441,9 @@ class BrowserPage:
         dialog.dismiss()
 
 
-def wait_until(page, predicate: str, arg=None, timeout: float = 30_000):
-    """Polls `predicate` (a JavaScript function of `arg`) in `page` until it returns something truthy,
-    which it returns; a TimeoutError after `timeout` ms.
+def wait_until(page, predicate: str, arg=None, timeout: float = 30_000) -> None:
+    """Polls `predicate` (a JavaScript function of `arg`) in `page` until it returns something truthy
+    (only its truth comes back: a Vega view would not serialise); a TimeoutError after `timeout` ms.
 
     Playwright's own wait_for_function evaluates its predicate with eval() inside the page, which the
     site's Content-Security-Policy refuses (no 'unsafe-eval'); page.evaluate goes through the DevTools
@@ -454,8 +454,8 @@ def wait_until(page, predicate: str, arg=None, timeout: float = 30_000):
     deadline = time.monotonic() + timeout / 1000
     while True:
         try:
-            if value := page.evaluate(predicate, arg):
-                return value
+            if page.evaluate(f"arg => !!({predicate})(arg)", arg):
+                return
         except Error as err:
             if "context was destroyed" not in str(err):
                 raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import subprocess
 import sys
@@ -105,6 +106,32 @@ def default_site(tmp_path_factory) -> Path:
     status = (work / "build.rc").read_text().strip()
     assert status == "0", f"reportgen build exited {status}:\n" + (work / "build.log").read_text()[-3000:]
     return work / "site"
+
+
+@pytest.fixture(scope="session")
+def task_sites(tmp_path_factory) -> dict[str, Path]:
+    """Tiny random-BERT sites of the two other tasks, built once per run on first use (a few seconds each):
+    "classification" (a sequence classifier, graded pairs as labels) and "mlm" (a masked-LM head,
+    the examples' texts). Their pages name and explain other metrics than the default's Spearman."""
+    from tests.helpers import GRADED_PAIRS, build_tiny_site, make_ablation_bert, tiny_config
+
+    root = tmp_path_factory.mktemp("task-sites")
+    labelled = root / "pairs.tsv"
+    labelled.write_text("text\tpair\tlabel\n" + "".join(f"{a}\t{b}\t{int(score >= 3)}\n"
+                                                      for a, b, score in GRADED_PAIRS), encoding="utf-8")
+    sentences = root / "sentences.jsonl"
+    sentences.write_text("".join(json.dumps({"text": text}) + "\n" for a, b, _ in GRADED_PAIRS for text in (a, b)),
+                         encoding="utf-8")
+    tasks = {"classification": ("BertForSequenceClassification", {"num_labels": 2}, labelled),
+             "mlm": ("BertForMaskedLM", {}, sentences)}
+    sites = {}
+    for task, (cls_name, extra, data) in tasks.items():
+        model = make_ablation_bert(root / f"{task}-model", cls_name, **extra)
+        ablation = {"task": task, "data": data, "seeds": [0], "fractions": [0.0, 0.5], "bootstrap_samples": 100,
+                    "permutations": 100}
+        (root / task).mkdir()
+        sites[task] = build_tiny_site(root / task, tiny_config(model, title=f"A {task} model", ablation=ablation))
+    return sites
 
 
 @pytest.fixture(scope="session")

@@ -8,13 +8,14 @@ import numpy as np
 from reportgen.findings import names
 from reportgen.findings.formatting import (
     change,
+    change_with_absolute,
     fractions_list,
     interval,
     margin,
     metric_value,
+    p_number,
     p_text,
     percent,
-    signed,
 )
 from reportgen.findings.sentence import SHOWN_SIGNIFICANT, Sentence, grid, head_name, plural
 from reportgen.report import Ablation, Finding, Link, model_link
@@ -60,8 +61,15 @@ def _single_heads(ablation: Ablation) -> Finding:
     runs = tests.permutations
 
     def numbers(layer: int, head: int) -> dict:
-        return {"layer": layer, "head": head, "delta": float(delta[layer, head]), "p": tests.p_adjusted[layer][head],
+        return {"layer": layer, "head": head, "delta": float(delta[layer, head]),
+                "relative": tests.relative[layer][head], "p": tests.p_adjusted[layer][head],
                 "raw": tests.p_value[layer][head]}
+
+    def changed(h: dict) -> str:
+        return change_with_absolute(h["relative"], h["delta"], said)
+
+    def p_of(h: dict) -> str:
+        return p_text(h["p"], h["raw"], runs, tests.alpha)
 
     heads = sorted((numbers(int(layer), int(head)) for layer, head in np.argwhere(tests.significant)),
                    key=lambda x: x["delta"])
@@ -79,13 +87,13 @@ def _single_heads(ablation: Ablation) -> Finding:
             f" the other {total - len(heads)} show no significant change ({tests.test}, {correction}-corrected, "
             f"alpha {tests.alpha}). ")
         shown = heads[:SHOWN_SIGNIFICANT]
-        s.text("; ".join(f"{head_name(h, capital=i == 0)}: {signed(h['delta'])} ({p_text(h['p'], h['raw'], runs)})"
+        s.text("; ".join(f"{head_name(h, capital=i == 0)}: {changed(h)}, {p_of(h)}"
                          for i, h in enumerate(shown)) + ".")
     else:
         s.strong(f"No single head changes {said} significantly when masked alone").text(
             f" ({tests.test}, {correction}-corrected over {total} heads, alpha {tests.alpha}). The largest drop is "
-            f"{signed(worst['delta'])} ({head_name(worst)}, corrected {p_text(worst['p'], worst['raw'], runs)}); the "
-            f"largest gain {signed(best['delta'])} ({head_name(best)}, {p_text(best['p'], best['raw'], runs)}).")
+            f"{changed(worst)} ({head_name(worst)}, corrected {p_of(worst)}); the largest gain {changed(best)} "
+            f"({head_name(best)}, {p_of(best)}).")
     numbers = {"metric": metric, "significant": heads[:SHOWN_SIGNIFICANT], "count": len(heads), "total": total,
                "alpha": tests.alpha, "correction": tests.correction, "worst": worst, "best": best}
     return s.finding("ablation-single-heads", "ablation", bool(heads), _chart("ablation-single-heads"), numbers,
@@ -146,7 +154,8 @@ def _layer_halves(ablation: Ablation) -> Finding:
         i, t = index[at], test.fractions.index(at)
         s.strong(f"Masking heads in the {more} layers costs more {said} than in the {less} layers at "
                  f"{fractions_list(where)} of all heads").text(
-            f" ({p_text(test.p_adjusted[t], test.p_value[t], test.permutations)} at {percent(at)}; {test.test}). "
+            f" ({p_text(test.p_adjusted[t], test.p_value[t], test.permutations, test.alpha)} at {percent(at)}; "
+            f"{test.test}). "
             f"At {percent(at)}, masking only lower-layer heads changes {said} by "
             f"{change(halves.lower.relative_mean[i])}, only upper-layer heads by "
             f"{change(halves.upper.relative_mean[i])}.")
@@ -156,8 +165,8 @@ def _layer_halves(ablation: Ablation) -> Finding:
     else:
         best = int(np.nanargmin([np.inf if p is None else p for p in test.p_adjusted]))
         s.strong("Lower and upper layers do not differ significantly at any fraction").text(
-            f" (smallest corrected {p_text(test.p_adjusted[best], test.p_value[best], test.permutations)}, at "
-            f"{percent(test.fractions[best])}; {test.test}).")
+            f" (smallest corrected {p_text(test.p_adjusted[best], test.p_value[best], test.permutations, test.alpha)}"
+            f", at {percent(test.fractions[best])}; {test.test}).")
     deterministic = [f for f, same in zip(halves.fractions, halves.same_mask, strict=True)
                      if same and f in test.fractions]
     if deterministic:
@@ -180,7 +189,8 @@ def _importance(ablation: Ablation) -> Finding:
     better = [f for f, d, sig in zip(test.fractions, test.difference, test.significant, strict=True)
               if sig and (d > 0) == higher]
     supported = area.p_value < alpha
-    rank = f"its pruning curve's area beats {area.better_than} of {orders} random orders (rank p = {area.p_value:.2g}"
+    rank = (f"its pruning curve's area beats {area.better_than} of {orders} random orders (rank p = "
+            f"{p_number(area.p_value, alpha)}")
     rank += f", the smallest {orders} orders can give)" if area.p_value <= area.floor * (1 + 1e-9) else ")"
     s = Sentence()
     if supported:
@@ -217,18 +227,20 @@ def _whole_layers(ablation: Ablation) -> Finding:
     worst, best = layer_numbers(int(np.nanargmin(delta))), layer_numbers(int(np.nanargmax(delta)))
     improves = bool(best["delta"] > 0)
     s = Sentence().strong(f"Removing layer {worst['layer']} costs most:").text(
-        f" {signed(worst['delta'])} {said} ({change(worst['relative'])}, "
-        f"{'significant' if worst['significant'] else 'not significant'}, corrected "
-        f"{p_text(worst['p'], worst['raw'], tests.permutations)}; {tests.test}). ")
+        f" {change_with_absolute(worst['relative'], worst['delta'], said)}, "
+        f"{'significant' if worst['significant'] else 'not significant'} (corrected "
+        f"{p_text(worst['p'], worst['raw'], tests.permutations, tests.alpha)}; {tests.test}). ")
     if improves:
-        s.text(f"Removing layer {best['layer']} improves it by {signed(best['delta'])}, "
+        s.text(f"Removing layer {best['layer']} changes it by "
+               f"{change_with_absolute(best['relative'], best['delta'], said)}, "
                f"{'a significant improvement' if best['significant'] else 'not a significant change'} "
-               f"({p_text(best['p'], best['raw'], tests.permutations)}).")
+               f"({p_text(best['p'], best['raw'], tests.permutations, tests.alpha)}).")
     else:
         s.text("No whole-layer removal improves the metric.")
     links = _chart("ablation-whole-layers") + [Link(label="model view", href=model_link(worst["layer"]))]
     return s.finding("ablation-whole-layers", "ablation", True, links,
-                     {"metric": metric, "worst": worst, "best": best, "improves": improves},
+                     {"metric": metric, "worst": worst, "best": best, "improves": improves,
+                      "permutations": tests.permutations, "alpha": tests.alpha},
                      test=tests.test, p_value=worst["p"])
 
 

@@ -250,7 +250,7 @@ def _lower_layers(ablation: Ablation | None, by_id: dict[str, Finding]) -> Claim
         why = (f"the lower half costs more at {fractions_list(lower)}, the upper half at {fractions_list(upper)}"
                if lower else "the halves do not differ significantly at any fraction tested")
     t, i = test.fractions.index(at), halves.fractions.index(at)
-    p = p_text(test.p_adjusted[t], test.p_value[t], test.permutations)
+    p = p_text(test.p_adjusted[t], test.p_value[t], test.permutations, test.alpha)
     number = (f"{_said(ablation)} at {percent(at)}: lower half masked {change(halves.lower.relative_mean[i])}, "
               f"upper half {change(halves.upper.relative_mean[i])} (corrected {p})")
     note = (f"Lower = layers {_span(halves.lower_layers)}, upper = {_span(halves.upper_layers)} of this model's "
@@ -306,7 +306,7 @@ def _middle_layer(ablation: Ablation | None, by_id: dict[str, Finding]) -> Claim
         verdict, why = "not supported here", f"no middle layer changes {_said(ablation)} significantly"
 
     def said(layer: int) -> str:
-        p = p_text(tests.p_adjusted[layer], tests.p_value[layer], tests.permutations)
+        p = p_text(tests.p_adjusted[layer], tests.p_value[layer], tests.permutations, tests.alpha)
         return f"layer {layer}: {change(tests.relative[layer])} (corrected {p})"
 
     number = f"{_said(ablation)}, best middle {said(best)}" + (f"; {said(analogue)}" if analogue != best else "")

@@ -103,5 +103,6 @@ def _per_head(s: Sentence, test: DelimiterContribution, with_p: bool) -> None:
         s.text((" " if index == 0 else "; ") + f"{head_name(head.model_dump())} {share(head.weight)} → "
                f"{share(head.contribution)}{p_value}")
         if head.example >= 0:
-            s.text(" (").link("view", head_link(head.example, head.layer, head.head, mode="contributions")).text(")")
+            href = head_link(head.example, head.layer, head.head, mode="contributions")
+            s.text(" (").link(f"view on example {head.example + 1}", href).text(")")
     s.text(".")

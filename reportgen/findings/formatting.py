@@ -32,12 +32,27 @@ def metric_value(x: float) -> str:
 
 
 def signed(x: float) -> str:
-    return f"{x:+.3f}"
+    """An absolute change of a metric, 3 decimals with its sign; a change that rounds to zero is "0.000",
+    never "-0.000" (a sign the rounding cannot back)."""
+    text = f"{x:+.3f}"
+    return "0.000" if not text.strip("+-0.") else text
 
 
 def change(x: float | None) -> str:
-    """A relative change, e.g. -1.3%."""
-    return "n/a" if x is None else f"{100 * x:+.1f}%"
+    """A relative change, e.g. -1.3%; one that rounds to zero is "0.0%", never "-0.0%" or "+0.0%"."""
+    if x is None:
+        return "n/a"
+    text = f"{100 * x:+.1f}%"
+    return "0.0%" if not text.strip("+-0.%") else text
+
+
+def change_with_absolute(relative: float | None, absolute: float | None, metric: str = "") -> str:
+    """The site's one way to write a change of a metric (issue 28): the relative change first, the absolute
+    change beside it, e.g. "-1.3% (-0.012 Spearman)"; only the relative one when the absolute is unknown."""
+    if absolute is None:
+        return change(relative)
+    unit = f" {metric}" if metric else ""
+    return f"{change(relative)} ({signed(absolute)}{unit})"
 
 
 def interval(ci: list[float | None]) -> str:
@@ -51,10 +66,23 @@ def fractions_list(fractions: list[float]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def p_text(adjusted: float | None, raw: float | None, permutations: int) -> str:
+def p_text(adjusted: float | None, raw: float | None, permutations: int, alpha: float | None = None) -> str:
     """A permutation p-value (corrected or not), written as a bound when the raw p-value sits at its
-    floor 1 / (permutations + 1): the test cannot say how much smaller it is."""
+    floor 1 / (permutations + 1): the test cannot say how much smaller it is.
+
+    With the test's `alpha`, the value gets as many digits as it needs to stay on its side of alpha:
+    0.0498 is "0.0498", not "0.05", which would read as not significant beside a star (p < alpha)."""
     if adjusted is None:
         return "p undefined"
     bound = raw is not None and permutations > 0 and raw <= (1 + 1e-9) / (permutations + 1)
-    return f"p {'≤' if bound else '='} {adjusted:.2g}"
+    return f"p {'≤' if bound else '='} {p_number(adjusted, alpha)}"
+
+
+def p_number(p: float, alpha: float | None = None) -> str:
+    """A p-value, 2 significant digits, more (up to 4) where 2 would put it on the other side of alpha."""
+    for digits in (2, 3, 4):
+        text = f"{p:.{digits}g}"
+        if alpha is None or (float(text) < alpha) == (p < alpha):
+            return text
+    return text
+

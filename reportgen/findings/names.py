@@ -11,7 +11,10 @@ its own scale in nats, and a difference of two shares is drawn on -1..1 around 0
 `colour` is a head label's colour wherever heads are coloured by their label (the head map,
 the head-similarity map): the Okabe-Ito palette (Okabe and Ito 2008, "Color Universal Design"),
 whose colours stay apart for the common kinds of colour blindness, and a neutral grey for
-"mixed" (no pattern). Only the labels of patterns.LABELS have one.
+"mixed" (no pattern). Its sky blue, orange and yellow, and a light grey, have under 3:1 contrast
+with the white page (WCAG 2.1 1.4.11: the colour is what tells a cell's pattern), so those four are
+replaced by darker colours that stay apart from the others (issue 28). Only the labels of
+patterns.LABELS have one.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class PatternName:
 PATTERNS: dict[str, PatternName] = {
     "previous_token": PatternName("Previous token", "Attention on the token just before.", "argmax-test",
                                   colour="#0072b2"),
-    "next_token": PatternName("Next token", "Attention on the token just after.", "argmax-test", colour="#56b4e9"),
+    "next_token": PatternName("Next token", "Attention on the token just after.", "argmax-test", colour="#6a3d9a"),
     "previous_token_argmax": PatternName(
         "Previous token, argmax share", "Share of the tokens whose largest weight is on the token just before.",
         "argmax-test"),
@@ -75,15 +78,15 @@ PATTERNS: dict[str, PatternName] = {
     "cls_sep": PatternName("[CLS] and [SEP]", "Attention on [CLS] and [SEP] together.", "no-op"),
     "punctuation": PatternName("Punctuation", "Attention on '.' and ',' (only these two).", "no-op"),
     "delimiter": PatternName("[CLS], [SEP] and punctuation", "Attention on [CLS], [SEP], '.' and ',' together.",
-                             "no-op", colour="#e69f00"),
+                             "no-op", colour="#8f7500"),
     "entropy": PatternName("Entropy", "How spread the attention is, in nats.", "entropy", "nats"),
     "effective_share": PatternName(
         "Effective share", "exp(entropy) / n: the share of the tokens uniform attention would cover to be as spread.",
         "effective-share"),
     "max_weight": PatternName("Largest weight", "The largest weight of a token's attention, averaged over tokens."),
     "broad": PatternName("Broad attention", "Attention spread over many tokens (a high effective share).",
-                         "effective-share", colour="#f0e442"),
-    "mixed": PatternName("Mixed", "No single pattern passes its threshold.", colour="#d4d4d4"),
+                         "effective-share", colour="#a03d5c"),
+    "mixed": PatternName("Mixed", "No single pattern passes its threshold.", colour="#8c8c8c"),
 }
 
 # The heads with a known simple pattern whose scores on the same inputs are each statistic's nulls

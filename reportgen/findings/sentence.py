@@ -54,7 +54,10 @@ def plural(count: int, many: str, one: str = "") -> str:
 
 
 def view(sentence: Sentence, head: dict) -> Sentence:
-    return sentence.link("view", head_link(head["example"], head["layer"], head["head"]))
+    """The link to the head's view on the example where it shows the pattern most. Its words name the example, so
+    that printed (links print as text) it still says where to look, not a bare "view"."""
+    href = head_link(head["example"], head["layer"], head["head"])
+    return sentence.link(f"view on example {head['example'] + 1}", href)
 
 
 def grid(values: list[list[float | None]]) -> np.ndarray:

@@ -97,7 +97,8 @@ class _Drawing:
 
 def side_by_side(specs: list[dict]) -> dict:
     """One Vega-Lite spec drawing `specs` in a row, each with its own data and title (for export)."""
-    parts = [{key: value for key, value in spec.items() if key not in ("$schema", "config")} for spec in specs]
+    parts = [{key: value for key, value in spec.items() if key not in ("$schema", "config", "usermeta")}
+             for spec in specs]  # usermeta: how a page lays one chart out (charts.js), not part of the picture
     combined = {"hconcat": parts, "spacing": 24}
     for key in ("$schema", "config"):
         if key in specs[0]:

@@ -23,6 +23,55 @@ class Term:
 
 
 TERMS: tuple[Term, ...] = (
+    # The model and what is done to it (issue 28: a newcomer meets these words first). A word as common on the
+    # pages as "head" or "layer" is linked only in its long form, or a page would be a sea of links.
+    Term("head", "Head", ("attention head", "attention heads"),
+         "One attention head: in each layer, the model splits its attention into several heads, each with its own "
+         "weights, that decide separately which tokens every token looks at. Heads are named by layer and "
+         "number, both counted from 0 (layer 2 head 5)."),
+    Term("layer", "Layer", ("transformer layer", "transformer layers"),
+         "One of the model's stacked blocks; each holds the same number of attention heads and reads what the "
+         "layer below wrote. Layer 0 is the first, closest to the input."),
+    Term("masking", "Masking a head", ("masking",),
+         "Switching one head off while every other weight stays as it is: its output is set to zero (or its "
+         "attention made uniform, as the ablation page states), and the task is scored again to see what the "
+         "model loses."),
+    Term("cls-sep", "[CLS] and [SEP]", (),
+         "Special tokens the tokenizer adds to every input: [CLS] (or <s>) at the start and [SEP] (or </s>) at "
+         "the end of each sentence. They carry no word; heads with nothing to do often rest their attention on "
+         "them."),
+    Term("relative-change", "Relative change", ("relative change", "relative changes"),
+         "A change of the task's metric as a share of the unmasked model's score: (masked - unmasked) / unmasked, "
+         "in percent; -1.0% means 1% lower. The absolute change (masked - unmasked, in the metric's own units) "
+         "is given beside it where it matters."),
+    Term("significant", "Significant", ("significant",),
+         "A change is significant when its stated test, after the stated correction for many tests, gives a "
+         "p-value below alpha (0.05 unless the page says otherwise). Not significant does not mean no change: "
+         "the data could not tell."),
+    # The task metrics (reportgen/ablation/tasks.py: similarity, classification, masked-token prediction); the
+    # ids are the metric keys of names.METRICS, with "-" for "_".
+    Term("spearman", "Spearman correlation", ("Spearman",),
+         "How well the model's scores rank the examples as the gold grades do: the correlation between the "
+         "ranks of the two, from -1 to 1. 1: the same order as the grades; 0: no relation. Only the order of "
+         "the scores counts, not their size. The similarity task's main metric."),
+    Term("pearson", "Pearson correlation", ("Pearson",),
+         "How close the model's scores and the gold grades are to a straight-line relation, from -1 to 1 (1: "
+         "exactly on one rising line). Reported beside Spearman for the similarity task."),
+    Term("accuracy", "Accuracy", ("accuracy",),
+         "The share of answers the model gets right: for classification, the texts given their gold label; for "
+         "masked-token prediction, the masked tokens predicted exactly."),
+    Term("macro-f1", "Macro-F1", ("macro-F1",),
+         "For classification: the F1 score (the harmonic mean of precision and recall) of each label, averaged "
+         "so that every label counts the same, however rare. Reported beside accuracy."),
+    Term("mcc", "MCC", ("MCC", "Matthews correlation"),
+         "Matthews correlation coefficient, for classification: the correlation between the predicted and the "
+         "gold labels, from -1 to 1, 0 for guessing; it stays fair when some labels are much more frequent. "
+         "Reported beside accuracy."),
+    Term("loss", "Loss", ("cross-entropy",),
+         "The task's loss: for classification and masked-token prediction the mean cross-entropy, -ln of the "
+         "probability the model gives the right answer (lower is better); for similarity the squared error "
+         "between the (calibrated) similarity and the gold grade scaled to 0-1."),
+    # How attention is measured, and how the tests decide.
     Term("entropy", "Entropy", ("entropy", "entropies"),
          "How spread one token's attention is: -sum of a ln a over its weights a, in nats, averaged over the "
          "tokens. 0 means all weight on one token; ln n means the same weight on all n tokens. The weights are "

@@ -50,6 +50,7 @@ def environment(templates: Path) -> jinja2.Environment:
     env.filters["plural"] = plural
     env.filters["anchor"] = anchor
     env.filters["change"] = formatting.change
+    env.filters["signed"] = lambda x: "n/a" if x is None else formatting.signed(x)
     env.filters["interval"] = formatting.interval
     env.filters["percent"] = formatting.percent
     env.filters["margin"] = formatting.margin

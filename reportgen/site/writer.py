@@ -52,8 +52,8 @@ def write_site(report: Report, example_views: list[ExampleViews], out: output.Ou
         previews.add_to_pages(report, nav, docs)
         (docs / "report.json").write_text(report.to_json(), encoding="utf-8")
         exports.write_json(docs / "manifest.json", report.manifest.model_dump(mode="json"))
-        mkdocs_build(base_config, src / "overrides", report.title, report.site_url, docs, staging / "site", nav,
-                     reproducible)
+        mkdocs_build(base_config, src / "overrides", report.title, report.site_url, docs, staging / "site",
+                     menu(nav), reproducible)
         (staging / "site" / ".nojekyll").write_text("", encoding="utf-8")  # GitHub Pages: serve as is
         output.mark(staging / "site")
         output.swap(staging / "site", out)
@@ -90,8 +90,8 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
     example_nav = [{"All examples": "examples.md"}]
     selectivity = stats.settings["thresholds"].get("boundary_selectivity")
     for done, (example, example_view) in enumerate(zip(report.examples, example_views, strict=True), 1):
-        example_nav.append({f"Example {example.id}": write_example(env, recorder, docs, example, example_view,
-                                                                   selectivity, report, cache)})
+        example_nav.append({nav_label(example): write_example(env, recorder, docs, example, example_view,
+                                                              selectivity, report, cache)})
         progress("Writing pages", done, len(example_views))
     exports.export_charts(recorder.recorded, docs / "charts", progress, cache)
     return [{"Findings": "index.md"}, {"Attention statistics": "statistics.md"},
@@ -99,6 +99,43 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
             *([{"Head ablation": "ablation.md"}] if report.ablation else []),
             *([{"Model comparison": "compare.md"}] if report.comparison else []),
             {"Examples": example_nav}, {"Glossary": glossary.PAGE}, {"Run manifest": "manifest.md"}]
+
+
+def one_line(text: str) -> str:
+    """User text for a one-line label: its runs of whitespace (newlines too) as single spaces."""
+    return " ".join(text.split())
+
+
+def nav_label(example: Example) -> str:
+    """An example's entry in the menu, by its name where it has one ("3. Negation"), so a reader can find
+    an example without opening each (issue 28); plain text: menu() escapes it for Material."""
+    name = one_line(example.name or "")
+    return f"{example.id}. {name}" if name else f"Example {example.id}"
+
+
+def menu(nav: list) -> list:
+    """The nav as MkDocs gets it: every label HTML-escaped once, since Material prints nav titles
+    unescaped (example names are user text). The unescaped nav stays for the link previews, whose
+    template escapes what it prints."""
+    return [{html.escape(label, quote=True): menu(target) if isinstance(target, list) else target
+             for label, target in entry.items()} for entry in nav]
+
+
+def page_title(example: Example) -> str:
+    """The example page's title in the browser's tab and the header ("Example 3: Negation"): Material prints
+    a page's front-matter title unescaped, so it is HTML-escaped here (the name is user text)."""
+    name = one_line(example.name or "")
+    return html.escape(f"Example {example.id}: {name}" if name else f"Example {example.id}", quote=True)
+
+
+def example_pager(examples: list[Example], index: int) -> dict:
+    """The previous and next example of examples[index] ({"id", "name"}, or None at either end), for the
+    links at the foot of its page."""
+    def entry(at: int) -> dict | None:
+        if not 0 <= at < len(examples):
+            return None
+        return {"id": examples[at].id, "name": one_line(examples[at].name or "") or None}
+    return {"previous": entry(index - 1), "next": entry(index + 1)}
 
 
 def write_glossary(env, docs: Path) -> None:
@@ -126,9 +163,11 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
     head map, which marks the heads whose masking matters on the task (and writes its PNG, from `cache`
     when a build drew it before)."""
     page = f"example-{example.id}.md"
+    index = next(at for at, other in enumerate(report.examples) if other.id == example.id)
     tokens = [{"text": text, "segment": SEGMENT_CLASS[segment]}
               for text, segment in zip(example_view.tokens, example_view.segments, strict=True)]
-    pages.render(env, "example.md.j2", docs / page, recorder, front_matter=WIDE, ex=example, tokens=tokens,
+    pages.render(env, "example.md.j2", docs / page, recorder, front_matter={**WIDE, "title": page_title(example)},
+                 ex=example, tokens=tokens, pager=example_pager(report.examples, index),
                  views=Markup(view_files.example_html(docs, example.id, example_view.payload,
                                                           qk_href=example.qk_page)),
                  contributions="contributions" in example_view.payload,

@@ -122,3 +122,34 @@ test('models with more than 16 heads get generated colours, still at 3:1 and all
   // neighbours, which share the head toggles' row, are clearly apart
   for (let h = 1; h < colours.length; h++) assert.ok(deltaE(channels(colours[h - 1]), channels(colours[h])) > 20, h);
 });
+
+// OKLab (Björn Ottosson's published matrices) of an sRGB colour: lightness L and the a, b plane whose angle is
+// the hue. Closer to how different two colours look than CIELAB is for blues, where CIE76 overstates differences.
+function oklab(rgb) {
+  const [r, g, b] = rgb.map((c) => {
+    const s = c / 255;
+    return s <= 0.04045 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+  });
+  const l = Math.cbrt(0.4122214708 * r + 0.5363325363 * g + 0.0514459929 * b);
+  const m = Math.cbrt(0.2119034982 * r + 0.6806995451 * g + 0.1073969566 * b);
+  const s = Math.cbrt(0.0883024619 * r + 0.2817188376 * g + 0.6299787005 * b);
+  return [0.2104542553 * l + 0.793617785 * m - 0.0040720468 * s, 1.9779984951 * l - 2.428592205 * m + 0.4505937099 * s,
+    0.0259040371 * l + 0.7827717662 * m - 0.808675766 * s];
+}
+
+test('in a 12-head model, two head colours of nearly the same hue differ clearly in lightness', () => {
+  // issue 28: heads 0 and 7 were two mid blues (hue 15 degrees and lightness 0.06 apart) that read as one colour
+  const colours = Array.from({ length: 12 }, (_, h) => oklab(channels(views.headColour(h, 12))));
+  let alike = 0;
+  for (let i = 0; i < 12; i++) {
+    for (let j = i + 1; j < 12; j++) {
+      const [one, other] = [colours[i], colours[j]];
+      const apart = Math.abs(Math.atan2(one[2], one[1]) - Math.atan2(other[2], other[1])) * 180 / Math.PI;
+      if (Math.min(apart, 360 - apart) >= 20) continue;
+      alike++;
+      const lighter = Math.abs(one[0] - other[0]);
+      assert.ok(lighter >= 0.12, `heads ${i} and ${j} of 12: same hue, lightness only ${lighter.toFixed(3)} apart`);
+    }
+  }
+  assert.ok(alike > 0, 'the check meets pairs of the same hue'); // 12 colours cannot all differ by 20 degrees of hue
+});

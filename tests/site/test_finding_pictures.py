@@ -104,6 +104,20 @@ def test_every_finding_that_ran_gets_its_picture(report):
     assert set(specs) <= {finding.id for finding in report.findings}
     for spec in specs.values():
         assert spec["description"].endswith(".") and spec["config"]["aria"] is False
+        # Issue 28: no text under 10 px (the page shows a picture at its size or larger, see the browser test).
+        sizes = [value for key, value in _walk(spec) if key.lower().endswith("fontsize")]
+        assert sizes and min(sizes) >= 10, sizes
+
+
+def _walk(node):
+    """Every (key, value) pair anywhere in a spec."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key, value
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _walk(item)
 
 
 def test_pictures_draw_the_reports_own_numbers(report):
@@ -118,6 +132,11 @@ def test_pictures_draw_the_reports_own_numbers(report):
     halves = specs["ablation-layer-halves"]["data"]["values"]
     assert [row["mean"] for row in halves if row["group"] == "upper layers"] == \
         report.ablation.layer_halves.upper.relative_mean
+    # Issue 28: a change is relative on every page, so the single-head picture draws the relative change.
+    single = {(row["layer"], row["head"]): row["value"] for row in specs["ablation-single-heads"]["data"]["values"]}
+    assert single == {(layer, head): value for layer, values in enumerate(report.ablation.single_heads.relative)
+                      for head, value in enumerate(values) if value is not None}
+    assert specs["ablation-single-heads"]["layer"][0]["encoding"]["color"]["legend"]["format"].endswith("%")
     strip = specs["patterns-delimiter"]["data"]["values"]
     assert {(row["layer"], row["head"]): row["value"] for row in strip} == {
         (layer, head): value for layer, values in enumerate(report.statistics.delimiter.mean)

@@ -232,3 +232,20 @@ def test_anchors_print_as_they_are_and_only_slugs_pass():
     for bad in ("a b", "x\"y", "<b>", "", "Upper"):
         with pytest.raises(ValueError):
             render("{{ x|anchor }}\n", x=bad)
+
+
+def test_the_glossary_defines_every_metric_the_tasks_print_and_a_newcomers_words():
+    """Issue 28: every metric a task reports (reportgen/ablation/tasks.py), by its key, and the words a newcomer
+    meets first: head, layer, masking, [CLS]/[SEP], relative change, significant."""
+    from reportgen.ablation.tasks import ClassificationTask, MaskedLMTask, SimilarityTask
+
+    metrics = {key for task in (SimilarityTask, ClassificationTask, MaskedLMTask) for key in task.metric_names}
+    assert metrics == {"spearman", "pearson", "accuracy", "macro_f1", "mcc", "loss"}
+    for key in metrics:
+        term = glossary.BY_ID[key.replace("_", "-")]
+        assert names.metric(key).lower() in (term.name.lower() + " " + term.definition.lower()), key
+    assert {"head", "layer", "masking", "cls-sep", "relative-change", "significant"} <= set(glossary.BY_ID)
+    links = parse(render("Spearman and accuracy, a relative change, macro-F1, not significant.\n")).terms
+    assert [href for href, _, _ in links] == ["glossary.md#spearman", "glossary.md#accuracy",
+                                              "glossary.md#relative-change", "glossary.md#macro-f1",
+                                              "glossary.md#significant"]

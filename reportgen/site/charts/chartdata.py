@@ -223,22 +223,25 @@ def ablation_charts(ablation: Ablation) -> dict:
     metric = names.metric(ablation.task.metric)  # as the pages write it
     if ablation.single_heads:
         tests = ablation.single_heads
-        rows = vegalite.head_rows(tests.delta, metric=tests.value, p_adjusted=tests.p_adjusted,
+        rows = vegalite.head_rows(tests.relative, delta=tests.delta, metric=tests.value, p_adjusted=tests.p_adjusted,
                                 significant=tests.significant)
         for row in rows:
             row["url"] = head_link(0, row["layer"], row["head"])
-        out["single_heads"] = vegalite.delta_heatmap(rows, f"Change in {metric} with one head masked", "change")
+        out["single_heads"] = vegalite.delta_heatmap(rows, f"Change in {metric} with one head masked",
+                                                     f"change in {metric}")
     if ablation.whole_layers:
         tests = ablation.whole_layers
-        rows = [{"layer": layer, "value": tests.delta[layer], "p_adjusted": tests.p_adjusted[layer],
-                 "significant": tests.significant[layer], "url": model_link(layer)}
-                for layer in tests.layers]
-        out["whole_layers"] = vegalite.layer_bars(rows, f"Change in {metric} with a whole layer masked", "change")
+        rows = [{"layer": layer, "value": tests.relative[index], "delta": tests.delta[index],
+                 "p_adjusted": tests.p_adjusted[index], "significant": tests.significant[index],
+                 "url": model_link(layer)}
+                for index, layer in enumerate(tests.layers)]
+        out["whole_layers"] = vegalite.layer_bars(rows, f"Change in {metric} with a whole layer masked",
+                                                  f"change in {metric}")
     if ablation.random_fraction:
         sweep = ablation.random_fraction
         out["random_fraction"] = vegalite.metric_curves(
-            _curve_rows(sweep.fractions, sweep, "random heads"),
-            f"Relative change in {metric}, heads masked at random", "heads masked", "relative change",
+            _curve_rows(sweep.fractions, sweep, "random heads", sweep.baseline),
+            f"Change in {metric}, heads masked at random", "heads masked", f"change in {metric}",
             **_reference_lines(ablation))
     if ablation.layer_halves:
         out["layer_halves"] = _layer_halves_chart(ablation.layer_halves, metric)
@@ -255,8 +258,12 @@ def _head_pairs_chart(pairs: HeadPairs, metric: str) -> dict:
     def label(head: list[int]) -> str:
         return f"L{head[0]} H{head[1]}"
 
+    def relative(value: float | None) -> float | None:  # metric units -> relative to the unmasked model
+        return None if value is None or not pairs.baseline else value / abs(pairs.baseline)
+
     rows = [{"first": label(pair.first), "second": label(pair.second), "value": pair.interaction_relative,
-             "change": pair.change, "interaction": pair.interaction, "ci_low": pair.ci[0], "ci_high": pair.ci[1],
+             "interaction": pair.interaction, "relative": pair.relative, "change": pair.change,
+             "ci_low": relative(pair.ci[0]), "ci_high": relative(pair.ci[1]),
              "p_value": pair.p_value, "p_adjusted": pair.p_adjusted, "significant": pair.significant,
              "url": head_link(0, *pair.first)} for pair in pairs.pairs]
     return vegalite.pair_heatmap(rows, [label(head) for head in pairs.heads],
@@ -284,10 +291,10 @@ def _margin_rule(test: NonInferiority | None) -> list[dict]:
 
 
 def _layer_halves_chart(halves: LayerHalves, metric: str) -> dict:
-    rows = (_curve_rows(halves.fractions, halves.lower, "lower layers")
-            + _curve_rows(halves.fractions, halves.upper, "upper layers"))
-    return vegalite.metric_curves(rows, f"Relative change in {metric}: lower vs upper layers",
-                                "share of all heads masked", "relative change")
+    rows = (_curve_rows(halves.fractions, halves.lower, "lower layers", halves.baseline)
+            + _curve_rows(halves.fractions, halves.upper, "upper layers", halves.baseline))
+    return vegalite.metric_curves(rows, f"Change in {metric}: lower vs upper layers",
+                                "share of all heads masked", f"change in {metric}")
 
 
 def _importance_charts(importance: Importance, metric: str) -> dict:
@@ -295,26 +302,34 @@ def _importance_charts(importance: Importance, metric: str) -> dict:
     for row in rows:
         row["url"] = head_link(0, row["layer"], row["head"])
     pruning, random_order = importance.pruning, importance.random_order
-    curve = [{"x": f, "mean": rel, "low": rel, "high": rel, "group": "least important first"}
-             for f, rel in zip(pruning.fractions, pruning.relative, strict=True)]
+    curve = [{"x": f, "mean": rel, "low": rel, "high": rel, "absolute": _minus(value, pruning.baseline),
+              "group": "least important first"}
+             for f, rel, value in zip(pruning.fractions, pruning.relative, pruning.value, strict=True)]
     spread = [[v for v in column if v is not None]  # per fraction, over the orders
               for column in zip(*random_order.relative, strict=True)]
     curve += [{"x": f, "mean": random_order.relative_mean[i], "low": min(spread[i], default=None),
-               "high": max(spread[i], default=None), "group": f"{random_order.orders} random orders (mean, range)"}
+               "high": max(spread[i], default=None), "absolute": _minus(random_order.mean[i], pruning.baseline),
+               "group": f"{random_order.orders} random orders (mean, range)"}
               for i, f in enumerate(pruning.fractions)]
     return {"importance": vegalite.head_heatmap(rows, "Head importance (Michel et al. 2019)", "importance"),
-            "pruning": vegalite.metric_curves(curve, f"Pruning: relative change in {metric}", "heads pruned",
-                                            "relative change", rules=_margin_rule(importance.non_inferiority))}
+            "pruning": vegalite.metric_curves(curve, f"Pruning: change in {metric}", "heads pruned",
+                                            f"change in {metric}", rules=_margin_rule(importance.non_inferiority))}
 
 
-def _curve_rows(fractions: list[float], sweep: Sweep, group: str) -> list[dict]:
-    """Mean relative change per fraction with the min-max over seeds as the band."""
+def _curve_rows(fractions: list[float], sweep: Sweep, group: str, baseline: float | None) -> list[dict]:
+    """Mean relative change per fraction with the min-max over seeds as the band, and the mean change in
+    the metric's units (the tooltip's absolute change) against the unmasked model's `baseline`."""
     rows = []
     for i, fraction in enumerate(fractions):
         values = [v for v in sweep.relative[i] if v is not None]
         rows.append({"x": fraction, "mean": sweep.relative_mean[i], "low": min(values, default=None),
-                     "high": max(values, default=None), "group": group})
+                     "high": max(values, default=None), "absolute": _minus(sweep.mean[i], baseline), "group": group})
     return rows
+
+
+def _minus(value: float | None, baseline: float | None) -> float | None:
+    """An absolute change, unknown where either side is."""
+    return None if value is None or baseline is None else value - baseline
 
 
 def comparison_sections(report: Report) -> list[dict]:
@@ -332,24 +347,27 @@ def comparison_sections(report: Report) -> list[dict]:
                                     names.domain(key)))
     both = report.ablation and other.ablation
     if both and report.ablation.single_heads and other.ablation.single_heads:
-        first, second = report.ablation.single_heads.delta, other.ablation.single_heads.delta
+        first, second = report.ablation.single_heads.relative, other.ablation.single_heads.relative
         metric = names.metric(report.ablation.task.metric)
         sections.append(_comparison("compare-ablation-single-heads", f"Change in {metric}, one head masked",
-                                    first, second, model_names, other.same_shape))
+                                    first, second, model_names, other.same_shape, percent=True))
     if both and report.ablation.whole_layers and other.ablation.whole_layers:
-        rows = [{"x": layer, "group": name, "value": value}
+        rows = [{"x": layer, "group": name, "value": value, "delta": delta}
                 for name, ablation in zip(model_names, (report.ablation, other.ablation), strict=True)
-                for layer, value in enumerate(ablation.whole_layers.delta)]
+                for layer, value, delta in zip(ablation.whole_layers.layers, ablation.whole_layers.relative,
+                                               ablation.whole_layers.delta, strict=True)]
         sections.append({"id": "compare-ablation-whole-layers", "title": "Change with a whole layer masked",
                          "charts": [vegalite.grouped_bars(rows, "Change in the metric per masked layer",
-                                                        "layer masked", "change")]})
+                                                        "layer masked", "change in the metric")]})
     return sections
 
 
 def _comparison(anchor: str, title: str, first: list, second: list, model_names: tuple[str, str],
-                same_shape: bool, domain: tuple[float, float] | None = None) -> dict:
-    """Both models' heatmaps on one colour scale (fixed for shares) and, when shapes agree, their difference."""
-    specs = [vegalite.head_heatmap(vegalite.head_rows(grid), name, "mean", domain=domain)
+                same_shape: bool, domain: tuple[float, float] | None = None, percent: bool = False) -> dict:
+    """Both models' heatmaps on one colour scale (fixed for shares) and, when shapes agree, their difference;
+    `percent`: the grids are relative changes."""
+    specs = [vegalite.head_heatmap(vegalite.head_rows(grid), name, "change" if percent else "mean", domain=domain,
+                                   percent=percent)
              for grid, name in zip((first, second), model_names, strict=True)]
     if same_shape:
         rows = []
@@ -357,7 +375,7 @@ def _comparison(anchor: str, title: str, first: list, second: list, model_names:
             other = second[row["layer"]][row["head"]]
             difference = None if row["value"] is None or other is None else other - row["value"]
             rows.append(dict(row, a=row["value"], b=other, value=difference))
-        specs.append(vegalite.difference_heatmap(rows, "Difference", model_names))
+        specs.append(vegalite.difference_heatmap(rows, "Difference", model_names, percent=percent))
     return {"id": anchor, "title": title, "charts": specs}
 
 

@@ -22,15 +22,16 @@ from reportgen.site.export_cache import NO_CACHE, ExportCache
 
 WIDTH, HEIGHT = 240, 140  # px, the whole picture with its axes and legend (a thumbnail)
 HEATMAP_WIDTH, HEATMAP_HEIGHT = 170, 150  # px, the cells of a layers x heads thumbnail at most
-MIN_EXTENT = 0.001  # the colour scale of a change reaches at least this far either side of 0 (metric units)
+MIN_EXTENT = 0.001  # the colour scale of a relative change reaches at least this far either side of 0 (0.1%)
 MAX_CELL = 30  # px: a small model's cells, so that its thumbnail is about as wide as the others
 MAX_TICKS = 12  # axis labels of a layer or head axis, at most
 BLUE, ORANGE, RED, GREY = "#0072B2", "#E69F00", "#D55E00", "#999999"  # Okabe-Ito: told apart by colour-blind readers
-_AXIS = {"labelFontSize": 9, "titleFontSize": 9, "titleFontWeight": "normal", "grid": False, "tickSize": 3,
+FONT = 10  # px: the smallest text a reader is asked to read on any screen (issue 28)
+_AXIS = {"labelFontSize": FONT, "titleFontSize": FONT, "titleFontWeight": "normal", "grid": False, "tickSize": 3,
          "labelPadding": 2, "titlePadding": 3, "domainColor": "#777", "tickColor": "#777", "labelColor": "#333",
          "titleColor": "#333"}
 CONFIG = {"aria": False, "view": {"stroke": None}, "font": "sans-serif", "axis": _AXIS,
-          "legend": {"labelFontSize": 9, "titleFontSize": 9, "titleFontWeight": "normal", "symbolSize": 30,
+          "legend": {"labelFontSize": FONT, "titleFontSize": FONT, "titleFontWeight": "normal", "symbolSize": 30,
                      "padding": 0, "rowPadding": 1, "columnPadding": 6, "offset": 4, "labelLimit": 150},
           "line": {"strokeWidth": 1.5}, "point": {"size": 14, "filled": True, "opacity": 1}}
 PERCENT = {"format": "~%"}
@@ -86,7 +87,7 @@ def _rule(value: float, colour: str, dash: list[int] | None = None, label: str |
     if label is None:
         return [rule]
     text = {"data": one, "mark": {"type": "text", "align": "left", "baseline": "top", "dx": 2, "dy": 1,
-                                  "fontSize": 8, "color": colour},
+                                  "fontSize": FONT, "color": colour},
             "encoding": {"x": {"value": 0}, "y": y, "text": {"value": label}}}
     return [rule, text]
 
@@ -163,7 +164,8 @@ def layer_halves(report: Report, _finding: Finding) -> dict | None:
 
 
 def single_heads(report: Report, finding: Finding) -> dict | None:
-    """The change in the metric with each head masked alone; the heads the sentence names outlined."""
+    """The relative change in the metric with each head masked alone, in percent as every change on the site;
+    the heads the sentence names outlined."""
     tests = _experiment(report, "single_heads")
     numbers = finding.numbers
     if tests is None or "worst" not in numbers:
@@ -172,13 +174,13 @@ def single_heads(report: Report, finding: Finding) -> dict | None:
     if not numbers.get("significant"):  # the sentence names the largest drop and the largest gain
         named.add((numbers["best"]["layer"], numbers["best"]["head"]))
     rows = _present([{"layer": layer, "head": head, "value": value, "named": (layer, head) in named}
-                     for layer, values in enumerate(tests.delta) for head, value in enumerate(values)], "value")
+                     for layer, values in enumerate(tests.relative) for head, value in enumerate(values)], "value")
     if not rows:
         return None
     extent = max(MIN_EXTENT, *(abs(row["value"]) for row in rows))
     outline = "significant heads" if numbers.get("significant") else "the largest drop and gain"
-    description = (f"Change in {_metric(report.ablation)} with one head masked, per layer and head (red: a loss, "
-                   f"blue: a gain); outlined: {outline}.")
+    description = (f"Relative change in {_metric(report.ablation)} with one head masked, per layer and head "
+                   f"(red: a loss, blue: a gain); outlined: {outline}.")
     return _head_grid(rows, report.layers, report.heads, (-extent, extent), description)
 
 
@@ -190,7 +192,7 @@ def _head_grid(rows: list[dict], layers: int, heads: int, domain: tuple[float, f
     colour = {"field": "value", "type": "quantitative", "title": None,  # the caption says what it is
               "scale": {"scheme": "redblue", "domain": list(domain)},
               "legend": {"orient": "right", "gradientLength": max(40, step * layers), "gradientThickness": 8,
-                         "tickCount": 3, "format": "+.3~f"}}
+                         "tickCount": 3, "format": ".1~%"}}
     cells = {"mark": {"type": "rect"}, "encoding": {"x": x, "y": y, "color": colour}}
     outline = {"mark": {"type": "rect", "filled": False, "stroke": "black", "strokeWidth": 1.5},
                "transform": [{"filter": "datum.named"}], "encoding": {"x": x, "y": y}}

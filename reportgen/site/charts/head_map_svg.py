@@ -37,8 +37,6 @@ SWATCH = 12
 PREVIEW_SHAPE = (1200, 630)  # pixels: the 1.91:1 image Open Graph and Twitter's large card show uncropped
 PREVIEW_MARGIN = 16
 MARK = "#111111"  # the significance outline
-
-
 def _glyph_colour(fill: str) -> str:
     """Black on a light cell, white on a dark one (WCAG relative luminance, sRGB, threshold 0.4)."""
     channels = [int(fill[i:i + 2], 16) / 255 for i in (1, 3, 5)]
@@ -89,10 +87,10 @@ def _mark(left: float, top: float, sign: int, colour: str) -> str:
 
 def _cell(drawn: HeadMap, cell: Cell) -> str:
     left, top = LEFT + cell.head * PITCH, TOP + cell.layer * PITCH
-    fill = names.colour(cell.label)
+    colour = names.colour(cell.label)
     marked = cell.masking is not None and cell.masking.significant
-    mark = _mark(left, top, cell.masking.sign, _glyph_colour(fill)) if marked else ""
-    return (f'<a href="{escape(cell.link)}"><rect x="{left}" y="{top}" width="{CELL}" height="{CELL}" fill="{fill}"/>'
+    mark = _mark(left, top, cell.masking.sign, _glyph_colour(colour)) if marked else ""
+    return (f'<a href="{escape(cell.link)}"><rect x="{left}" y="{top}" width="{CELL}" height="{CELL}" fill="{colour}"/>'
             f'{mark}<title>{escape(tooltip(drawn, cell))}</title></a>')
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import textwrap
+from collections.abc import Callable
 
 import altair as alt
 
-from reportgen.findings import names
+from reportgen.findings import formatting, names
 
 CELL = 28  # pixels per heatmap cell
 # Charts are built on this placeholder and get their rows after Altair has checked the spec:
@@ -15,11 +17,84 @@ CELL = 28  # pixels per heatmap cell
 ROWS = alt.Data(values=[])
 
 
-def with_rows(chart: alt.TopLevelMixin, rows: list[dict]) -> dict:
-    """The chart's Vega-Lite dict, validated, with `rows` as its data."""
+# Text at a size a reader can read on any screen (issue 28): Vega's defaults are 10 px for axis and legend
+# labels; a chart is laid out for the width it has (charts.js, `narrow`) and never shrunk, so these are the
+# sizes the page shows.
+CONFIG = {"axis": {"labelFontSize": 11, "titleFontSize": 12},
+          "legend": {"labelFontSize": 11, "titleFontSize": 12},
+          "title": {"fontSize": 14}, "text": {"fontSize": 11}}
+# How a chart changes where its container is narrower than the chart (charts.js): its legend goes under
+# it, a colour bar lying down and a list of colours one per line, and axes of numbers keep fewer ticks.
+NARROW_CONFIG = {"legend": {"orient": "bottom", "gradientDirection": "horizontal", "symbolDirection": "vertical",
+                            "gradientLength": 180},
+                 "axisQuantitative": {"tickCount": 4}}
+NARROW_TITLE = 34  # characters per line of a title on a narrow chart (14 px text on a phone's 330 px)
+MIN_STEP = 12  # px: the narrowest band that holds a label of 11 px text on a nominal axis
+AXIS_ROOM = 110  # px: about what a band axis's labels, its title and padding take beside the bands
+
+
+def with_rows(chart: alt.TopLevelMixin, rows: list[dict], description: str, bands: int = 0) -> dict:
+    """The chart's Vega-Lite dict, validated, with `rows` as its data, `description` as its text
+    alternative (Vega makes it the SVG's aria-label: what a screen reader says for the chart) and the
+    site's text sizes; laid out anew for a narrow container (see narrow), with `bands` labelled columns."""
     spec = chart.to_dict()
     spec["data"] = {"values": rows}
+    titles = [layer.pop("title") for layer in spec.get("layer", []) if "title" in layer]
+    if titles and "title" not in spec:  # a layered chart's title is the whole chart's, as narrow expects it
+        spec["title"] = titles[0]
+    spec["description"] = description
+    spec["config"] = {**spec.get("config", {}), **CONFIG}
+    return narrow(spec, bands * MIN_STEP + AXIS_ROOM if bands else 0)
+
+
+def narrow(spec: dict, min_width: int = 0) -> dict:
+    """How `spec` is laid out where its container is narrower than the chart (charts.js reads it from
+    `usermeta`, which Vega-Lite keeps for the page): as wide as the container, never narrower than
+    `min_width` (a chart of labelled bands below it scrolls instead of squeezing its labels), its title
+    in lines of NARROW_TITLE characters, NARROW_CONFIG over its config."""
+    layout: dict = {"minWidth": min_width, "config": NARROW_CONFIG}
+    title = spec.get("title")
+    if isinstance(title, str) and len(title) > NARROW_TITLE:
+        layout["title"] = textwrap.wrap(title, NARROW_TITLE)
+    spec["usermeta"] = {**spec.get("usermeta", {}), "narrow": layout}
     return spec
+
+
+def change_texts(rows: list[dict], relative: str, absolute: str | None = None) -> list[dict]:
+    """Writes each row's relative change (`relative`, a fraction) as every page writes a change
+    (formatting.change: "-1.2%", and "0.0%", never "-0.0%", for one that rounds to zero) in `<relative>_text`,
+    and its absolute change in metric units (`absolute`) in `<absolute>_text`: the tooltips show these
+    texts, so a chart says what the findings say."""
+    for row in rows:
+        row[f"{relative}_text"] = formatting.change(row.get(relative))
+        if absolute is not None:
+            value = row.get(absolute)
+            row[f"{absolute}_text"] = "n/a" if value is None else formatting.signed(value)
+    return rows
+
+
+def _share(value: float | None) -> str:
+    return formatting.share(value, 3)
+
+
+def extremes(rows: list[dict], place: Callable[[dict], str], text: Callable[[float | None], str] = _share,
+             field: str = "value") -> str:
+    """'highest: <place> (<value>); lowest: ...' over the rows that have a value: the two numbers a reader
+    of a chart looks for first, for its text alternative."""
+    known = [row for row in rows if row.get(field) is not None]
+    if not known:
+        return "no values"
+    high, low = max(known, key=lambda row: row[field]), min(known, key=lambda row: row[field])
+    return f"highest: {place(high)} ({text(high[field])}); lowest: {place(low)} ({text(low[field])})"
+
+
+def _head(row: dict) -> str:
+    return f"layer {row['layer']} head {row['head']}"
+
+
+def _grid_size(rows: list[dict]) -> str:
+    layers, heads = len({row["layer"] for row in rows}), len({row["head"] for row in rows})
+    return f"{len(rows)} heads ({layers} layers x {heads} heads)"
 
 
 def links(rows: list[dict]) -> tuple[dict, dict]:
@@ -48,7 +123,7 @@ def head_rows(mean: list[list[float | None]], **fields: list[list]) -> list[dict
 
 
 def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, str] | None = None,
-                 domain: tuple[float, float] | None = None) -> dict:
+                 domain: tuple[float, float] | None = None, percent: bool = False) -> dict:
     """A layers x heads heatmap of `rows` (see head_rows); the tooltip shows exact values.
 
     `tooltips` maps extra row fields to their titles. A row with a "url" field makes its cell a link
@@ -56,17 +131,27 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
     `domain` fixes the colour scale (reportgen.findings.names.domain: 0-1 for every share of attention, so
     one colour is one value on every pattern); a domain around 0 (lower bound < 0) gets diverging
     colours. Values outside it take the colour of its end. Without one the scale follows the data.
+    `percent`: the values are relative changes, shown in percent as every page writes them (change_texts).
     """
-    tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value:Q", title=label, format=".4f")]
+    if percent:
+        change_texts(rows, "value")
+        tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value_text:N", title=label)]
+    else:
+        tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value:Q", title=label, format=".4f")]
     tooltip += [alt.Tooltip(f"{name}:Q", title=title_, format=".4f") for name, title_ in (tooltips or {}).items()]
     scale = alt.Scale(scheme="viridis")
     if domain is not None:
         scale = alt.Scale(scheme="redblue" if domain[0] < 0 else "viridis", domain=list(domain), clamp=True)
     mark, link = links(rows)
+    legend = alt.Legend(format="%") if percent else alt.Undefined
     chart = alt.Chart(ROWS, title=title).mark_rect(**mark).encode(
         x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
-        color=alt.Color("value:Q", title=label, scale=scale), tooltip=tooltip, **link)
-    return with_rows(chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
+        color=alt.Color("value:Q", title=label, scale=scale, legend=legend), tooltip=tooltip, **link)
+    text = formatting.change if percent else _share
+    description = (f"{title}: a heatmap of {label} for each of {_grid_size(rows)}; "
+                   f"{extremes(rows, _head, text)}.")
+    return with_rows(chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows, description,
+                     len({row["head"] for row in rows}))
 
 
 def head_scatter(points: list[dict], title: str) -> dict:
@@ -80,7 +165,10 @@ def head_scatter(points: list[dict], title: str) -> dict:
         x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None),
         color=alt.Color("label:N", title="pattern", scale=scale),
         tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("label:N", title="pattern")], **link)
-    return with_rows(chart.properties(width=420, height=360), points)
+    counts = {label: sum(1 for point in points if point["label"] == label) for label in sorted(shown)}
+    description = (f"{title}: a map of {len(points)} heads, heads with similar attention close together, "
+                   "coloured by pattern: " + ", ".join(f"{label} {count}" for label, count in counts.items()) + ".")
+    return with_rows(chart.properties(width=420, height=360), points, description)
 
 
 def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, link: str | None = None) -> dict:
@@ -105,18 +193,26 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, l
         tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")],
         **link_channels,
     )
-    return with_rows(chart.properties(width=alt.Step(14), height=alt.Step(14)), rows)
+    strongest = max(rows, key=lambda row: row["weight"] if row["weight"] is not None else -1, default=None)
+    top = (f"; the largest weight, {_share(strongest['weight'])}, is from token {strongest['query']} "
+           f"to token {strongest['key']}") if strongest else ""
+    description = (f"{title}: a matrix of attention weights over {len(tokens)} tokens, each row a token "
+                   f"attending and each column a token attended, darker for more weight{top}.")
+    return with_rows(chart.properties(width=alt.Step(14), height=alt.Step(14)), rows, description, len(tokens))
 
 
 def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
-    """Layers x heads of a change in the metric (diverging colours around 0); significant cells ringed.
+    """Layers x heads of a relative change in the metric (diverging colours around 0, in percent);
+    significant cells starred.
 
-    Rows: {"layer", "head", "value", "significant", ...tooltip fields, optional "url"}. The star is
-    drawn on top of its cell, so it carries the cell's tooltip and link: hovering or clicking a
-    significant head does what it does on any other head.
+    Rows: {"layer", "head", "value" (relative change), "delta" (absolute change), "significant", ...tooltip
+    fields, optional "url"}. The star is drawn on top of its cell, so it carries the cell's tooltip and
+    link: hovering or clicking a significant head does what it does on any other head.
     """
     extent = max([abs(r["value"]) for r in rows if r["value"] is not None] + [1e-9])
-    tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value:Q", title=label, format="+.4f"),
+    change_texts(rows, "value", "delta")
+    tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value_text:N", title=label),
+               alt.Tooltip("delta_text:N", title="absolute change"),
                alt.Tooltip("metric:Q", title="metric with the head masked", format=".4f"),
                alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
                alt.Tooltip("significant:N", title="significant")]
@@ -124,28 +220,38 @@ def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
     base = alt.Chart(ROWS, title=title).encode(
         x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"), tooltip=tooltip, **link)
     cells = base.mark_rect(**mark).encode(
-        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent])))
+        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent]),
+                        legend=alt.Legend(format="%")))
     stars = base.mark_text(text="*", fontSize=16, baseline="middle", **mark).transform_filter("datum.significant")
-    return with_rows((cells + stars).properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
+    starred = [_head(row) for row in rows if row.get("significant")]
+    description = (f"{title}: a heatmap of the {label}, in percent, for each of {_grid_size(rows)}, red for a "
+                   f"loss and blue for a gain; {extremes(rows, _head, formatting.change)}; significant: "
+                   f"{', '.join(starred) if starred else 'none'}.")
+    return with_rows((cells + stars).properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows, description,
+                     len({row["head"] for row in rows}))
 
 
 def pair_heatmap(rows: list[dict], order: list[str], title: str, label: str) -> dict:
     """One cell per pair of heads (a triangle: each pair once), the heads in `order` on both axes;
-    colour = the pair's interaction (diverging around 0), significant cells starred.
+    colour = the pair's relative interaction (diverging around 0, in percent), significant cells starred.
 
-    Rows: {"first", "second" (head labels of `order`), "value", "change", "interaction", "ci_low",
-    "ci_high", "p_value", "p_adjusted", "significant", optional "url"}. As in delta_heatmap, the star
-    carries its cell's tooltip and link. Many heads get smaller cells, so that every pair of 72 heads
-    fits a page width that scrolls rather than one that runs on for metres.
+    Rows: {"first", "second" (head labels of `order`), "value" (interaction relative to the unmasked
+    metric), "interaction" (absolute), "relative" and "change" (the pair's change, relative and absolute),
+    "ci_low", "ci_high" (relative), "p_value", "p_adjusted", "significant", optional "url"}. As in
+    delta_heatmap, the star carries its cell's tooltip and link. Many heads get smaller cells, so that every
+    pair of 72 heads fits a page width that scrolls rather than one that runs on for metres.
     """
     extent = max([abs(r["value"]) for r in rows if r["value"] is not None] + [1e-9])
-    step = max(10, min(CELL, 540 // max(len(order), 1)))
+    step = max(MIN_STEP, min(CELL, 540 // max(len(order), 1)))
+    change_texts(change_texts(change_texts(change_texts(rows, "value", "interaction"), "relative", "change"),
+                              "ci_low"), "ci_high")
     tooltip = [alt.Tooltip("first:N", title="first head"), alt.Tooltip("second:N", title="second head"),
-               alt.Tooltip("change:Q", title="change with both masked", format="+.4f"),
-               alt.Tooltip("interaction:Q", title="interaction", format="+.4f"),
-               alt.Tooltip("ci_low:Q", title="95% CI low", format="+.4f"),
-               alt.Tooltip("ci_high:Q", title="95% CI high", format="+.4f"),
-               alt.Tooltip("value:Q", title=label, format="+.4f"),
+               alt.Tooltip("relative_text:N", title="change with both masked"),
+               alt.Tooltip("change_text:N", title="absolute change with both masked"),
+               alt.Tooltip("value_text:N", title=label),
+               alt.Tooltip("interaction_text:N", title="absolute interaction"),
+               alt.Tooltip("ci_low_text:N", title="95% CI low"),
+               alt.Tooltip("ci_high_text:N", title="95% CI high"),
                alt.Tooltip("p_value:Q", title="p", format=".4f"),
                alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
                alt.Tooltip("significant:N", title="significant")]
@@ -154,87 +260,149 @@ def pair_heatmap(rows: list[dict], order: list[str], title: str, label: str) -> 
         x=alt.X("first:N", sort=order, title="first head"), y=alt.Y("second:N", sort=order, title="second head"),
         tooltip=tooltip, **link)
     cells = base.mark_rect(**mark).encode(
-        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent])))
+        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent]),
+                        legend=alt.Legend(format="%")))
     stars = base.mark_text(text="*", fontSize=min(16, step), baseline="middle", **mark).transform_filter(
         "datum.significant")
-    return with_rows((cells + stars).properties(width=alt.Step(step), height=alt.Step(step)), rows)
+    description = (f"{title}: a heatmap of the {label}, in percent, of {len(rows)} pairs among {len(order)} "
+                   f"heads; {extremes(rows, lambda row: row['first'] + ' with ' + row['second'], formatting.change)}"
+                   f"; significant pairs: {sum(1 for row in rows if row.get('significant'))}.")
+    return with_rows((cells + stars).properties(width=alt.Step(step), height=alt.Step(step)), rows, description,
+                     len(order))
 
 
 def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str, band: dict | None = None,
                   rules: list[dict] = ()) -> dict:
-    """Lines of the mean over seeds with a band for the spread, one colour per `group`.
+    """Lines of the mean relative change over seeds, in percent, with a band for the spread, one colour
+    per `group`.
 
-    Rows: {"x", "mean", "low", "high", "group"}. `band` ({"low", "high", "label"}) shades a
-    horizontal band, e.g. the baseline's 95% CI as a relative change; `rules` ([{"y", "label"}])
-    draws labelled horizontal lines, e.g. the non-inferiority margin.
+    Rows: {"x", "mean", "low", "high", "group", optional "absolute" (the mean change in metric units)}.
+    `band` ({"low", "high", "label"}) shades a horizontal band, e.g. the baseline's 95% CI as a relative
+    change; `rules` ([{"y", "label"}]) draws labelled horizontal lines, e.g. the non-inferiority margin.
     """
+    for row in change_texts(rows, "mean", "absolute"):
+        row["range_text"] = formatting.interval([row.get("low"), row.get("high")])
     base = alt.Chart().encode(  # no data of its own: the rows are the layered chart's (with_rows)
         x=alt.X("x:Q", title=x_title, axis=alt.Axis(format="%")),
         color=alt.Color("group:N", title=None))
-    spread = base.mark_area(opacity=0.2).encode(y=alt.Y("low:Q", title=y_title), y2="high:Q")
-    line = base.mark_line(point=True).encode(
-        y=alt.Y("mean:Q", title=y_title),
-        tooltip=[alt.Tooltip("group:N"), alt.Tooltip("x:Q", title="fraction masked", format=".0%"),
-                 alt.Tooltip("mean:Q", format="+.4f"), alt.Tooltip("low:Q", format="+.4f"),
-                 alt.Tooltip("high:Q", format="+.4f")])
+    y_axis = alt.Axis(format="%")
+    spread = base.mark_area(opacity=0.2).encode(y=alt.Y("low:Q", title=y_title, axis=y_axis), y2="high:Q")
+    tooltip = [alt.Tooltip("group:N"), alt.Tooltip("x:Q", title=x_title, format=".0%"),
+               alt.Tooltip("mean_text:N", title=y_title)]
+    if any(row.get("absolute") is not None for row in rows):
+        tooltip.append(alt.Tooltip("absolute_text:N", title="absolute change"))
+    tooltip.append(alt.Tooltip("range_text:N", title="range"))
+    line = base.mark_line(point=True).encode(y=alt.Y("mean:Q", title=y_title, axis=y_axis), tooltip=tooltip)
     layers = [spread, line]
     guides = [{"y": 0.0, "label": ""}, *rules]
     if band is not None:
-        tooltip = [alt.Tooltip("label:N", title="band"), alt.Tooltip("low:Q", format="+.2%"),
-                   alt.Tooltip("high:Q", format="+.2%")]
+        band = {**band, "range_text": formatting.interval([band["low"], band["high"]])}
+        tooltip = [alt.Tooltip("label:N", title="band"), alt.Tooltip("range_text:N", title="range")]
         layers.insert(0, alt.Chart(alt.Data(values=[band])).mark_rect(color="gray", opacity=0.15).encode(
             y="low:Q", y2="high:Q", tooltip=tooltip))
         guides.append({"y": band["high"], "label": band["label"]})
     lines = alt.Chart(alt.Data(values=guides)).encode(y="y:Q")
     layers += [lines.mark_rule(strokeDash=[4, 4], color="gray"),
                lines.mark_text(align="left", baseline="bottom", x=4, dy=-2, color="#555").encode(text="label:N")]
-    spec = with_rows(alt.layer(*layers, title=title).properties(width=460, height=280), rows)
+    description = f"{title}: lines of the {y_title}, in percent, against the {x_title}; " + "; ".join(
+        _curve_summary(rows, group) for group in dict.fromkeys(row["group"] for row in rows)) + "."
+    spec = with_rows(alt.layer(*layers, title=title).properties(width=460, height=280), rows, description)
     for layer in spec["layer"]:  # the layers without data of their own draw the rows
         if layer.get("data") == {"name": "empty"}:
             del layer["data"]
     return spec
 
 
-def layer_bars(rows: list[dict], title: str, label: str) -> dict:
-    """One bar per layer: the change in the metric with that whole layer masked; significant bars starred.
+def _curve_summary(rows: list[dict], group: str) -> str:
+    """A curve in words: its group and where it ends."""
+    points = [row for row in rows if row["group"] == group and row.get("mean") is not None]
+    if not points:
+        return f"{group}: no values"
+    last = max(points, key=lambda row: row["x"])
+    return f"{group}: {formatting.change(last['mean'])} at {formatting.percent(last['x'])}"
 
-    A row's "url" (the model view at that layer) makes its bar a link; its star carries the same
-    link and tooltip, so the star never hides them.
+
+def layer_bars(rows: list[dict], title: str, label: str) -> dict:
+    """One bar per layer: the relative change in the metric, in percent, with that whole layer masked;
+    significant bars starred.
+
+    Rows: {"layer", "value" (relative change), "delta" (absolute change), "p_adjusted", "significant",
+    optional "url"}. A row's "url" (the model view at that layer) makes its bar a link; its star carries
+    the same link and tooltip, so the star never hides them.
     """
+    change_texts(rows, "value", "delta")
     mark, link = links(rows)
     base = alt.Chart(ROWS, title=title).encode(
         x=alt.X("layer:O", title="layer masked"),
-        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("value:Q", title=label, format="+.4f"),
+        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("value_text:N", title=label),
+                 alt.Tooltip("delta_text:N", title="absolute change"),
                  alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
                  alt.Tooltip("significant:N")], **link)
     bars = base.mark_bar(**mark).encode(
-        y=alt.Y("value:Q", title=label),
+        y=alt.Y("value:Q", title=label, axis=alt.Axis(format="%")),
         color=alt.condition("datum.value < 0", alt.value("#c62828"), alt.value("#1565c0")))
     stars = base.mark_text(text="*", dy=-8, fontSize=16, **mark).encode(y="value:Q").transform_filter(
         "datum.significant")
-    return with_rows((bars + stars).properties(width=alt.Step(40), height=240), rows)
+    starred = [str(row["layer"]) for row in rows if row.get("significant")]
+    description = (f"{title}: bars of the {label}, in percent, for each of {len(rows)} layers; "
+                   f"{extremes(rows, lambda row: 'layer ' + str(row['layer']), formatting.change)}; "
+                   f"significant: {_layers(starred)}.")
+    return with_rows((bars + stars).properties(width=alt.Step(40), height=240), rows, description)
 
 
-def difference_heatmap(rows: list[dict], title: str, names: tuple[str, str]) -> dict:
+def _layers(numbers: list[str]) -> str:
+    """'layer 5', 'layers 4, 5' or 'none'."""
+    return f"layer{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}" if numbers else "none"
+
+
+def difference_heatmap(rows: list[dict], title: str, names: tuple[str, str], percent: bool = False) -> dict:
     """Layers x heads of `b - a` between two models (diverging colours around 0).
 
-    Rows: {"layer", "head", "value" (= b - a), "a", "b"}.
+    Rows: {"layer", "head", "value" (= b - a), "a", "b"}. `percent`: a and b are relative changes (the
+    tooltip writes them as every page does) and their difference is in percentage points.
     """
     extent = max([abs(r["value"]) for r in rows if r["value"] is not None] + [1e-9])
+    if percent:
+        change_texts(change_texts(rows, "a"), "b")
+        for row in rows:
+            row["value_text"] = points(row["value"])
+        tooltip = [alt.Tooltip("a_text:N", title=names[0]), alt.Tooltip("b_text:N", title=names[1]),
+                   alt.Tooltip("value_text:N", title="difference")]
+    else:
+        tooltip = [alt.Tooltip("a:Q", title=names[0], format=".4f"), alt.Tooltip("b:Q", title=names[1], format=".4f"),
+                   alt.Tooltip("value:Q", title="difference", format="+.4f")]
     chart = alt.Chart(ROWS, title=title).mark_rect().encode(
         x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
         color=alt.Color("value:Q", title=f"{names[1]} - {names[0]}",
-                        scale=alt.Scale(scheme="redblue", domain=[-extent, extent])),
-        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"),
-                 alt.Tooltip("a:Q", title=names[0], format=".4f"), alt.Tooltip("b:Q", title=names[1], format=".4f"),
-                 alt.Tooltip("value:Q", title="difference", format="+.4f")])
-    return with_rows(chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows)
+                        scale=alt.Scale(scheme="redblue", domain=[-extent, extent]),
+                        legend=alt.Legend(format="%") if percent else alt.Undefined),
+        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), *tooltip])
+    text = points if percent else _share
+    description = (f"{title}: a heatmap of {names[1]} minus {names[0]} for each of {_grid_size(rows)}; "
+                   f"{extremes(rows, _head, text)}.")
+    return with_rows(chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows, description,
+                     len({row["head"] for row in rows}))
+
+
+def points(value: float | None) -> str:
+    """A difference of two relative changes, in percentage points: "+0.4 pp", "0.0 pp" (never "-0.0 pp")."""
+    return formatting.change(value).replace("%", " pp")
 
 
 def grouped_bars(rows: list[dict], title: str, x_title: str, y_title: str) -> dict:
-    """Bars per x value, one colour per `group` side by side. Rows: {"x", "group", "value"}."""
+    """Bars of a relative change per x value, in percent, one colour per `group` side by side.
+    Rows: {"x", "group", "value" (relative change), optional "delta" (absolute change)}."""
+    change_texts(rows, "value", "delta")
+    tooltip = [alt.Tooltip("group:N"), alt.Tooltip("x:O", title=x_title), alt.Tooltip("value_text:N", title=y_title)]
+    if any(row.get("delta") is not None for row in rows):
+        tooltip.append(alt.Tooltip("delta_text:N", title="absolute change"))
     chart = alt.Chart(ROWS, title=title).mark_bar().encode(
-        x=alt.X("x:O", title=x_title), xOffset="group:N", y=alt.Y("value:Q", title=y_title),
-        color=alt.Color("group:N", title=None),
-        tooltip=[alt.Tooltip("group:N"), alt.Tooltip("x:O", title=x_title), alt.Tooltip("value:Q", format="+.4f")])
-    return with_rows(chart.properties(width=alt.Step(22), height=240), rows)
+        x=alt.X("x:O", title=x_title), xOffset="group:N", y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format="%")),
+        color=alt.Color("group:N", title=None), tooltip=tooltip)
+    groups = ", ".join(dict.fromkeys(str(row["group"]) for row in rows))
+    def place(row: dict) -> str:
+        return f"{row['group']}, {x_title} {row['x']}"
+
+    description = (f"{title}: bars of the {y_title}, in percent, per {x_title}, one colour per model ({groups}); "
+                   f"{extremes(rows, place, formatting.change)}.")
+    return with_rows(chart.properties(width=alt.Step(22), height=240), rows, description)

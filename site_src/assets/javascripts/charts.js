@@ -18,19 +18,88 @@
     loader: { target: "_self" },
   };
 
+  // A chart is laid out for the width its page gives it (issue 28), never shrunk to fit: its text keeps
+  // the size the spec gives it (reportgen/site/charts/vegalite.py CONFIG). It is drawn as its spec says
+  // and, where that is wider than its box, drawn again as wide as the box in the spec's own narrow
+  // layout (usermeta.narrow, vegalite.py `narrow`): legend under the plot, title in lines, fewer ticks.
+  // A chart that cannot be narrower than its usermeta.narrow.minWidth (labelled bands) keeps that width
+  // and scrolls sideways in its box (charts.css .rg-chart-scrolls). target.rgView is set once it is laid out.
+  function available(target) {
+    var box = target.parentElement, style = window.getComputedStyle(box);
+    return box.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  }
+
+  function merged(base, over) {
+    var out = Object.assign({}, base);
+    Object.keys(over).forEach(function (key) {
+      var both = over[key] && base[key] && typeof over[key] === "object" && typeof base[key] === "object";
+      out[key] = both ? Object.assign({}, base[key], over[key]) : over[key];
+    });
+    return out;
+  }
+
+  function narrowed(spec, width) {
+    var layout = (spec.usermeta || {}).narrow;
+    if (!layout) return null;
+    var out = Object.assign({}, spec, {width: Math.max(Math.floor(width), layout.minWidth || 0),
+                                       autosize: {type: "fit-x", contains: "padding"}});
+    if (layout.title) out.title = layout.title;
+    out.config = merged(spec.config || {}, layout.config || {});
+    return out;
+  }
+
+  function drawnWidth(target) {
+    var svg = target.querySelector("svg");
+    return svg ? parseFloat(svg.getAttribute("width")) : 0;
+  }
+
+  function layOut(target, spec) {
+    var width = available(target);
+    target.rgWidth = width;
+    target.classList.remove("rg-chart-scrolls");
+    target.removeAttribute("tabindex");
+    return window.vegaEmbed(target, spec, EMBED_OPTIONS).then(function (result) {
+      // A box with no width (a closed <details>, a hidden tab) has nothing to lay out for: drawn as it is.
+      var narrow = width > 0 && drawnWidth(target) > width + 0.5 ? narrowed(spec, width) : null;
+      if (!narrow) return result;
+      result.finalize();
+      return window.vegaEmbed(target, narrow, EMBED_OPTIONS);
+    }).then(function (result) {
+      if (width > 0 && drawnWidth(target) > width + 0.5) {
+        target.classList.add("rg-chart-scrolls");
+        target.tabIndex = 0; // a box that scrolls is scrolled from the keyboard too (axe scrollable-region-focusable)
+      }
+      target.rgView = result.view; // kept for tests and for linking cells
+    }).catch(function (err) {
+      target.textContent = "This chart could not be drawn: " + err.message;
+    });
+  }
+
   function drawAll() {
     if (typeof window.vegaEmbed !== "function") return;
     document.querySelectorAll("script[data-rg-chart]").forEach(function (script) {
       var target = document.getElementById(script.getAttribute("data-rg-chart"));
       if (!target || target.dataset.rgDrawn) return;
       target.dataset.rgDrawn = "1";
-      window.vegaEmbed(target, JSON.parse(script.textContent), EMBED_OPTIONS).then(function (result) {
-        target.rgView = result.view; // kept for tests and for linking cells
-      }).catch(function (err) {
-        target.textContent = "This chart could not be drawn: " + err.message;
-      });
+      target.rgSpec = JSON.parse(script.textContent);
+      layOut(target, target.rgSpec);
     });
   }
+
+  // A screen turned or a window resized: each chart whose box changed width is laid out again.
+  var resizing = null;
+  window.addEventListener("resize", function () {
+    window.clearTimeout(resizing);
+    resizing = window.setTimeout(function () {
+      document.querySelectorAll(".rg-chart").forEach(function (target) {
+        if (target.rgView && target.rgSpec && Math.abs(available(target) - target.rgWidth) > 1) {
+          target.rgView.finalize();
+          target.rgView = null;
+          layOut(target, target.rgSpec);
+        }
+      });
+    }, 250);
+  });
 
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", drawAll);

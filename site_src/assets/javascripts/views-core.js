@@ -113,12 +113,14 @@
    * (WCAG 2.1, 1.4.11 non-text contrast); tests/js/colours.test.js checks that, and that the
    * 16 differ pairwise by a CIELAB distance over 30. Picked by farthest-point selection among
    * mid-tone OKLCH colours, so any first N (small models) are as distinct as the set allows;
-   * head 2 (the previous-token head of the findings) is the vermilion. Weights are printed in
-   * the page's text colour beside a chip, never in these colours.
+   * head 2 (the previous-token head of the findings) is the vermilion. Ordered so that among the
+   * first 12 (BERT-base) two colours of nearly the same hue differ clearly in lightness: the second
+   * mid blue, which a reader could not tell from head 0's, comes last (issue 28). Weights are printed
+   * in the page's text colour beside a chip, never in these colours.
    */
   var HEAD_COLOURS = [
-    '#2e84d2', '#41962c', '#e03b2a', '#ad3ced', '#7b1a52', '#5b4314', '#31918c', '#2e5fea',
-    '#cf34a9', '#174d69', '#641d8a', '#b9692a', '#821b1e', '#dc3570', '#18552b', '#85862b',
+    '#2e84d2', '#41962c', '#e03b2a', '#ad3ced', '#7b1a52', '#5b4314', '#31918c', '#cf34a9',
+    '#174d69', '#641d8a', '#b9692a', '#821b1e', '#dc3570', '#18552b', '#85862b', '#2e5fea',
   ];
   // The weights table tints a cell with its head's colour at this opacity times the weight: at
   // weight 1 the page's dark text still has 4.5:1 on every head colour (tests/js/colours.test.js).
@@ -704,7 +706,24 @@
     }
   }
 
-  // A view's "copy link" control: clipboard when allowed, otherwise a selected text box.
+  // How long "Link copied" and the copied link stay on screen once the clipboard has the link (ms).
+  // A property of the views object, read at each copy, so a test can shorten it.
+  var COPY_SHOWN_MS = 6000;
+  // The event a widget fires on its root after each render (views-widget.js, views-qk.js): an open link box
+  // rewrites its address then, so it never shows the link of a view the reader has left (issue 28).
+  var RENDERED = 'rgv-rendered';
+
+  // Tells the page's copy controls that a widget's state may have changed.
+  function announceRender(root) {
+    var event;
+    if (typeof CustomEvent === 'function') event = new CustomEvent(RENDERED, { bubbles: true });
+    else { event = document.createEvent('Event'); event.initEvent(RENDERED, true, false); }
+    root.dispatchEvent(event);
+  }
+
+  // A view's "copy link" control: clipboard when allowed, otherwise a selected text box. The box and
+  // its note go away on their own: COPY_SHOWN_MS after a copy that worked, and as soon as the reader
+  // leaves the box where they had to copy by hand; while shown, the box follows the view's state.
   function copyControl(getHash) {
     var wrap = el('span', 'rgv-copy-wrap');
     var trigger = button('rgv-copy', 'Copy link', 'Copy a link to exactly this view');
@@ -713,14 +732,32 @@
     box.hidden = true;
     box.setAttribute('aria-label', 'link to this view');
     var note = el('span', 'rgv-copy-note');
+    note.setAttribute('role', 'status');
+    var timer = null;
+    function hide() {
+      clearTimeout(timer);
+      box.hidden = true;
+      note.textContent = '';
+    }
     trigger.addEventListener('click', function () {
       var link = linkTo(getHash());
+      clearTimeout(timer);
       box.value = link;
       box.hidden = false;
-      copyLink(link, function () { note.textContent = 'Link copied'; }, function () {
+      copyLink(link, function () {
+        note.textContent = 'Link copied';
+        timer = setTimeout(hide, views.COPY_SHOWN_MS);
+      }, function () {
+        box.focus(); // its blur then says when the reader is done with it
         box.select();
         note.textContent = 'Select the link and copy it';
       });
+    });
+    box.addEventListener('blur', function () {
+      if (note.textContent !== 'Link copied') hide(); // copied by hand, or given up: done with the box
+    });
+    document.addEventListener(RENDERED, function () {
+      if (!box.hidden) box.value = linkTo(getHash());
     });
     wrap.appendChild(trigger);
     wrap.appendChild(box);
@@ -738,7 +775,8 @@
     pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,
     formatHash: formatHash, parseHash: parseHash, hashNote: hashNote, headsText: headsText, readHash: readHash,
     writeHash: writeHash,
-    linkTo: linkTo, copyLink: copyLink, copyControl: copyControl,
+    linkTo: linkTo, copyLink: copyLink, copyControl: copyControl, COPY_SHOWN_MS: COPY_SHOWN_MS,
+    announceRender: announceRender,
   };
   Object.keys(exported).forEach(function (name) { views[name] = exported[name]; });
 

@@ -231,6 +231,7 @@
     this.headSelect.value = String(st.head);
     this.tokenButtons.forEach(function (node, i) { node.setAttribute('aria-pressed', String(i === st.token)); });
     if (fromUser && this.ownsHash) views.writeHash(this.hashText());
+    views.announceRender(this.root); // an open copy-link box takes the new address
     var layer = this.layerData(st.layer, fromUser);
     if (!layer) return;
     var vec = layer[st.head];

@@ -1,7 +1,9 @@
 /*
  * reportgen attention views: start-up. Finds every <div class="rgv" data-rgv="views|qk"> on the
  * page, reads its embedded payload and starts its widget; the first widget owns the URL hash
- * and follows its changes. Loaded last, after views-core.js and the widget files.
+ * and follows its changes. Also puts the example pages' skip link to the views first in the tab
+ * order, and a line under each head map with the numbers of its cells. Loaded last, after views-core.js
+ * and the widget files.
  */
 (function (views) {
   'use strict';
@@ -55,12 +57,107 @@
     bringIntoSight();
   });
 
+  // ------------------------------------------------------------- skip link
+
+  // On a page with the views under an "Attention" heading (an example page), the first Tab stop is a
+  // link that skips the header, the navigation and the page's text to the views (issue 28), before
+  // Material's own "Skip to content". Styled as Material's (.md-skip: shown only while focused).
+  function addSkipLink() {
+    var target = document.getElementById('attention');
+    var home = document.querySelector('[data-md-component="skip"]');
+    if (!target || !home || !document.querySelector('.rgv[data-rgv]') || home.querySelector('.rg-skip-views')) return;
+    var link = views.el('a', 'md-skip rg-skip-views', 'Skip to the attention view');
+    link.href = '#attention';
+    // Lands on the view's first control, with its heading in sight: following the anchor alone would leave the
+    // heading's permalink as the next Tab stop, and the hash the views read would name a heading.
+    link.addEventListener('click', function (event) {
+      var first = document.querySelector('.rgv[data-rgv] button, .rgv[data-rgv] select, .rgv[data-rgv] a[href]');
+      if (!first) return; // not drawn: the anchor still scrolls there
+      event.preventDefault();
+      if (target.scrollIntoView) target.scrollIntoView({ block: 'start' });
+      first.focus({ preventScroll: true });
+    });
+    home.insertBefore(link, home.firstChild);
+  }
+
+  // ------------------------------------------------------------- head maps
+
+  // A head map's cells (reportgen/site/charts/head_map_svg.py) are links whose numbers are in a <title>:
+  // a tooltip for a mouse, nothing for a finger or the keyboard. Here each map gets a line under it that
+  // shows the numbers of the cell pointed at, focused or tapped, with a link that opens it (issue 28).
+  // A mouse click still opens a cell at once; a tap on a cell not yet shown shows it, a second tap opens it.
+  function headMapReadout(svg) {
+    var readout = views.el('p', 'rg-head-map-readout');
+    var numbers = readout.appendChild(views.el('span', 'rg-head-map-numbers',
+      'Point at, tap or Tab to a cell for its numbers.'));
+    var open = views.el('a', 'rg-head-map-open');
+    open.hidden = true;
+    readout.appendChild(document.createTextNode(' '));
+    readout.appendChild(open);
+    svg.parentNode.insertBefore(readout, svg.nextSibling);
+    var shown = null;
+    var tap = null; // {cell, wasShown} from the last touch or pen press, for the click that follows it
+
+    function cellOf(event) {
+      var node = event.target;
+      while (node && node !== svg && node.tagName.toLowerCase() !== 'a') node = node.parentNode;
+      return node && node !== svg ? node : null;
+    }
+    function show(cell) {
+      var title = cell.querySelector('title');
+      shown = cell;
+      numbers.textContent = title ? title.textContent : '';
+      var where = /^Layer (\d+), head (\d+)/.exec(numbers.textContent);
+      open.textContent = where ? 'Open layer ' + where[1] + ', head ' + where[2] : 'Open this head';
+      open.href = cell.getAttribute('href');
+      open.hidden = false;
+      readout.classList.add('rg-head-map-readout-on');
+    }
+    svg.addEventListener('mouseover', function (event) {
+      var cell = cellOf(event);
+      if (cell) show(cell);
+    });
+    svg.addEventListener('focusin', function (event) {
+      var cell = cellOf(event);
+      if (cell) show(cell);
+    });
+    svg.addEventListener('pointerdown', function (event) {
+      var cell = cellOf(event);
+      tap = cell && event.pointerType !== 'mouse' ? { cell: cell, wasShown: shown === cell } : null;
+    });
+    svg.addEventListener('click', function (event) {
+      var cell = cellOf(event);
+      var first = tap && tap.cell === cell && !tap.wasShown;
+      tap = null;
+      if (!cell || !first) return; // a mouse click, Enter on a focused cell or a second tap: the link opens
+      event.preventDefault();
+      show(cell);
+    });
+  }
+
+  function addHeadMapReadouts() {
+    var maps = document.querySelectorAll('svg.rg-head-map-svg');
+    for (var i = 0; i < maps.length; i++) {
+      if (maps[i].getAttribute('data-rg-readout')) continue; // Material's document$ may call us again
+      maps[i].setAttribute('data-rg-readout', '1');
+      headMapReadout(maps[i]);
+    }
+  }
+
   function startPage() {
+    addSkipLink();
+    addHeadMapReadouts();
     init();
     bringIntoSight();
   }
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', startPage);
   else startPage();
-  if (window.document$ && typeof window.document$.subscribe === 'function') window.document$.subscribe(init);
+  if (window.document$ && typeof window.document$.subscribe === 'function') {
+    window.document$.subscribe(function () {
+      addSkipLink();
+      addHeadMapReadouts();
+      init();
+    });
+  }
 })(window.reportgenViews);

@@ -105,8 +105,11 @@
     this.root.appendChild(this.buildHeadToggles());
     this.buildPanels();
     this.watchPointer();
+    // Escape clears a pinned token, unless the enlarged-head dialog is open: there Escape closes the
+    // dialog at the first press, whatever is pinned (issue 28), and the pin stays in the address.
     this.root.addEventListener('keydown', function (event) {
-      if (event.key === 'Escape' && self.unpin()) {
+      if (event.key !== 'Escape' || self.zoomShown) return;
+      if (self.unpin()) {
         event.preventDefault();
         event.stopPropagation(); // a first Escape clears the pin, a second one may close what holds the view
       }
@@ -338,6 +341,7 @@
     if (this.qkLink) this.qkLink.setAttribute('href', this.qkHref());
     this.updateScrollHint();
     if (fromUser && this.ownsHash) views.writeHash(text);
+    views.announceRender(this.root); // an open copy-link box takes the new address
   };
 
   // Long examples keep their attention in data files (views-core.js DataFiles): until the heads this

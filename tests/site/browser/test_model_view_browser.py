@@ -334,3 +334,17 @@ def test_thumbnails_and_the_dialog_work_from_the_keyboard(pages, open_view):
     page.keyboard.press("Tab")
     assert not page.evaluate("document.querySelector('.rgv-grid').contains(document.activeElement)")
     _clean(view)
+
+
+def test_one_escape_closes_the_enlarged_head_with_a_token_pinned(pages, open_view):
+    """Issue 28: with a token pinned in the dialog, the first Escape cleared the pin and only a second one
+    closed it; now one press closes it, and the pin stays in the link."""
+    view = open_view(pages["base-1300"], "#view=model&layer=1&head=4&token=3", LAPTOP)
+    page = view.page
+    page.wait_for_selector("dialog.rgv-zoom[open]")
+    page.wait_for_selector(".rgv-zoom .rgv-left .rgv-tok[data-i='3'][aria-pressed='true']", timeout=5_000)
+    page.focus(".rgv-zoom .rgv-left .rgv-tok[data-i='3']")  # Escape where the pinned token is
+    page.keyboard.press("Escape")
+    wait_until(page, "() => !document.querySelector('dialog.rgv-zoom').open", timeout=5_000)
+    assert page.evaluate("location.hash") == "#view=model&layer=1&token=3"
+    _clean(view)

@@ -152,3 +152,41 @@ def test_links_print_as_text_and_only_links_out_of_the_site_show_their_address(d
     assert shown["out"] == '" (https://example.org/paper.pdf)"'
     assert shown["term"] in ("none", "normal") and shown["page"] in ("none", "normal")
     assert shown["colours"] == [shown["text"]] * 3
+
+
+# -- issue 28: paper has no pointer, and page 1 is not a third blank ----------------------------------------
+PRINTED_TEXT = """() => {
+  const article = document.querySelector('article');
+  const shown = element => element.getClientRects().length > 0;
+  return {text: article.innerText,
+          links: [...article.querySelectorAll('a')].filter(shown).map(a => a.textContent.trim())};
+}"""
+
+
+@pytest.mark.parametrize("page", ["index.html", "statistics.html", "patterns.html", "ablation.html"])
+def test_print_has_no_pointer_instructions_and_no_bare_view_links(default_site, printed, page):
+    view, _ = printed((default_site / page).as_uri(), "A4")
+    seen = view.page.evaluate(PRINTED_TEXT)
+    assert not re.findall(r"(?i)\b(?:point at|hover|click)\w*[^.]*", seen["text"])
+    assert "(view)" not in seen["text"]
+    assert not [text for text in seen["links"] if text.lower() in ("view", "finding")]  # words that need a click
+    screen = printed_on_screen(view)
+    assert re.search(r"(?i)\b(?:point at|click)", screen)  # the instructions are there on a screen: the check can fail
+
+
+def printed_on_screen(view: BrowserPage) -> str:
+    view.page.emulate_media(media="screen")
+    text = view.page.evaluate("() => document.querySelector('article').innerText")
+    view.page.emulate_media(media="print")
+    return text
+
+
+def test_the_head_map_fits_on_page_one_under_the_title_and_summary(default_site, printed):
+    """The head map is kept whole (break-inside: avoid): if it did not fit under the summary, page 1 would end
+    there, a third or more of it blank."""
+    view, _ = printed((default_site / "index.html").as_uri(), "A4")
+    bottom = view.page.evaluate("() => document.querySelector('#head-maps').getBoundingClientRect().bottom"
+                                " + window.scrollY")
+    summary = view.page.evaluate("() => document.querySelector('.rg-summary').getBoundingClientRect().bottom")
+    text_height = printed_size("A4")[1]
+    assert summary < bottom <= text_height, (summary, bottom, text_height)

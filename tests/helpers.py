@@ -464,6 +464,17 @@ def wait_until(page, predicate: str, arg=None, timeout: float = 30_000) -> None:
         page.wait_for_timeout(50)
 
 
+def spec_items(node) -> Iterator[tuple[str, object]]:
+    """Every (key, value) pair anywhere in a chart spec (nested dicts and lists), for checks of every font size."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key, value
+            yield from spec_items(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from spec_items(item)
+
+
 def search_results(view: BrowserPage, query: str):
     """Types `query` into the site's search box until results show (up to 30 s): the results' locator."""
     view.page.click("input.md-search__input")

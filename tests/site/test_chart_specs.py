@@ -15,6 +15,7 @@ import pytest
 
 from reportgen.site import exports
 from reportgen.site.charts import vegalite
+from tests.helpers import spec_items
 
 MIN_FONT = 10  # px
 
@@ -62,17 +63,6 @@ def every_chart() -> dict[str, dict]:
     }
 
 
-def walk(node):
-    """Every (key, value) pair anywhere in a spec."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield key, value
-            yield from walk(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from walk(item)
-
-
 @pytest.mark.parametrize("name", list(every_chart()))
 def test_every_chart_says_what_it_shows(name):
     spec = every_chart()[name]
@@ -99,7 +89,7 @@ def test_descriptions_give_the_extremes_and_the_grid():
 @pytest.mark.parametrize("name", list(every_chart()))
 def test_no_chart_asks_for_text_under_10_px(name):
     spec = every_chart()[name]
-    sizes = {key: value for key, value in walk(spec) if key.lower().endswith("fontsize")}
+    sizes = {key: value for key, value in spec_items(spec) if key.lower().endswith("fontsize")}
     assert sizes and min(sizes.values()) >= MIN_FONT, sizes
     assert spec["config"]["axis"]["labelFontSize"] >= MIN_FONT and spec["config"]["legend"]["labelFontSize"] >= MIN_FONT
 
@@ -121,7 +111,7 @@ def test_a_chart_of_labelled_bands_never_squeezes_its_labels():
 
 
 def tooltips(spec: dict) -> list[dict]:
-    return [tip for key, value in walk(spec) if key == "tooltip" and isinstance(value, list) for tip in value]
+    return [tip for key, value in spec_items(spec) if key == "tooltip" and isinstance(value, list) for tip in value]
 
 
 @pytest.mark.parametrize("name", ["delta", "pairs", "curves", "bars", "grouped", "percent heatmap", "difference"])
@@ -138,7 +128,7 @@ def test_changes_are_relative_percent_with_the_absolute_beside_and_never_minus_z
     assert texts and all(("%" in value or "pp" in value or value == "n/a" or value[0] in "+-0")
                          for value in texts), texts
     assert "0.0%" in texts or "0.0 pp" in texts  # the change that rounds to zero
-    axes = [value for key, value in walk(spec) if key in ("axis", "legend") and isinstance(value, dict)]
+    axes = [value for key, value in spec_items(spec) if key in ("axis", "legend") and isinstance(value, dict)]
     assert any(axis.get("format") == "%" for axis in axes), name
 
 

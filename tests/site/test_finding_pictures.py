@@ -22,7 +22,7 @@ from reportgen.ablation.experiments import EXPERIMENTS
 from reportgen.report import Report
 from reportgen.site import pages
 from reportgen.site.charts import finding_pictures, inline_svg
-from tests.helpers import ROOT, make_tiny_bert
+from tests.helpers import ROOT, make_tiny_bert, spec_items
 
 # Every test here draws pictures through vl-convert (render work, like a site build): the slow tier.
 pytestmark = pytest.mark.slow
@@ -105,19 +105,8 @@ def test_every_finding_that_ran_gets_its_picture(report):
     for spec in specs.values():
         assert spec["description"].endswith(".") and spec["config"]["aria"] is False
         # Issue 28: no text under 10 px (the page shows a picture at its size or larger, see the browser test).
-        sizes = [value for key, value in _walk(spec) if key.lower().endswith("fontsize")]
+        sizes = [value for key, value in spec_items(spec) if key.lower().endswith("fontsize")]
         assert sizes and min(sizes) >= 10, sizes
-
-
-def _walk(node):
-    """Every (key, value) pair anywhere in a spec."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield key, value
-            yield from _walk(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _walk(item)
 
 
 def test_pictures_draw_the_reports_own_numbers(report):

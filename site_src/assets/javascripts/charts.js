@@ -69,6 +69,11 @@
         target.classList.add("rg-chart-scrolls");
         target.tabIndex = 0; // a box that scrolls is scrolled from the keyboard too (axe scrollable-region-focusable)
       }
+      // A layer with nothing to draw (every value undefined: a metric of 0 has no relative change) is an
+      // empty mark group that Vega still gives a graphics role; it shows nothing, so it has nothing to name.
+      target.querySelectorAll("g.role-mark[role]").forEach(function (group) {
+        if (!group.childElementCount) group.setAttribute("aria-hidden", "true");
+      });
       target.rgView = result.view; // kept for tests and for linking cells
     }).catch(function (err) {
       target.textContent = "This chart could not be drawn: " + err.message;

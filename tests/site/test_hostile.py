@@ -350,7 +350,7 @@ def visit(page, site: Path) -> dict[str, dict]:
         name = html.relative_to(site).as_posix()
         page.dialogs.clear()
         page.errors.clear()
-        page.page.goto(html.as_uri())
+        page.page.goto(html.as_uri(), timeout=120_000)
         page.page.wait_for_load_state("load")
         page.page.wait_for_timeout(300)  # views and charts render, handlers that would fire do
         seen[name] = {"dialogs": list(page.dialogs), "active": page.page.evaluate(FIND_ACTIVE),
@@ -360,7 +360,7 @@ def visit(page, site: Path) -> dict[str, dict]:
 
 
 def element_text(page, url: str, selector: str) -> str:
-    page.page.goto(url)
+    page.page.goto(url, timeout=120_000)  # the patterns page draws ~50 charts: slow under a loaded CI
     return page.page.text_content(selector)
 
 

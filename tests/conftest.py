@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import (
+    CHARTS_DRAWN,
     CHROMIUM,
     CHROMIUM_ARGS,
     VIEWPORTS,
@@ -28,6 +29,7 @@ from tests.helpers import (
     embedded_model_dir,
     make_ablation_bert,
     make_tiny_bert,
+    wait_until,
     write_graded_pairs,
 )
 
@@ -161,6 +163,7 @@ def open_page(browser):
         wrapped = BrowserPage(context.new_page())
         wrapped.page.goto(url)
         wrapped.page.wait_for_load_state("load")
+        wait_until(wrapped.page, CHARTS_DRAWN)
         if wait_for:
             wrapped.page.wait_for_selector(wait_for, timeout=15_000)
         wrapped.page.wait_for_timeout(wait_ms)

@@ -62,6 +62,9 @@
       // A box with no width (a closed <details>, a hidden tab) has nothing to lay out for: drawn as it is.
       var narrow = width > 0 && drawnWidth(target) > width + 0.5 ? narrowed(spec, width) : null;
       if (!narrow) return result;
+      // A height of so many pixels a row becomes the height it was drawn at: Vega-Lite cannot fit a chart to a
+      // width while one of its sizes is a step (it warns and drops "fit-y"), and the rows keep their size.
+      if (narrow.height && narrow.height.step) narrow.height = result.view.height();
       result.finalize();
       return window.vegaEmbed(target, narrow, EMBED_OPTIONS);
     }).then(function (result) {
@@ -80,15 +83,46 @@
     });
   }
 
+  // Charts are drawn one at a time, those on or near the screen first, the rest in the background, each in
+  // its own task: a page of 48 charts (the patterns page) opens, scrolls and follows links at once instead of
+  // after every chart is drawn, and a link to a section further down draws that section's charts first.
+  // <html data-rg-charts="drawn"> says every chart is laid out (tests wait for it).
+  var waiting = [], near = new Set();
+  var watcher = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (entry) {
+      if (entry.isIntersecting) near.add(entry.target); else near.delete(entry.target);
+    });
+  }, { rootMargin: "100% 0px" }) : null;
+
+  function nextTarget() {
+    var index = waiting.findIndex(function (target) { return near.has(target); });
+    return waiting.splice(index < 0 ? 0 : index, 1)[0];
+  }
+
+  function drawNext() {
+    var target = nextTarget();
+    if (!target) {
+      document.documentElement.dataset.rgCharts = "drawn";
+      return;
+    }
+    if (watcher) watcher.unobserve(target);
+    near.delete(target);
+    target.rgSpec = JSON.parse(target.rgSpecText);
+    layOut(target, target.rgSpec).then(function () { window.setTimeout(drawNext, 0); });
+  }
+
   function drawAll() {
     if (typeof window.vegaEmbed !== "function") return;
     document.querySelectorAll("script[data-rg-chart]").forEach(function (script) {
       var target = document.getElementById(script.getAttribute("data-rg-chart"));
       if (!target || target.dataset.rgDrawn) return;
       target.dataset.rgDrawn = "1";
-      target.rgSpec = JSON.parse(script.textContent);
-      layOut(target, target.rgSpec);
+      target.rgSpecText = script.textContent;
+      waiting.push(target);
+      if (watcher) watcher.observe(target);
     });
+    // The observer reports what is on screen in its first callback, before the next task.
+    window.setTimeout(drawNext, 0);
   }
 
   // A screen turned or a window resized: each chart whose box changed width is laid out again.

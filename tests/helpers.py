@@ -405,7 +405,8 @@ VIEWPORTS = {"desktop": (1366, 900), "phone": (390, 844)}
 # An attention view that has drawn its state and is not waiting for a file (views-core.js).
 VIEW_DRAWN = ".rgv[data-rgv-state]:not([data-rgv-loading])"
 # Every chart of a page laid out (charts.js draws them one at a time, after the page has loaded).
-CHARTS_DRAWN = "() => document.documentElement.dataset.rgCharts === 'drawn' || !document.querySelector('[data-rg-chart]')"
+CHARTS_DRAWN = ("() => document.documentElement.dataset.rgCharts === 'drawn'"
+                " || !document.querySelector('[data-rg-chart]')")
 
 
 class BrowserPage:

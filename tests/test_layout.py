@@ -37,7 +37,10 @@ ALLOWED: dict[str, set[str]] = {
     "findings": {"report"},
     "site": {"errors", "config", "report", "runs", "progress", "findings", "cache"},
     "build": BASE | {"cache", "model", "patterns", "ablation", "findings", "site"},
-    "commands": BASE | {"cache", "site", "build"},
+    "quickview": {"errors", "config", "runs", "model", "site"},
+    "notebook": {"errors", "quickview"},
+    "api": BASE | {"build"},
+    "commands": BASE | {"cache", "site", "build", "quickview"},
     "__main__": {"commands"},
 }
 # Libraries a part must never import: rendering stays in site/, torch in the model and ablation stages.
@@ -48,7 +51,8 @@ FORBIDDEN: dict[str, set[str]] = {
     **{part: TORCH | RENDERING for part in ("findings", "patterns", "cache", *BASE)},
     **{part: RENDERING for part in ("model", "ablation")},
 }
-STAGES = ("model", "patterns", "ablation", "findings", "site", "site/charts", "cache", "commands")
+STAGES = ("model", "patterns", "ablation", "findings", "site", "site/charts", "cache", "commands", "quickview",
+          "notebook", "api")
 
 
 def module_name(path: Path) -> str:

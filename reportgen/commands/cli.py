@@ -70,6 +70,36 @@ def build(config: Optional[Path] = ConfigOption,
 
 
 @app.command()
+def view(text: str = typer.Argument(..., help="The sentence (sentence A of a pair)."),
+         pair: Optional[str] = typer.Option(None, "--pair", "-p", help="Sentence B of a pair."),
+         model: Optional[str] = typer.Option(None, "--model", "-m",
+                                             help="Model directory or Hub name (default: the config's, "
+                                                  "else the embedded all-MiniLM-L6-v2)."),
+         config: Optional[Path] = ConfigOption,
+         out: Path = typer.Option(Path("view.html"), "--out", "-o", help="The HTML file to write."),
+         open_file: bool = typer.Option(False, "--open", help="Open the file in the default browser.")) -> None:
+    """Show one sentence's attention at once: one self-contained HTML file with its head, model and
+    query/key views (no build, no network)."""
+    import warnings
+
+    from reportgen.quickview import run_text, write_view
+    from reportgen.quickview.page import check_target
+
+    check_target(out)  # before the model is loaded: a wrong --out costs nothing
+    with warnings.catch_warnings():  # the notes are said below, once each
+        warnings.simplefilter("ignore")
+        quick = run_text(text, pair, model, config)
+    for note in quick.notes:
+        typer.echo(f"warning: {note}", err=True)
+    size = write_view(quick, out)
+    typer.echo(f"Wrote {out} ({size:,} bytes; {quick.run.n_tokens} tokens, {quick.model})")
+    if open_file:
+        import webbrowser
+
+        webbrowser.open(out.resolve().as_uri())
+
+
+@app.command()
 def serve(config: Optional[Path] = ConfigOption,
           port: int = typer.Option(8000, help="Port on 127.0.0.1."),
           watch: bool = typer.Option(False, "--watch", "-w",

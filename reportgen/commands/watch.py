@@ -2,7 +2,7 @@
 
 Watched: the config file (also before it exists: creating ./reportgen.yaml is a change), the data
 files it names (corpus files, the ablation data), and the site sources (templates, overrides,
-assets, the base mkdocs.yml: `reportgen.site.writer.sources()`). Not watched: model directories, which are
+assets, the base mkdocs.yml: `reportgen.site.sources.site_sources()`). Not watched: model directories, which are
 large, change by whole checkpoints and are hashed in full by each build; restart the preview after
 changing a model. File modification times are polled (no extra dependency; a few dozen stat calls
 every half second), and a burst of changes (an editor's save, a `git checkout`) is one rebuild.
@@ -98,9 +98,9 @@ def _under(path: Path, root: Path) -> bool:
 
 def watched_paths(config_file: Path, config: Config) -> list[Path]:
     """What a rebuild reads besides the model and the cache: the config, its data files, the site sources."""
-    from reportgen.site.writer import sources
+    from reportgen.site.sources import site_sources
 
-    site_src, base_mkdocs = sources()
+    site_src, base_mkdocs = site_sources()
     paths = [config_file, site_src, base_mkdocs, *(item.path for item in config.patterns.corpus)]
     if config.ablation.enabled and config.ablation.data != "builtin":
         paths.append(Path(config.ablation.data))

@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # the model-running side imports torch; the pages only need i
 
 ENCODING = "u8-row-affine"
 QK_ENCODING = "i12-vector"
+NORMS_ENCODING = "norms-f32"
 # The q/k table lists every key of one query, with two vector strips per key: past this
 # many tokens it is no longer a table one reads, so longer examples get no q/k page
 # (their example page says why, from this number).
@@ -248,6 +249,23 @@ def decode_contributions(encoded: dict) -> tuple[np.ndarray, np.ndarray]:
     return decode_attention(encoded), totals.reshape(encoded["shape"][:3])
 
 
+def encode_norms(norms: np.ndarray) -> dict:
+    """Contributions as each key's value norm ||f(x_j)|| [L, H, T] (encoding "norms-f32"), from which the
+    page computes them with the decoded weights (views-core.js NormContributions): 4 bytes per token and
+    head instead of a second 8-bit matrix, for a page that must be small (a single-file view)."""
+    return {"encoding": NORMS_ENCODING, "shape": list(norms.shape), "norms": _b64(norms.astype("<f4").tobytes())}
+
+
+def decode_norm_contributions(attention: dict, encoded: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(shares [L, H, T, T], per-row totals [L, H, T]) as the page computes them from `encode_attention`'s
+    and `encode_norms`' output; for tests and checks."""
+    from reportgen.runs import shares
+
+    norms = np.frombuffer(base64.b64decode(encoded["norms"]), dtype="<f4").reshape(encoded["shape"])
+    share, totals = shares(decode_attention(attention), norms.astype(np.float64))
+    return share.astype(np.float64), totals
+
+
 def _example_fields(run: ExampleRun) -> dict:
     spec = run.spec
     return {
@@ -337,37 +355,42 @@ def unpack12(packed: np.ndarray) -> np.ndarray:
 
 # Per head of a q/k layer, in order: (name, bytes per token, decoded dtype). "codes" holds the
 # head's q codes then its k codes ([T * D] each) as 12-bit pairs; the rest are little-endian.
-def _qk_fields(n: int, dim: int) -> list[tuple[str, int, str]]:
-    return [("codes", 3 * n * dim, "packed"), ("q_scale", 4 * n, "<f4"), ("k_scale", 4 * n, "<f4"),
-            ("floor", 4 * n, "<f4"), ("scale", 4 * n, "<f4"), ("attention", n * n, "u1")]
+# Without `weights` (a payload that carries the attention already, `combined_payload`) only the first three.
+def _qk_fields(n: int, dim: int, weights: bool = True) -> list[tuple[str, int, str]]:
+    fields = [("codes", 3 * n * dim, "packed"), ("q_scale", 4 * n, "<f4"), ("k_scale", 4 * n, "<f4"),
+              ("floor", 4 * n, "<f4"), ("scale", 4 * n, "<f4"), ("attention", n * n, "u1")]
+    return fields if weights else fields[:3]
 
 
 def _qk_layers(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_scale: np.ndarray,
-               attention: tuple[np.ndarray, np.ndarray, np.ndarray]) -> list[str]:
-    """One base64 string per layer: each head's block (`_qk_fields`), heads in order."""
+               attention: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> list[str]:
+    """One base64 string per layer: each head's block (`_qk_fields`), heads in order; without the
+    model's weights when `attention` is None."""
     layers, heads = q_codes.shape[:2]
 
     def flat(array: np.ndarray, dtype: str) -> np.ndarray:
         return np.ascontiguousarray(array, dtype=dtype).view(np.uint8).reshape(layers, heads, -1)
 
-    codes, floor, scale = attention
     both = np.concatenate([q_codes.reshape(layers, heads, -1), k_codes.reshape(layers, heads, -1)], axis=-1)
-    packed = pack12(both).reshape(layers, heads, -1)
-    blocks = np.concatenate([packed, flat(q_scale, "<f4"), flat(k_scale, "<f4"), flat(floor, "<f4"),
-                             flat(scale, "<f4"), flat(codes, "u1")], axis=-1)
+    parts = [pack12(both).reshape(layers, heads, -1), flat(q_scale, "<f4"), flat(k_scale, "<f4")]
+    if attention is not None:
+        codes, floor, scale = attention
+        parts += [flat(floor, "<f4"), flat(scale, "<f4"), flat(codes, "u1")]
+    blocks = np.concatenate(parts, axis=-1)
     return [_b64(blocks[layer].tobytes()) for layer in range(layers)]
 
 
-def decode_qk_layer(text: str, heads: int, n: int, dim: int) -> dict[str, np.ndarray]:
+def decode_qk_layer(text: str, heads: int, n: int, dim: int, weights: bool = True) -> dict[str, np.ndarray]:
     """Inverse of one layer of `_qk_layers` (for tests and checks): codes and scales per head."""
     raw = np.frombuffer(base64.b64decode(text), dtype=np.uint8).reshape(heads, -1)
     out, offset = {}, 0
-    for name, size, dtype in _qk_fields(n, dim):
+    for name, size, dtype in _qk_fields(n, dim, weights):
         part = np.ascontiguousarray(raw[:, offset:offset + size])
         out[name] = unpack12(part).reshape(heads, 2, n, dim) if dtype == "packed" else part.view(dtype)
         offset += size
     out["q_codes"], out["k_codes"] = out["codes"][:, 0], out.pop("codes")[:, 1]
-    out["attention"] = out["attention"].reshape(heads, n, n)
+    if weights:
+        out["attention"] = out["attention"].reshape(heads, n, n)
     return out
 
 
@@ -384,11 +407,12 @@ def qk_check(decoded: np.ndarray, model_decoded: np.ndarray, score_bound: np.nda
     return {"difference": up(float(np.abs(decoded - model_decoded).max())), "rounding": up(float(rounding.max()))}
 
 
-def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS) -> dict:
+def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS, weights: bool = True) -> dict:
     """Data for the query/key page: 12-bit q and k per vector and the model's 8-bit attention, per layer.
 
     The vectors come from `run.extras` (filled by `reportgen.model.run.run_example(..., keep_qk=True)`),
     with the factor on q . k where the model gives one (else 1/sqrt(head_dim)).
+    Without `weights` the layers leave the model's weights out (`combined_payload`: the page has them).
     Raises ValueError beyond `max_tokens`, which keeps these pages bounded.
     """
     queries, keys = run.extras["queries"], run.extras["keys"]
@@ -405,7 +429,32 @@ def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS) -> dict:
     payload = _example_fields(run)
     payload.update(kind="qk", encoding=QK_ENCODING, shape=[layers, heads, n, int(dim)], head_dim=int(dim),
                    scaling=scaling, check=check,
-                   layers=_qk_layers(q_codes, q_scale, k_codes, k_scale, attention))
+                   layers=_qk_layers(q_codes, q_scale, k_codes, k_scale, attention if weights else None))
+    if not weights:
+        payload["weights"] = "attention"
+    return payload
+
+
+def has_qk(run: ExampleRun) -> bool:
+    """Whether the run kept what the query/key view needs, within the tokens it is built for."""
+    return "queries" in run.extras and run.n_tokens <= QK_MAX_TOKENS
+
+
+def combined_payload(run: ExampleRun) -> dict:
+    """One input's views and query/key view in one payload, for a page that shows them together
+    (reportgen.site.standalone): `example_payload`, with the query/key data under "qk" where the run
+    has it, its layers without the model's weights, which the query/key view reads from "attention"
+    (the same 8-bit encoding), so a single-file page does not carry them twice; and the contributions as
+    value norms (`encode_norms`), which the page multiplies with those weights."""
+    payload = _example_fields(run)
+    payload["kind"] = "views"
+    payload["attention"] = encode_attention(run.attention)
+    if run.value_norms is not None:
+        payload["contributions"] = encode_norms(run.value_norms)
+    if has_qk(run):
+        qk = qk_payload(run, weights=False)
+        payload["qk"] = {key: qk[key] for key in ("encoding", "shape", "head_dim", "scaling", "check", "layers",
+                                                  "weights")}
     return payload
 
 

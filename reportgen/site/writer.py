@@ -15,7 +15,6 @@ from pathlib import Path
 import yaml
 from markupsafe import Markup
 
-from reportgen.config import PACKAGE_DIR
 from reportgen.findings import names
 from reportgen.progress import Callback, silent
 from reportgen.report import Example, ExampleHead, ExamplePattern, ExampleViews, Report, head_link
@@ -24,14 +23,7 @@ from reportgen.site.charts import chartdata, finding_pictures
 from reportgen.site.charts.head_map_svg import example_figure, findings_figures
 from reportgen.site.export_cache import NO_CACHE, ExportCache
 from reportgen.site.mkdocs_site import mkdocs_build
-
-
-def sources() -> tuple[Path, Path]:
-    """(site_src directory, base mkdocs.yml): inside the wheel, or at the top of a checkout."""
-    bundled = PACKAGE_DIR / "_site_src"
-    if bundled.is_dir():
-        return bundled, bundled / "mkdocs.yml"
-    return PACKAGE_DIR.parent / "site_src", PACKAGE_DIR.parent / "mkdocs.yml"
+from reportgen.site.sources import site_sources
 
 
 def write_site(report: Report, example_views: list[ExampleViews], out: output.Output,
@@ -45,7 +37,7 @@ def write_site(report: Report, example_views: list[ExampleViews], out: output.Ou
     cache = ExportCache(cache_dir) if cache_dir is not None else NO_CACHE
     with output.staging(out) as staging:
         docs = staging / "docs"
-        src, base_config = sources()
+        src, base_config = site_sources()
         shutil.copytree(src / "assets", docs / "assets")
         exports.write_vega_bundle(docs / "assets" / "javascripts" / "vega-bundle.js", cache)
         nav = write_pages(report, example_views, src / "templates", docs, progress, cache)

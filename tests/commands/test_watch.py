@@ -24,7 +24,7 @@ from reportgen.commands.watch import Watcher, WatchSession, changed, serve_watch
 from reportgen.config import load_config
 from reportgen.errors import OutputError
 from reportgen.site import output
-from reportgen.site.writer import sources
+from reportgen.site.sources import site_sources
 from tests.helpers import VIEW_DRAWN, wait_until, write_config
 
 BANNER = "#reportgen-live-error"
@@ -108,7 +108,7 @@ def test_watched_paths_are_the_config_its_data_files_and_the_site_sources(tmp_pa
     config_file = write_config(tmp_path, f"model: {tiny_model}\npatterns:\n  corpus:\n    - path: corpus.txt\n"
                                          "ablation:\n  task: classification\n  data: dev.tsv\n")
     paths = watched_paths(config_file, load_config(config_file))
-    site_src, base_mkdocs = sources()
+    site_src, base_mkdocs = site_sources()
     assert set(paths) == {config_file, tmp_path / "corpus.txt", tmp_path / "dev.tsv", site_src, base_mkdocs}
     assert not any(tiny_model == path or tiny_model in path.parents for path in paths), "model directories are big"
 

@@ -394,6 +394,47 @@
   };
 
   /*
+   * Contributions computed here from the 8-bit weights and each key's value norm ||f(x_j)|| (float32 [L*H*T],
+   * encoding "norms-f32": reportgen/site/views.py encode_norms), which a single-file view carries instead of a
+   * second 8-bit matrix per head: share[i, j] = A[i, j] n[j] / sum_k A[i, k] n[k] (Kobayashi et al. 2020), a
+   * row with nothing to pass on keeping its weights (reportgen/runs.py shares). Attention's interface.
+   */
+  function NormContributions(attention, encoded) {
+    if (encoded.encoding !== 'norms-f32') throw new Error('unknown contribution encoding: ' + encoded.encoding);
+    this.att = attention;
+    this.layers = attention.layers;
+    this.heads = attention.heads;
+    this.n = attention.n;
+    this.norms = base64Float32(encoded.norms);
+    this.cache = new Map(); // (layer, head) id -> {shares, totals}
+  }
+
+  NormContributions.prototype.allHeads = function () { return this.att.allHeads(); };
+  NormContributions.prototype.ensure = function (pairs, done) { return this.att.ensure(pairs, done); };
+
+  NormContributions.prototype.decoded = function (layer, head) {
+    var id = layer * this.heads + head;
+    if (this.cache.has(id)) return this.cache.get(id);
+    var n = this.n;
+    var weights = this.att.matrix(layer, head);
+    var norms = this.norms.subarray(id * n, (id + 1) * n);
+    var shares = new Float64Array(n * n);
+    var totals = new Float32Array(n);
+    for (var r = 0; r < n; r++) {
+      var total = 0;
+      for (var k = 0; k < n; k++) total += weights[r * n + k] * norms[k];
+      totals[r] = total;
+      for (k = 0; k < n; k++) shares[r * n + k] = total > 0 ? weights[r * n + k] * norms[k] / total : weights[r * n + k];
+    }
+    var out = { shares: shares, totals: totals };
+    this.cache.set(id, out);
+    return out;
+  };
+
+  NormContributions.prototype.matrix = function (layer, head) { return this.decoded(layer, head).shares; };
+  NormContributions.prototype.rowTotals = function (layer, head) { return this.decoded(layer, head).totals; };
+
+  /*
    * `count` signed 12-bit codes packed two in three bytes from bytes[offset] (reportgen/site/views.py
    * pack12): with u = code + 2048, the bytes are u0 & 255, (u0 >> 8) | (u1 & 15) << 4, u1 >> 4.
    */
@@ -418,25 +459,27 @@
    * One layer of a query/key payload (encoding "i12-vector", reportgen/site/views.py `_qk_layers`), per head:
    * {q, k: Float64Array [n * dim] = code * the vector's scale, model: Float64Array [n * n] (the model's
    * 8-bit weights)}. Each head's block: q then k codes (12-bit pairs), q scales, k scales, the weights'
-   * floor and scale (float32 [n] each) and their codes (uint8 [n * n]).
+   * floor and scale (float32 [n] each) and their codes (uint8 [n * n]). With `modelOf` (a payload that
+   * carries the weights once for all its views: reportgen/site/views.py combined_payload) the blocks end
+   * after the k scales and modelOf(head) gives the head's weights.
    */
-  function decodeQKLayer(text, heads, n, dim) {
+  function decodeQKLayer(text, heads, n, dim, modelOf) {
     var bytes = base64Bytes(text);
-    var size = 3 * n * dim + 16 * n + n * n;
+    var size = 3 * n * dim + (modelOf ? 8 * n : 16 * n + n * n);
     if (bytes.length !== heads * size) throw new Error('query/key data of ' + bytes.length + ' bytes, not ' + heads * size);
     var out = [];
     for (var head = 0; head < heads; head++) {
       var at = head * size;
       var codes = unpack12(bytes, at, 2 * n * dim);
-      var scales = float32At(bytes, at + 3 * n * dim, 4 * n); // q scales, k scales, floor, scale
+      var scales = float32At(bytes, at + 3 * n * dim, modelOf ? 2 * n : 4 * n); // q, k scales[, floor, scale]
       var q = new Float64Array(n * dim);
       var k = new Float64Array(n * dim);
       for (var i = 0; i < n * dim; i++) {
         q[i] = codes[i] * scales[Math.floor(i / dim)];
         k[i] = codes[n * dim + i] * scales[n + Math.floor(i / dim)];
       }
-      var model = decodeRows(bytes.subarray(at + 3 * n * dim + 16 * n, at + size), scales.subarray(2 * n, 3 * n),
-        scales.subarray(3 * n), 0, n);
+      var model = modelOf ? modelOf(head) : decodeRows(bytes.subarray(at + 3 * n * dim + 16 * n, at + size),
+        scales.subarray(2 * n, 3 * n), scales.subarray(3 * n), 0, n);
       out.push({ q: q, k: k, model: model });
     }
     return out;
@@ -771,7 +814,7 @@
     el: el, group: group, svgEl: svgEl, range: range, button: button, labelled: labelled, selectOf: selectOf,
     numberedSelect: numberedSelect, stateSelect: stateSelect, HEAD_COLOURS: HEAD_COLOURS, HEAD_TINT: HEAD_TINT, headColour: headColour,
     relativeLuminance: relativeLuminance, markFirstRender: markFirstRender,
-    base64Bytes: base64Bytes, base64Float32: base64Float32, decodeRows: decodeRows, Attention: Attention,
+    base64Bytes: base64Bytes, base64Float32: base64Float32, decodeRows: decodeRows, Attention: Attention, NormContributions: NormContributions,
     pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,
     formatHash: formatHash, parseHash: parseHash, hashNote: hashNote, headsText: headsText, readHash: readHash,
     writeHash: writeHash,

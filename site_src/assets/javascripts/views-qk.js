@@ -152,6 +152,8 @@
     this.n = data.shape[2];
     this.dim = data.head_dim;
     this.files = data.files ? new views.DataFiles(data.files) : null;
+    // The model's weights in the views' encoding when the payload carries them once (a single-file view).
+    this.weights = data.weights === 'attention' ? new views.Attention(data.attention) : null;
     this.decoded = new Map(); // layer -> per head {q, k, model}
     var firstWord = data.special.indexOf(0);
     this.state = { layer: 0, head: 0, token: firstWord >= 0 ? firstWord : 0 };
@@ -166,7 +168,9 @@
     if (this.decoded.has(layer)) return this.decoded.get(layer);
     var text = this.files ? this.files.text('qk-l' + layer) : this.data.layers[layer];
     if (text !== null) {
-      this.decoded.set(layer, views.decodeQKLayer(text, this.heads, this.n, this.dim));
+      var weights = this.weights;
+      this.decoded.set(layer, views.decodeQKLayer(text, this.heads, this.n, this.dim,
+        weights && function (head) { return weights.matrix(layer, head); }));
       return this.decoded.get(layer);
     }
     this.root.setAttribute('data-rgv-loading', String(layer));

@@ -10,25 +10,33 @@
 
   var owner = null;
 
+  // The payload inside the view's element, or the one it names in data-rgv-source (a page that shows several
+  // views of one input: reportgen/site/standalone.py).
   function readPayload(root) {
-    var script = root.querySelector('script.rgv-data');
-    if (!script) throw new Error('no <script class="rgv-data"> inside the view container');
+    var source = root.getAttribute('data-rgv-source');
+    var script = source ? document.getElementById(source) : root.querySelector('script.rgv-data');
+    if (!script) throw new Error('no <script class="rgv-data"> for the view container');
     return JSON.parse(script.textContent);
   }
 
   function start(root, ownsHash) {
     var data = readPayload(root);
-    return root.getAttribute('data-rgv') === 'qk' ? new views.QKWidget(root, data, ownsHash)
-      : new views.ViewsWidget(root, data, ownsHash);
+    if (root.getAttribute('data-rgv') !== 'qk') return new views.ViewsWidget(root, data, ownsHash);
+    // A combined payload (reportgen/site/views.py combined_payload) keeps the query/key data under "qk".
+    return new views.QKWidget(root, data.qk ? Object.assign({}, data, data.qk, { kind: 'qk' }) : data, ownsHash);
   }
 
+  // Starts every view not started yet. The first view of a page owns the URL hash, unless it says
+  // data-rgv-hash="off" (a notebook's views: the notebook's address is not theirs).
   function init() {
     var roots = document.querySelectorAll('.rgv[data-rgv]');
     for (var i = 0; i < roots.length; i++) {
       var root = roots[i];
       if (root.getAttribute('data-rgv-init')) continue; // Material's document$ may call us again
       root.setAttribute('data-rgv-init', '1');
-      var first = owner === null;
+      var waiting = root.querySelector('.rgv-needs-js'); // a notebook output's words for when scripts do not run
+      if (waiting) waiting.remove();
+      var first = owner === null && root.getAttribute('data-rgv-hash') !== 'off';
       try {
         var widget = start(root, first);
         if (first) owner = widget;
@@ -160,4 +168,5 @@
       init();
     });
   }
+  views.startAll = init; // a notebook output that arrives after the page loaded starts its views with this
 })(window.reportgenViews);

@@ -37,7 +37,9 @@
     this.data = data;
     this.ownsHash = ownsHash;
     this.att = new views.Attention(data.attention);
-    this.contrib = data.contributions ? new views.Attention(data.contributions, 'c-') : null;
+    var contributions = data.contributions;
+    this.contrib = !contributions ? null : contributions.encoding === 'norms-f32'
+      ? new views.NormContributions(this.att, contributions) : new views.Attention(contributions, 'c-');
     this.n = this.att.n;
     this.groups = views.pairGroups(data.segments);
     this.isPair = data.segments.indexOf(1) >= 0;
@@ -53,7 +55,7 @@
   ViewsWidget.prototype.defaultState = function () {
     var long = this.n > views.LONG_INPUT;
     return {
-      view: 'head',
+      view: this.root.getAttribute('data-rgv-view') === 'model' ? 'model' : 'head', // a notebook's model_view
       layer: 0,
       heads: long ? [0] : range(this.att.heads),
       token: null, // pinned query token (left column)

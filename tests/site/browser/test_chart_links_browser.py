@@ -342,9 +342,9 @@ def test_a_cell_without_a_url_neither_points_nor_navigates(tmp_path, open_page):
 
     from reportgen.site import exports
     from reportgen.site.htmlsafe import script_json
-    from reportgen.site.writer import sources
+    from reportgen.site.sources import site_sources
 
-    scripts = sources()[0] / "assets" / "javascripts"
+    scripts = site_sources()[0] / "assets" / "javascripts"
     exports.write_vega_bundle(tmp_path / "vega-bundle.js")
     shutil.copy(scripts / "charts.js", tmp_path / "charts.js")
     spec = vegalite.head_heatmap(head_rows_with("some"), "some cells link", "value")

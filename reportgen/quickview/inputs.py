@@ -1,0 +1,135 @@
+"""One input made into an `ExampleRun`: by running a model on it, or from attention a user already has."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from pydantic import ValidationError
+
+from reportgen.config import ExampleSpec, load_config
+from reportgen.errors import DataError, ModelError
+from reportgen.runs import ExampleRun
+
+# Tokens that a tokenizer adds around a text, by their usual spellings (BERT, RoBERTa, T5, GPT-2, Llama):
+# attention given without a tokenizer marks these as special, as a model run would.
+SPECIAL_SPELLINGS = {"[CLS]", "[SEP]", "[PAD]", "<s>", "</s>", "<pad>", "<|endoftext|>", "<cls>", "<sep>"}
+_LOADED: dict[tuple[str, str], Any] = {}  # (model directory, device) -> (model, tokenizer), for the next input
+
+
+@dataclass
+class QuickRun:
+    """One input's run, with what to tell the reader about it."""
+
+    run: ExampleRun
+    model: str  # the model's display name ("" for attention given by the user)
+    notes: list[str] = field(default_factory=list)  # truncation and the like, said once each
+
+
+def _spec(text: str, pair: str | None) -> ExampleSpec:
+    for name, value in (("text", text), ("pair", pair)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise DataError(f"{name}: give a string, not {type(value).__name__}")
+        if not value.strip():
+            raise DataError(f"{name}: empty (or only whitespace); give some words")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise DataError(f"{name}: the text holds a lone surrogate (\\ud800-\\udfff), which is not text; "
+                            "write the character itself") from None
+    try:
+        return ExampleSpec(text=text, pair=pair)
+    except ValidationError as err:
+        problem = err.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "text"
+        raise DataError(f"{where}: {problem['msg'].removeprefix('Value error, ')}") from None
+
+
+def run_text(text: str, pair: str | None = None, model: str | None = None,
+             config: str | Path | None = None) -> QuickRun:
+    """Runs `model` (default: the config's model, ./reportgen.yaml's if there is one, else the embedded
+    default) on `text` (and `pair`), keeping the query/key vectors. Texts longer than the config's
+    `max_length` (or the model's limit) are truncated with the same note as a build's."""
+    from reportgen.model import loading
+    from reportgen.model.run import run_example
+    from reportgen.site.views import QK_MAX_TOKENS
+
+    settings = load_config(config)
+    spec = _spec(text, pair)
+    try:
+        name, path = loading.resolve(model or settings.model)
+    except ModelError as err:  # said as the user gave it: --model / model=, or the config's field
+        raise ModelError(str(err).replace("(config field 'model')", "(--model)") if model else str(err)) from None
+    max_length, length_note = loading.clamp_max_length(path, settings.max_length)
+    with loading.file_policy(settings.trust_remote_code, settings.allow_pickle):
+        key = (str(Path(path).resolve()), settings.device)
+        if key not in _LOADED:
+            _LOADED[key] = loading.load(path, settings.device)
+        net, tokenizer = _LOADED[key]
+    run = run_example(net, tokenizer, spec, max_length, keep_qk=True)
+    notes = [length_note] if length_note else []
+    if run.truncated:
+        notes.append(f"the input was truncated to {max_length} tokens (config field 'max_length')")
+    if run.n_tokens > QK_MAX_TOKENS:
+        run.extras.clear()
+        notes.append(f"no query/key view: it is built for inputs of at most {QK_MAX_TOKENS} tokens, "
+                     f"this one has {run.n_tokens}")
+    for note in notes:
+        warnings.warn(note, stacklevel=2)
+    return QuickRun(run, name, notes)
+
+
+def _as_array(layer: Any, index: int) -> np.ndarray:
+    if hasattr(layer, "detach"):  # a torch tensor, without importing torch here
+        layer = layer.detach().float().cpu().numpy()
+    array = np.asarray(layer, dtype=np.float32)
+    if array.ndim == 3:
+        array = array[None]
+    if array.ndim != 4:
+        raise DataError(f"attentions[{index}]: shape {tuple(array.shape)}; each layer's attention must be "
+                        "[batch, heads, query, key]")
+    return array[0]
+
+
+def from_attentions(attentions: Sequence[Any], tokens: Sequence[str], sentence_b_start: int | None = None,
+                    text: str | None = None) -> ExampleRun:
+    """An `ExampleRun` from attention a user already has, as bertviz takes it: one array per layer of
+    shape [batch, heads, query, key] (the first batch item is shown) or [heads, query, key], and the
+    tokens. `sentence_b_start`: the index of the first token of sentence B of a pair.
+    Checked before anything is drawn: every layer the same shape, square, as long as `tokens`, finite,
+    rows that sum to 1 within 1e-3 (softmax output; padding masked)."""
+    if isinstance(tokens, str) or not tokens or not all(isinstance(token, str) for token in tokens):
+        raise DataError("tokens: give the list of token strings, one per attention row")
+    if not attentions:
+        raise DataError("attentions: empty; give one [batch, heads, query, key] array per layer")
+    layers = [_as_array(layer, index) for index, layer in enumerate(attentions)]
+    n = len(tokens)
+    for index, layer in enumerate(layers):
+        if layer.shape != layers[0].shape or layer.shape[1:] != (n, n):
+            raise DataError(f"attentions[{index}]: shape {layer.shape} (heads, query, key) does not match "
+                            f"{len(tokens)} tokens and layer 0's {layers[0].shape}")
+    attention = np.stack(layers)
+    if not np.isfinite(attention).all() or (attention < 0).any():
+        raise DataError("attentions: hold values that are negative, infinite or NaN; give softmax weights")
+    sums = attention.sum(axis=-1)
+    if np.abs(sums - 1).max() > 1e-3:
+        raise DataError(f"attentions: rows sum to {sums.min():.4g} .. {sums.max():.4g}, not 1; give the "
+                        "attention weights (after the softmax), not scores")
+    special = np.array([token in SPECIAL_SPELLINGS for token in tokens])
+    if sentence_b_start is not None and not 0 < sentence_b_start < n:
+        raise DataError(f"sentence_b_start: {sentence_b_start} is not a token index between 1 and {n - 1}")
+    segments = np.zeros(n, dtype=np.int64)
+    if sentence_b_start is not None:
+        segments[sentence_b_start:] = 1
+    segments = np.where(special, -1, segments)
+    words = np.where(special, -1, np.arange(n))
+    shown = text if text is not None else " ".join(token for token, mark in zip(tokens, special, strict=True)
+                                                  if not mark)
+    spec = ExampleSpec.model_construct(text=shown or "(tokens)", pair=None, name=None)
+    return ExampleRun(spec, [str(token) for token in tokens], words, segments, special,
+                      attention.astype(np.float32))

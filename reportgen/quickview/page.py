@@ -1,0 +1,48 @@
+"""One input's single-file page, and writing it where a user asked without overwriting their files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reportgen.errors import OutputError
+from reportgen.quickview.inputs import QuickRun
+from reportgen.site.standalone import MARKER, page_html, write_page
+from reportgen.site.views import combined_payload
+
+MARKER_WITHIN = 4096  # the marker is in the <head>, within the first bytes of a file reportgen wrote
+
+
+def title_of(quick: QuickRun) -> str:
+    return f"Attention of {quick.model}" if quick.model else "Attention"
+
+
+def page_text(quick: QuickRun) -> str:
+    """The single-file page of `quick` (reportgen.site.standalone.page_html)."""
+    run = quick.run
+    shape = run.attention.shape
+    lines = [f"{shape[0]} layers x {shape[1]} heads; {run.n_tokens} tokens."]
+    return page_html(combined_payload(run), title_of(quick), lines + [f"Note: {note}" for note in quick.notes])
+
+
+def check_target(path: Path) -> None:
+    """Refuses a path that is a directory, a link, or a file reportgen did not write, before any work."""
+    if path.is_symlink():
+        raise OutputError(f"--out {path}: a symlink; reportgen writes only files of its own (nothing was written)")
+    if path.exists() and not path.is_file():
+        raise OutputError(f"--out {path}: not a file (a directory?); give a file name such as view.html")
+    if path.parent != Path("") and not path.parent.is_dir():
+        raise OutputError(f"--out {path}: the directory {path.parent} does not exist")
+    if path.is_file():
+        with path.open("rb") as handle:
+            head = handle.read(MARKER_WITHIN)
+        if MARKER.encode("ascii") not in head:
+            raise OutputError(f"--out {path}: the file exists and was not written by `reportgen view`; "
+                              "reportgen overwrites only its own files (nothing was written)")
+
+
+def write_view(quick: QuickRun, path: Path) -> int:
+    """Writes the page of `quick` to `path` (checked by `check_target`); returns its size in bytes."""
+    check_target(path)
+    text = page_text(quick)
+    write_page(path, text)
+    return len(text.encode("utf-8"))

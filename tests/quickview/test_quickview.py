@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import reportgen
+from reportgen.config import ExampleSpec
 from reportgen.errors import DataError, OutputError
 from reportgen.quickview import QuickRun, from_attentions, page_text
 from reportgen.quickview.page import check_target, write_view
-from reportgen.config import ExampleSpec
 from reportgen.runs import ExampleRun, shares
 from reportgen.site import standalone, views
 from tests.helpers import make_run, one_hot_rows

@@ -119,6 +119,39 @@ test('decodeQKLayer refuses data of the wrong size', () => {
   assert.throws(() => views.decodeQKLayer(QK_LAYER, 2, 3, 3), /query\/key data of 150 bytes, not 168/);
 });
 
+test('decodeQKLayer without weights (a single-file view) takes each head\'s from modelOf', () => {
+  const bytes = Buffer.from(QK_LAYER, 'base64');
+  const full = 3 * 3 * 2 + 16 * 3 + 9; // one head's block: codes, four scale rows, weights
+  const lean = Buffer.concat([0, 1].map((head) => bytes.subarray(head * full, head * full + 3 * 3 * 2 + 8 * 3)));
+  const asked = [];
+  const heads = views.decodeQKLayer(lean.toString('base64'), 2, 3, 2, (head) => { asked.push(head); return 'w' + head; });
+  assert.deepStrictEqual(asked, [0, 1]);
+  for (let head = 0; head < 2; head++) {
+    assert.deepStrictEqual(Array.from(heads[head].q), QK_QUERIES[head]);
+    assert.deepStrictEqual(Array.from(heads[head].k), QK_KEYS[head]);
+    assert.strictEqual(heads[head].model, 'w' + head);
+  }
+  assert.throws(() => views.decodeQKLayer(QK_LAYER, 2, 3, 2, () => null), /query\/key data of 150 bytes, not 84/);
+});
+
+test('NormContributions: shares A[i, j] n[j] / sum_k A[i, k] n[k] of the decoded weights, and the row totals', () => {
+  const att = new views.Attention(ENCODED);
+  const norms = [1, 2, 4, 0, 0, 0]; // head 0: keys weighted 1, 2, 4; head 1: nothing to pass on
+  const encoded = { encoding: 'norms-f32', shape: [1, 2, 3], norms: Buffer.from(Float32Array.from(norms).buffer).toString('base64') };
+  const contrib = new views.NormContributions(att, encoded);
+  for (let i = 0; i < 3; i++) {
+    const row = DECODED[0][i];
+    const total = row[0] * 1 + row[1] * 2 + row[2] * 4;
+    assert.ok(Math.abs(contrib.rowTotals(0, 0)[i] - total) < 1e-6);
+    const shares = Array.from(contrib.matrix(0, 0).slice(3 * i, 3 * i + 3));
+    shares.forEach((share, k) => assert.ok(Math.abs(share - row[k] * [1, 2, 4][k] / total) < 1e-12));
+  }
+  // a row whose keys all have norm 0 keeps its weights as shares (reportgen/runs.py shares)
+  assert.deepStrictEqual(Array.from(contrib.matrix(0, 1)), DECODED[1].flat());
+  assert.deepStrictEqual(Array.from(contrib.rowTotals(0, 1)), [0, 0, 0]);
+  assert.throws(() => new views.NormContributions(att, { encoding: 'norms-f16' }), /unknown contribution encoding/);
+});
+
 // ------------------------------------------------------------ data files (issue 13)
 
 test('attention in data files: nothing to draw until its file delivers it, then the same decoding', () => {

@@ -195,8 +195,11 @@ class AblationSettings(Strict):
 
     enabled: bool
     task: Literal["similarity", "classification", "mlm"]
-    data: str = Field(min_length=1, description='"builtin" (the demo relevance set) or a CSV/TSV/JSONL file.')
-    format: Literal["auto", "csv", "tsv", "jsonl"]
+    data: str = Field(min_length=1, description='"builtin" (the demo relevance set) or a CSV/TSV/JSONL file, or '
+                                                'a TXT file of one text per line (only for task mlm, which reads '
+                                                'nothing but texts).')
+    format: Format = Field(description="txt | csv | tsv | jsonl; auto = from the file suffix (.txt, .csv, .tsv, "
+                                       ".jsonl, ...).")
     header: bool
     columns: dict[str, str | int] | None = Field(
         description="Role -> column name or 0-based index; null = the task's default names.")
@@ -433,12 +436,19 @@ def load_config(path: str | Path | None = None) -> Config:
             raise ConfigError(f"{source}: {exc}") from None
         if user is None:
             raise ConfigError(f"{source}: the file is empty; write at least one key, e.g. 'title: My report'")
-        if not isinstance(user, dict):
-            raise ConfigError(f"{source}: expected a mapping of keys to values at the top level")
-        if internal := sorted(INTERNAL_FIELDS & set(user)):  # set from the file's place, never written in it
-            raise ConfigError(f"{source}: unknown key '{internal[0]}' (paths are relative to the config file's "
-                              "folder)")
         base_dir = path.resolve().parent
+    return config_from_mapping(user, source, base_dir)
+
+
+def config_from_mapping(user: Any, source: str, base_dir: Path) -> Config:
+    """The Config of `user`, a mapping of config keys as a reportgen.yaml holds them, merged over the
+    defaults and checked as a file is (`source` names it in messages); relative paths are taken
+    relative to `base_dir`. `load_config` reads a file into one; the Python API passes a dict."""
+    if not isinstance(user, dict):
+        raise ConfigError(f"{source}: expected a mapping of keys to values at the top level")
+    if internal := sorted(INTERNAL_FIELDS & set(user)):  # set from the file's place, never written in it
+        raise ConfigError(f"{source}: unknown key '{internal[0]}' (paths are relative to the config file's "
+                          "folder)")
     try:
         config = Config.model_validate({**_merge(defaults(), user), "source": source, "base_dir": base_dir})
     except ValidationError as err:

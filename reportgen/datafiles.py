@@ -1,8 +1,11 @@
-"""Reading a user's task data: CSV, TSV or JSONL, with or without a header.
+"""Reading a user's task data: CSV, TSV or JSONL, with or without a header, or plain text.
 
 Columns are chosen by name (needs a header, or JSON objects) or by 0-based index.
 TSV is split on tabs with no quote processing at all, because real benchmark files
 (STS-B, GLUE) contain unbalanced quotes that a CSV reader would swallow across lines.
+A .txt file is one text per line (blank and whitespace-only lines skipped, no header): it
+holds a single column, so it serves a task that reads only texts (mlm), and a task that
+needs pairs, scores or labels is told which columns it needs.
 Every problem the user can fix raises a one-line `DataError` that names the file and,
 where there is one, the line and the column.
 
@@ -55,7 +58,7 @@ _UNQUOTED = re.compile(r"[^,\r\n]*")  # the rest of a CSV field up to its comma 
 NUL_PROBLEM = "holds a NUL byte, so it is not a text file (binary, or UTF-16?); save it as UTF-8 text"
 
 
-Format = Literal["auto", "csv", "tsv", "jsonl"]
+Format = Literal["auto", "txt", "csv", "tsv", "jsonl"]
 Column = str | int
 
 
@@ -312,8 +315,10 @@ def parse_json(line: str) -> Any:
 
 
 # -- formats ------------------------------------------------------------------------------------------
-def detect_format(path: Path) -> Literal["csv", "tsv", "jsonl"]:
+def detect_format(path: Path) -> Literal["txt", "csv", "tsv", "jsonl"]:
     suffix = path.suffix.lower()
+    if suffix in {".txt", ".text"}:
+        return "txt"
     if suffix in {".tsv", ".tab"}:
         return "tsv"
     if suffix in {".jsonl", ".ndjson", ".json"}:
@@ -321,7 +326,7 @@ def detect_format(path: Path) -> Literal["csv", "tsv", "jsonl"]:
     if suffix == ".csv":
         return "csv"
     raise DataError(f"{path}: cannot tell the format from the extension '{shown(suffix)}'; "
-                    "set the format (csv, tsv or jsonl)")
+                    "set the format (txt, csv, tsv or jsonl)")
 
 
 def load_rows(
@@ -332,17 +337,26 @@ def load_rows(
     header: bool = True,
     comment: str | None = None,
     limit: int | None = None,
+    field: str = "ablation.data",
 ) -> Rows:
-    """Read `columns` (role -> name or index; None = not used) from a CSV/TSV/JSONL file.
+    """Read `columns` (role -> name or index; None = not used) from a TXT/CSV/TSV/JSONL file.
 
     `comment`: lines starting with it are skipped (the shipped demo set has a note).
     `limit`: keep only the first rows. Blank lines are skipped.
+    A txt file has one column, the line: it serves one role only (its column's name is not
+    checked, an index must be 0), and `header` does not apply (every line is a text).
+    `field`: the config field that names the file, for the message when a txt file cannot
+    give every column.
     """
     path = Path(path)
     text = read_text(path)
     kind = detect_format(path) if fmt == "auto" else fmt
     wanted = {role: col for role, col in columns.items() if col is not None}
-    if kind == "jsonl":
+    names = {role: (f"'{col}'" if isinstance(col, str) else f"#{col}") for role, col in wanted.items()}
+    if kind == "txt":
+        _check_txt_columns(path, wanted, names, field)
+        records = _txt_records(text, comment)
+    elif kind == "jsonl":
         records = _jsonl_records(path, text, comment)
     elif kind == "csv":
         records = _csv_records(path, text, comment)
@@ -350,8 +364,9 @@ def load_rows(
         records = _tsv_records(text, comment)
     if not records:
         raise DataError(f"{path}: the file has no rows")
-    names = {role: (f"'{col}'" if isinstance(col, str) else f"#{col}") for role, col in wanted.items()}
-    if kind == "jsonl":
+    if kind == "txt":
+        values, lines = _pick_delimited(path, records, {role: 0 for role in wanted}, names, False, limit)
+    elif kind == "jsonl":
         values, lines = _pick_json(path, records, wanted, names, limit)
     else:
         values, lines = _pick_delimited(path, records, wanted, names, header, limit)
@@ -362,6 +377,27 @@ def load_rows(
 
 def _skipped(fields: list[str], comment: str | None) -> bool:
     return not fields or not any(f.strip() for f in fields) or bool(comment and fields[0].startswith(comment))
+
+
+def _check_txt_columns(path: Path, wanted: Mapping[str, Column], names: dict[str, str], field: str) -> None:
+    """A txt file gives one text per line and nothing else: more than one column is the user's mistake."""
+    if len(wanted) > 1:
+        needed = ", ".join(f"{role} ({names[role]})" for role in wanted)
+        raise DataError(f"{path}: a .txt file gives only text, one per line, but the task needs {len(wanted)} "
+                        f"columns: {needed}; give a csv, tsv or jsonl file with them (config field '{field}')")
+    for role, col in wanted.items():
+        if isinstance(col, int) and col != 0:
+            raise DataError(f"{path}: a .txt file has one column (0), the line; column {col} for {role} "
+                            f"is not in it (config field '{field}')")
+
+
+def _txt_records(text: str, comment: str | None) -> list[tuple[int, list[str]]]:
+    """(line number, [the line's text, stripped]) for each line that holds some text."""
+    records = []
+    for number, line in enumerate(LINE_BREAK.split(text), start=1):
+        if line.strip() and not (comment and line.startswith(comment)):
+            records.append((number, [line.strip()]))
+    return records
 
 
 def _tsv_records(text: str, comment: str | None) -> list[tuple[int, list[str]]]:

@@ -7,15 +7,27 @@ stage renders them (templates and charts read nothing else, apart from the view 
 (a pattern absent from every input, an undefined metric) is null.
 
 Bump SCHEMA_VERSION when a key changes meaning or goes away.
+
+`Report.load(path)` reads a published report.json back into these records (its schema version
+checked first), and `Report.heads_frame()` lays the per-head numbers out as a pandas table, one
+row per head (pandas is the optional extra `reportgen[pandas]`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from reportgen.errors import DataError, ReportgenError
+
+if TYPE_CHECKING:
+    import pandas
 
 SCHEMA_VERSION = 2
 
@@ -606,6 +618,136 @@ class Report(Record):
     def to_json(self) -> str:
         """report.json: sorted keys, no NaN (a number that is not one is null)."""
         return json.dumps(self.model_dump(mode="json"), indent=1, sort_keys=True, allow_nan=False)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Report:
+        """A published report.json (or a site directory holding one) read back into the records.
+
+        Its `schema_version` is checked before anything else is read: a report of another version
+        (an older or newer reportgen wrote it), a file that is not a reportgen report, not UTF-8 or
+        not JSON, or a missing file raises a `DataError` (exit code 4) whose one line names the file
+        and what is wrong.
+        """
+        path = Path(path)
+        if path.is_dir() and (path / "report.json").is_file():
+            path = path / "report.json"
+        data = _read_json(path)
+        if not isinstance(data, dict) or "schema_version" not in data:
+            raise DataError(f"{path}: not a reportgen report (no schema_version at the top level)")
+        version = data["schema_version"]
+        if version != SCHEMA_VERSION:
+            if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+                advice = "upgrade reportgen to read it"
+            else:
+                advice = "rebuild the site with this reportgen"
+            raise DataError(f"{path}: schema version {_shown(version)}, this reportgen reads {SCHEMA_VERSION}; "
+                            f"{advice}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+            more = err.error_count() - 1
+            raise DataError(f"{path}: not a valid report of schema version {SCHEMA_VERSION}: key '{where}': "
+                            f"{first['msg']}" + (f" (and {more} more problem{'s' * (more > 1)})" if more else "")
+                            ) from None
+
+    def heads_frame(self) -> pandas.DataFrame:
+        """One row per head of the model, in layer then head order: the per-head numbers of the report.
+
+        Columns:
+
+        - `layer`, `head`: 0-based, as on the site.
+        - `label`: the head's main pattern, the key of `statistics.labels` ("previous_token", ...,
+          "mixed" where no pattern passes its threshold): what colours the head map.
+        - for each pattern statistic of `statistics` (`previous_token`, `next_token`, `cls_sep`,
+          `same_token`, `within_word`, `entropy`, ...): `<statistic>`, the head's mean over the inputs,
+          and `<statistic>_null`, what a uniform head scores on the same inputs (`statistics.nulls`;
+          the same in every row, NaN where it does not apply).
+        - with single-head ablation (`ablation.single_heads`): `ablation_value` (the task metric with
+          the head masked), `ablation_delta` (its change from the unmasked model, in the metric's units),
+          `ablation_relative` (the change relative to the unmasked metric), `ablation_p_value`,
+          `ablation_p_adjusted` (corrected over the heads) and `ablation_significant`; with the
+          importance experiment, `importance` (Michel et al.). Absent when the report has none.
+
+        A number the report has as null is NaN. Needs pandas (`pip install "reportgen[pandas]"`).
+        """
+        try:
+            import pandas
+        except ImportError:
+            raise MissingExtra('Report.heads_frame needs pandas: pip install "reportgen[pandas]"') from None
+        statistics = self.statistics
+        cells = [(layer, head) for layer in range(self.layers) for head in range(self.heads)]
+        columns: dict[str, list[Any]] = {"layer": [layer for layer, _ in cells], "head": [head for _, head in cells],
+                                         "label": [statistics.labels[layer][head] for layer, head in cells]}
+        for name in head_statistics():
+            columns[name] = _per_head(getattr(statistics, name).mean, cells)
+            null = statistics.nulls.get(name)
+            columns[f"{name}_null"] = [_number(null.uniform if null is not None else None)] * len(cells)
+        single = self.ablation.single_heads if self.ablation is not None else None
+        if single is not None:
+            for key in ("value", "delta", "relative", "p_value", "p_adjusted"):
+                columns[f"ablation_{key}"] = _per_head(getattr(single, key), cells)
+            columns["ablation_significant"] = [bool(single.significant[layer][head]) for layer, head in cells]
+        importance = self.ablation.importance if self.ablation is not None else None
+        if importance is not None:
+            columns["importance"] = _per_head(importance.importance, cells)
+        return pandas.DataFrame(columns)
+
+
+class MissingExtra(ReportgenError, ImportError):
+    """An optional dependency is not installed; the message says which extra of reportgen brings it."""
+
+
+def head_statistics() -> list[str]:
+    """The per-head pattern statistics of `PatternStatistics`, in its order (the columns of `heads_frame`)."""
+    return [name for name, info in PatternStatistics.model_fields.items()
+            if isinstance(info.annotation, type) and issubclass(info.annotation, HeadStatistic)]
+
+
+def _per_head(grid: list[list[Number]], cells: list[tuple[int, int]]) -> list[float]:
+    return [_number(grid[layer][head]) for layer, head in cells]
+
+
+def _number(value: Number) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def _shown(value: Any) -> str:
+    """A value from a file as a one-line message may quote it."""
+    text = json.dumps(value, ensure_ascii=True)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON value in `path`; a DataError naming the file when it cannot be read as JSON."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise DataError(f"{path}: report file not found; build the site first (reportgen build)") from None
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    except ValueError:  # a NUL character in the name
+        raise DataError(f"{str(path)!r}: the report file name holds a NUL character") from None
+    if stat.S_ISDIR(mode):
+        raise DataError(f"{path}: is a directory without a report.json, not a report file")
+    if not stat.S_ISREG(mode):  # a FIFO would block the read forever
+        raise DataError(f"{path}: is not a regular file; a report is the report.json a build writes")
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except OSError as err:
+        raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}), "
+                        "so not a reportgen report.json") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}), "
+                        "so not a reportgen report.json") from None
+    except (RecursionError, ValueError) as err:  # nesting too deep, a number of thousands of digits
+        raise DataError(f"{path}: cannot be read as JSON ({type(err).__name__}), so not a reportgen report.json"
+                        ) from None
 
 
 def report_schema() -> dict[str, Any]:

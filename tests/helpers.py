@@ -307,7 +307,7 @@ def layer_halves(ctx, lower: np.ndarray, upper: np.ndarray, n_masked: int):
                        upper=ablation._sweep(ctx, values[1]), same_mask=[True], comparison=comparison)
 
 
-# -- tiny sites (reportgen/build.py, reportgen/site/) ------------------------------------------------------
+# -- tiny sites (reportgen/pipeline.py, reportgen/site/) ------------------------------------------------------
 # The two examples of every tiny site: a sentence, and a query with its title.
 TWO_EXAMPLES = [
     {"text": "the cat sat on the mat."},
@@ -348,8 +348,8 @@ def _plain(value):
 
 def build_tiny_site(project: Path, config_text: str) -> Path:
     """Writes `config_text` as `project`/reportgen.yaml, builds it and returns the site directory."""
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
 
     build(load_config(write_config(project, config_text)))
     return project / "site"

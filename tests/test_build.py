@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen import build as build_module
-from reportgen.build import build
+from reportgen import pipeline as build_module
 from reportgen.config import load_config
 from reportgen.errors import DataError, OutputError
 from reportgen.model import loading
+from reportgen.pipeline import build
 from tests.helpers import SMALL_ABLATION, TWO_EXAMPLES, check_report, tiny_config, tree, write_config
 
 # The build tests' site: a title with markup, the second example named, 40 pairs for the ablation.

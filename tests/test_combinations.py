@@ -56,8 +56,8 @@ def project(tmp_path_factory) -> Path:
 
 
 def build_site(project: Path, name: str, overrides: dict) -> tuple[dict, Path]:
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
 
     config = {"title": f"Combination {name}", "model": "./tiny", "device": "cpu", "max_length": 64,
               "cache_dir": "cache", "patterns": {"similarity": False},

@@ -121,7 +121,7 @@ def test_json_nan_and_null_are_refused(tmp_path):
 
 
 def test_unknown_extension_needs_a_format(tmp_path):
-    path = _write(tmp_path, "d.txt", "a\tb\n")
+    path = _write(tmp_path, "d.dat", "a\tb\n")  # (.txt is one text per line: tests/test_txt_data.py)
     with pytest.raises(DataError, match="set the format"):
         load_rows(path, {"a": 0})
     assert load_rows(path, {"a": 1}, fmt="tsv", header=False).texts("a") == ["b"]

@@ -14,12 +14,12 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from reportgen import findings
-from reportgen.build import build
 from reportgen.commands.cli import app
 from reportgen.config import ExampleSpec, load_config
 from reportgen.model.loading import load
 from reportgen.model.run import run_example
 from reportgen.patterns.statistics import PatternAccumulator, load_settings
+from reportgen.pipeline import build
 from reportgen.report import SCHEMA_VERSION, PatternStatistics, Report, report_schema
 from tests.helpers import ROOT, check_report, tiny_config, write_config
 

@@ -19,8 +19,8 @@ from reportgen.cache.store import DAMAGED
 DAMAGED_LINE = re.compile(re.escape(DAMAGED).replace(r"\{path\}", ".+").replace(r"\{why\}", ".+"))
 
 if TYPE_CHECKING:
-    from reportgen.build import Built
     from reportgen.config import Config
+    from reportgen.pipeline import Built
 
 
 class RichProgress:
@@ -48,7 +48,7 @@ class RichProgress:
 
 def build_with_progress(config: Config, out: Path | None = None, reproducible: bool = False) -> Built:
     """One build with progress bars; reportgen's own warnings printed after it, each text once."""
-    from reportgen.build import build
+    from reportgen.pipeline import build
 
     with RichProgress() as progress, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

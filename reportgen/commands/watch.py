@@ -7,7 +7,7 @@ large, change by whole checkpoints and are hashed in full by each build; restart
 changing a model. File modification times are polled (no extra dependency; a few dozen stat calls
 every half second), and a burst of changes (an editor's save, a `git checkout`) is one rebuild.
 
-The rebuild runs in this process, with `reportgen.build.build`, not in a `reportgen build`
+The rebuild runs in this process, with `reportgen.pipeline.build`, not in a `reportgen build`
 subprocess: importing torch, transformers and MkDocs takes several seconds, which a subprocess
 would pay on every save, while a warm rebuild reads everything else from the cache. A failed
 rebuild changes nothing on disk (the build stages the site and swaps it in only at the end), so

@@ -165,8 +165,8 @@ def test_helpers_choose_and_mask_as_documented():
 @pytest.mark.slow
 @pytest.mark.parametrize("viewport", ["desktop", "phone"])
 def test_the_ablation_page_shows_the_pairs_heatmap(tmp_path_factory, model_dir, open_page, viewport):
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
 
     project = tmp_path_factory.getbasetemp() / "pairs-site"
     if not (project / "site" / "ablation.html").exists():  # one build for both viewports

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from reportgen.ablation.experiments import record_key
-from reportgen.build import build
 from reportgen.config import AblationSettings, defaults, load_config
 from reportgen.errors import ConfigError
+from reportgen.pipeline import build
 from tests.helpers import ROOT, is_progress, make_tiny_bert, write_config
 
 WORDS = ["the cat sat on the mat", "a red car", "i went to the store", "the dog is on the mat",

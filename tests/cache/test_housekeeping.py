@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from reportgen.build import build
 from reportgen.cache.info import describe, human
 from reportgen.cache.prune import plan_prune, prune
 from reportgen.cache.store import Cache
 from reportgen.cache.usage import read_records, recording
 from reportgen.config import load_config
 from reportgen.errors import OutputError
+from reportgen.pipeline import build
 from tests.helpers import write_config
 
 FP, FP2 = "0123456789abcdef", "fedcba9876543210"  # model fingerprints (16 hex digits), as ablation folders use

@@ -152,9 +152,9 @@ def cache_entry_directory(cache: str) -> Callable[[Path], AbstractContextManager
     first BASE example is stored (the path reportgen computes for it). Removed after."""
     @contextmanager
     def setup(project: Path) -> Iterator[None]:
-        from reportgen.build import run_key
         from reportgen.config import ExampleSpec
         from reportgen.model import loading
+        from reportgen.pipeline import run_key
 
         _, path = loading.resolve("default")
         max_length, _ = loading.clamp_max_length(path, BASE["max_length"])

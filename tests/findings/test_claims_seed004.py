@@ -19,13 +19,13 @@ import pytest
 from reportgen.ablation import experiments as ablation
 from reportgen.ablation.experiments import Context, run_ablations
 from reportgen.ablation.tasks import SimilarityTask
-from reportgen.build import build
 from reportgen.config import AblationSettings, ExampleSpec, defaults, load_config
 from reportgen.errors import ConfigError
 from reportgen.findings import ablation_findings, all_findings, pattern_findings
 from reportgen.findings.claims import PLANNED_TESTS, SEED004_CLAIMS, claim_checks, middle_layers, seed_layer_here
 from reportgen.findings.formatting import change, interval
 from reportgen.patterns import statistics as patterns
+from reportgen.pipeline import build
 from reportgen.report import Ablation, AblationTask, ClaimCheck, PatternStatistics, RandomFraction
 from reportgen.runs import ExampleRun
 from tests.helpers import TINY_WORDS, check_report, layer_halves, write_config

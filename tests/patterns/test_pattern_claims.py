@@ -215,9 +215,9 @@ def test_example_patterns_name_the_heads_and_the_token_pair():
 
 
 def test_example_patterns_on_a_tiny_model(tiny_model):
-    from reportgen.build import describe_example
     from reportgen.model.loading import load
     from reportgen.model.run import run_example
+    from reportgen.pipeline import describe_example
 
     net, tokenizer = load(tiny_model, "cpu")
     run = run_example(net, tokenizer, ExampleSpec(text="i went to the store.",

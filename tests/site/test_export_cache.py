@@ -13,10 +13,10 @@ import pytest
 import vl_convert
 from PIL import Image
 
-from reportgen.build import build
 from reportgen.cache.store import TEMP_NAME, Cache
 from reportgen.config import load_config
 from reportgen.errors import OutputError
+from reportgen.pipeline import build
 from reportgen.site import exports
 from reportgen.site.charts import head_map_svg, inline_svg
 from reportgen.site.charts.head_map import Cell, HeadMap

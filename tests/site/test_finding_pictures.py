@@ -41,8 +41,8 @@ EXTERNAL = re.compile(r"https?:|@import|<script|<image|<foreignObject|javascript
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Report:
     """A tiny model's report with every experiment on, the stages of `reportgen build` without the site."""
-    from reportgen.build import data_files, make_manifest, make_report, run_ablation, run_model, run_patterns
     from reportgen.config import load_config
+    from reportgen.pipeline import data_files, make_manifest, make_report, run_ablation, run_model, run_patterns
 
     work = tmp_path_factory.mktemp("pictures")
     make_tiny_bert(work / "tiny", layers=3, heads=4)

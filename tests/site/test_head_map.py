@@ -31,7 +31,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, tiny_model) -> Report:
     """The report of a tiny build with a comparison model and single-head masking, without its site."""
-    from reportgen import build
+    from reportgen import pipeline as build
     from reportgen.config import load_config
 
     project = tmp_path_factory.mktemp("head-map")

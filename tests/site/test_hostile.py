@@ -369,8 +369,8 @@ def element_text(page, url: str, selector: str) -> str:
 @pytest.mark.filterwarnings("ignore:example 1 was truncated to 64 tokens:UserWarning")
 @pytest.mark.parametrize("group", GROUPS, ids=[f"payloads-{'-'.join(map(str, g))}" for g in GROUPS])
 def test_payload_in_every_field_is_shown_literally_and_never_runs(group, tmp_path, classifiers, browser):
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
     from tests.helpers import BrowserPage
 
     config_path, text, site_url = project(tmp_path, group, classifiers)

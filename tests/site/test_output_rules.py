@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 from reportgen import errors
-from reportgen.build import build
 from reportgen.config import load_config
+from reportgen.pipeline import build
 from reportgen.site import output
 from tests.helpers import ROOT, Case, is_progress, symlink, tree, write_config
 

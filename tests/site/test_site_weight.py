@@ -252,8 +252,8 @@ LONG_TEXT = " ".join(["the cat sat on the mat and the dog sat on the red ball ."
 
 @pytest.fixture(scope="module")
 def hostile_site(tmp_path_factory, tiny_model) -> Path:
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
 
     project = tmp_path_factory.mktemp("hostile-title")
     write_config(project, json.dumps({"title": HOSTILE_TITLE, "model": str(tiny_model), "device": "cpu",

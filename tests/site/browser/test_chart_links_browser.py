@@ -124,11 +124,11 @@ def test_attention_matrix_cells_open_the_head_view_with_their_query_pinned():
 @pytest.fixture(scope="module")
 def tiny_pages(tiny_model):
     """The statistics, patterns and example charts of a two-example run of the tiny model (no site build)."""
-    from reportgen.build import describe_example, example_views
     from reportgen.config import ExampleSpec
     from reportgen.model.loading import load
     from reportgen.model.run import run_example
     from reportgen.patterns.statistics import PatternAccumulator, load_settings
+    from reportgen.pipeline import describe_example, example_views
     from reportgen.report import PatternStatistics
 
     net, tokenizer = load(tiny_model, "cpu")

@@ -249,8 +249,8 @@ def test_a_long_example_loads_its_contribution_files_only_when_they_are_shown(pa
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory, tiny_model) -> Path:
     """A site built by `reportgen build` from the tiny model (whose heads reportgen locates: contributions)."""
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
     from tests.helpers import write_config
 
     project = tmp_path_factory.mktemp("contributions-site")

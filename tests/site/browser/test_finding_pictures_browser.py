@@ -64,8 +64,8 @@ MEASURE_JS = """ids => ids.map(id => {
 
 @pytest.fixture(scope="module")
 def tiny_site(tmp_path_factory) -> Path:
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
 
     work = tmp_path_factory.mktemp("pictures-site")
     make_tiny_bert(work / "tiny", layers=3, heads=4)

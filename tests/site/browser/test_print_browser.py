@@ -117,8 +117,8 @@ def test_the_findings_and_analysis_pages_print(default_site, printed, page, pape
 
 @pytest.fixture(scope="module")
 def compare_site(tmp_path_factory) -> Path:
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
 
     project = tmp_path_factory.mktemp("print-compare")
     first, second = (make_tiny_bert(project / name, layers=3, heads=8, seed=seed)

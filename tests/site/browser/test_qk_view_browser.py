@@ -213,8 +213,8 @@ def test_a_missing_data_file_is_said_not_thrown(pages, open_at, tmp_path):
 
 def test_a_built_site_copies_the_data_files_and_its_pages_load_them(tmp_path, tiny_model, open_at, monkeypatch):
     """A real build (MkDocs copies the files from its docs folder) with every view's data in files."""
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
     from tests.helpers import write_config
 
     monkeypatch.setattr(view_files, "VIEWS_INLINE_LIMIT", 0)

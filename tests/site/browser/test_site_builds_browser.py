@@ -14,8 +14,8 @@ pytestmark = pytest.mark.slow
 
 
 def test_hostile_text_is_shown_literally_in_the_site(tmp_path, tiny_model, open_page):
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
     from tests.helpers import write_config
 
     payloads = ["</script><script>alert(1)</script>", "<img src=x onerror=alert(2)>",
@@ -53,8 +53,8 @@ def test_hostile_text_is_shown_literally_in_the_site(tmp_path, tiny_model, open_
 
 
 def test_two_model_comparison_renders(tmp_path, tiny_model, open_page):
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
     from tests.helpers import make_tiny_bert, write_config
 
     other = make_tiny_bert(tmp_path / "other", seed=1)
@@ -81,8 +81,8 @@ def test_two_model_comparison_renders(tmp_path, tiny_model, open_page):
 
 
 def test_a_512_token_example_builds_and_renders(tmp_path, open_page):
-    from reportgen.build import build
     from reportgen.config import load_config
+    from reportgen.pipeline import build
     from tests.helpers import write_config
 
     long_text = " ".join(f"word{i % 50} and the next one" for i in range(200))  # far over 512 tokens

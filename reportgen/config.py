@@ -303,6 +303,11 @@ class Config(Strict):
     source: str = Field(default="(defaults)", exclude=True)
     base_dir: Path = Field(default=Path("."), exclude=True)
 
+    @property
+    def config_file(self) -> Path | None:
+        """The file the config was read from; None for the defaults or a dict given to `reportgen.build`."""
+        return None if self.source in NOT_FILES else Path(self.source)
+
     def as_written(self) -> dict:
         """The config as used, with paths relative to the config file again (for the manifest),
         so that the same project built in another directory records the same config."""
@@ -404,6 +409,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 # Config fields reportgen sets from where the file is; the schema leaves them out and a file may not set them.
 INTERNAL_FIELDS = {"source", "base_dir"}
+DICT_SOURCE = "config dict"  # how a config given as a dict (reportgen.build) is named in messages
+NOT_FILES = ("(defaults)", DICT_SOURCE)  # sources that name no file
 
 
 def load_config(path: str | Path | None = None) -> Config:

@@ -319,8 +319,8 @@ def protected_paths(config: Config) -> list[tuple[str, Path]]:
     path the config names, so two files of the same name (a corpus file in the output and another
     elsewhere) are both protected."""
     paths = [("the current directory", Path.cwd())]
-    if config.source != "(defaults)":
-        paths.append(("the config file", Path(config.source)))
+    if config.config_file is not None:
+        paths.append(("the config file", config.config_file))
     paths.append(("the cache directory (config field 'cache_dir')", config.cache_dir))
     models = [("the model directory", config.model)]
     if config.compare is not None:

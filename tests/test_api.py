@@ -188,6 +188,20 @@ def built(tmp_path_factory, tiny_model) -> tuple[Report, Path]:
 
 
 @pytest.mark.slow
+def test_a_dict_configs_cache_entries_are_kept_by_prune(built, tiny_model):
+    """A dict names no config file: its build is recorded as the directory's (as the defaults are), so
+    `cache prune` from that directory keeps what the build used instead of taking the name for a file."""
+    from reportgen.cache.prune import plan_prune
+    from reportgen.config import DICT_SOURCE, config_from_mapping
+
+    project = built[1].parent
+    config = config_from_mapping({"model": str(tiny_model)}, DICT_SOURCE, project)
+    assert config.config_file is None
+    plan = plan_prune(config)
+    assert plan.keep and plan.remove == []
+
+
+@pytest.mark.slow
 def test_build_returns_the_report_it_writes(built):
     report, site = built
     assert isinstance(report, Report)
@@ -254,3 +268,14 @@ def test_heads_frame_without_an_ablation_has_no_ablation_columns(built):
     report, _ = built
     frame = report.model_copy(update={"ablation": None}).heads_frame()
     assert len(frame) == 8 and not [column for column in frame.columns if column.startswith(("ablation", "importance"))]
+
+
+@pytest.mark.slow
+def test_load_round_trips_the_default_sites_report(default_site):
+    """The embedded model's site, as `reportgen build` writes it: read back record for record, and its heads
+    as a frame of 6 x 12 rows."""
+    report = Report.load(default_site / "report.json")
+    assert json.loads(report.to_json()) == json.loads((default_site / "report.json").read_text(encoding="utf-8"))
+    frame = report.heads_frame()
+    assert len(frame) == 72 and not frame.duplicated(["layer", "head"]).any()
+    assert frame["ablation_delta"].notna().all()

@@ -17,12 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from reportgen.config import Config, config_from_mapping, load_config
+from reportgen.config import DICT_SOURCE, Config, config_from_mapping, load_config
 from reportgen.progress import silent
 from reportgen.report import Report
 
-# How a config given as a dict is named in error messages ("config dict: unknown key 'titel'").
-DICT_SOURCE = "config dict"
 
 __all__ = ["build"]
 

@@ -64,9 +64,9 @@ def record_path(cache_dir: Path, config_file: str | None, base_dir: Path) -> Pat
 def config_identity(config: Config) -> tuple[str | None, Path]:
     """The config file as an absolute path (None for the defaults) and the project directory."""
     base_dir = Path(config.base_dir).resolve()
-    if config.source == "(defaults)":
+    if config.config_file is None:  # the defaults, or a dict given to reportgen.build: one record per directory
         return None, base_dir
-    return str(Path(config.source).resolve()), base_dir
+    return str(config.config_file.resolve()), base_dir
 
 
 @contextmanager

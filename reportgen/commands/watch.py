@@ -114,7 +114,7 @@ class WatchSession:
         # Without --config, ./reportgen.yaml is the config once it exists (load_config's rule), so it is
         # watched; once it was the config, it stays so: deleting it is an error, not a switch to the defaults
         # (which would build the embedded model into the same output).
-        self.config_arg = Path(config.source) if config_arg is None and config.source != "(defaults)" else config_arg
+        self.config_arg = config.config_file if config_arg is None else config_arg
         self.config_file = Path(config_arg if config_arg is not None else DEFAULT_CONFIG_NAME).absolute()
         self.live = live
         self.watcher = Watcher(watched_paths(self.config_file, config))

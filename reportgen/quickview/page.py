@@ -20,7 +20,7 @@ def page_text(quick: QuickRun) -> str:
     """The single-file page of `quick` (reportgen.site.standalone.page_html)."""
     run = quick.run
     shape = run.attention.shape
-    lines = [f"{shape[0]} layers x {shape[1]} heads; {run.n_tokens} tokens."]
+    lines = [f"{shape[0]} layers x {shape[1]} heads, {run.n_tokens} tokens."]
     return page_html(combined_payload(run), title_of(quick), lines + [f"Note: {note}" for note in quick.notes])
 
 

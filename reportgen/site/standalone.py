@@ -38,8 +38,9 @@ main { max-width: 70rem; margin: 0 auto; padding: 1rem; }
 h1 { font-size: 1.5rem; margin: 0 0 0.5rem; }
 h2 { font-size: 1.2rem; margin: 1.5rem 0 0.25rem; }
 .rgq-input { margin: 0.25rem 0; overflow-wrap: anywhere; }
-.rgq-note, .rgq-foot { color: #57606a; font-size: 0.9rem; }
+.rgq-note, .rgq-foot { color: #57606a; font-size: 0.9rem; margin: 0.25rem 0; }
 a { color: #0550ae; }
+@media (max-width: 600px) { main { padding: 0.5rem; } h1 { font-size: 1.15rem; } h2 { margin-top: 1rem; } }
 """
 
 
@@ -88,17 +89,15 @@ def page_html(payload: dict, title: str, lines: list[str] = ()) -> str:
               'the model\'s own weight.</p>'
               f'<div class="rgv" data-rgv="qk" data-rgv-source="rgv-data" data-rgv-hash="off" '
               f'aria-label="query/key view: {label}"><noscript>The views need JavaScript.</noscript></div>')
-    contents = ' · <a href="#query-key">Query/key view</a>' if qk else ""
+    contents = ' <a href="#query-key">Query/key view</a> below.' if qk else ""
     return (
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">{MARKER}'
         f"<title>{html.escape(title)}</title><style>{style}</style></head>\n<body><main>\n"
         f"<h1>{html.escape(title)}</h1>{text}{notes}"
-        f'<p class="rgq-note">Views: <a href="#views">Head and model view</a>{contents}</p>\n'
-        '<h2 id="views">Head and model view</h2>'
-        '<p class="rgq-note">Each line joins a token on the left to a token it attends to on the right, as '
-        'thick as the weight; the model view shows every head of every layer at once.</p>'
+        '<p class="rgq-note" id="views">Each line joins a token on the left to a token it attends to on the right, '
+        f'as thick as the weight; the model view shows every head of every layer at once.{contents}</p>\n'
         f'<div class="rgv" data-rgv="views" data-rgv-source="rgv-data" aria-label="attention views: {label}">'
         "<noscript>The views need JavaScript.</noscript></div>\n"
         f"{qk}\n"

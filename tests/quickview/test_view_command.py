@@ -153,3 +153,17 @@ def test_mistakes_end_in_one_line_and_write_nothing(tmp_path, args, code, messag
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.html"]
     assert (tmp_path / "mine.html").read_text(encoding="utf-8") == "<p>mine</p>"
+
+
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_the_page_is_axe_clean_and_shows_the_view_in_the_first_screen(seed_view, open_page, viewport):
+    from axe_playwright_python.sync_playwright import Axe
+
+    path, _ = seed_view
+    view = open_page(path.as_uri(), viewport=viewport, wait_for=VIEW_DRAWN)
+    violations = Axe().run(view.page, options={"resultTypes": ["violations"]}).response["violations"]
+    assert [(item["id"], item["nodes"][0]["target"]) for item in violations] == []
+    # the head view's first token line starts within the first screen
+    top = view.page.evaluate("() => document.querySelector('.rgv[data-rgv=views] line.rgv-line')"
+                             ".getBoundingClientRect().top")
+    assert top < view.page.viewport_size["height"]

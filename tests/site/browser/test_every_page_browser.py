@@ -613,11 +613,21 @@ def test_every_link_target_exists(site, pages):
     assert not failures, _report(failures)
 
 
-def test_one_link_of_each_kind_is_clicked_on_every_page(pages, tabs):
+def one_of_each_template(names) -> list[str]:
+    """Every page but the example and query/key pages after the first and the last of each: those come from
+    one template each and differ only in their data, which the other tests of this file check on every page."""
+    kinds: dict[str, list[str]] = {}
+    for name in names:
+        kinds.setdefault(re.sub(r"^example-\d+", "example-N", name), []).append(name)
+    return [name for group in kinds.values() for name in (group if len(group) < 3 else [group[0], group[-1]])]
+
+
+def test_one_link_of_each_kind_is_clicked_on_every_kind_of_page(pages, tabs):
     """Desktop: per page the same-page view links are clicked (head_map_ends), then the first link of each
-    other kind."""
+    other kind; of the example and query/key pages the first and the last (one_of_each_template)."""
     tab, failures = tabs["desktop"], []
-    for name, found in pages.items():
+    for name in one_of_each_template(pages):
+        found = pages[name]
         tab.open(name)
         kinds: dict[str, list[str]] = {}
         for href in dict.fromkeys(found.content):

@@ -21,7 +21,6 @@ from reportgen.config import DICT_SOURCE, Config, config_from_mapping, load_conf
 from reportgen.progress import silent
 from reportgen.report import Report
 
-
 __all__ = ["build"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from pydantic import ValidationError
@@ -56,7 +56,6 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
     default) on `text` (and `pair`), keeping the query/key vectors. Texts longer than the config's
     `max_length` (or the model's limit) are truncated with the same note as a build's."""
     from reportgen.model import loading
-    from reportgen.model.run import run_example
     from reportgen.site.views import QK_MAX_TOKENS
 
     settings = load_config(config)
@@ -66,12 +65,7 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
     except ModelError as err:  # said as the user gave it: --model / model=, or the config's field
         raise ModelError(str(err).replace("(config field 'model')", "(--model)") if model else str(err)) from None
     max_length, length_note = loading.clamp_max_length(path, settings.max_length)
-    with loading.file_policy(settings.trust_remote_code, settings.allow_pickle):
-        key = (str(Path(path).resolve()), settings.device)
-        if key not in _LOADED:
-            _LOADED[key] = loading.load(path, settings.device)
-        net, tokenizer = _LOADED[key]
-    run = run_example(net, tokenizer, spec, max_length, keep_qk=True)
+    run = _loaded(Path(path), settings)(spec, max_length)
     notes = [length_note] if length_note else []
     if run.truncated:
         notes.append(f"the input was truncated to {max_length} tokens (config field 'max_length')")
@@ -82,6 +76,30 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
     for note in notes:
         warnings.warn(note, stacklevel=2)
     return QuickRun(run, name, notes)
+
+
+def _loaded(path: Path, settings) -> Callable[[ExampleSpec, int], ExampleRun]:
+    """The model of `path` ready to run one input, loaded once per process: a BERT that
+    reportgen.model.light_bert reproduces without transformers' model code (seconds less to start),
+    any other through transformers, as a build loads it."""
+    from reportgen.model import light_bert, loading
+    from reportgen.model.run import run_example
+
+    key = (str(path.resolve()), settings.device)
+    if key not in _LOADED:
+        light = None
+        if light_bert.supports(path):
+            try:
+                light = light_bert.LightBert.load(path)
+            except (ValueError, OSError, KeyError):
+                light = None  # not the checkpoint it looked like: transformers loads it and says what is wrong
+        if light is not None:
+            _LOADED[key] = light.run
+        else:
+            with loading.file_policy(settings.trust_remote_code, settings.allow_pickle):
+                net, tokenizer = loading.load(path, settings.device)
+            _LOADED[key] = lambda spec, max_length: run_example(net, tokenizer, spec, max_length, keep_qk=True)
+    return _LOADED[key]
 
 
 def _as_array(layer: Any, index: int) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 It takes a config as the command line does (a reportgen.yaml path, None for ./reportgen.yaml or the
 defaults) or as a dict of the same keys, checked by the same loader, and an output directory; it runs
-the whole pipeline of `reportgen.build` (model run, analyses, site) and gives back the typed report,
+the whole pipeline of `reportgen.pipeline` (model run, analyses, site) and gives back the typed report,
 the `reportgen.report.Report` records that `report.json` serialises. A user's mistake raises the
 command line's `reportgen.errors.ReportgenError` with the same one line (its `exit_code` says which
 kind); what the command line prints as `warning:` lines are Python warnings here (UserWarning).

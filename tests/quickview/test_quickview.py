@@ -208,3 +208,22 @@ def test_the_file_is_written_only_over_a_view_file(tmp_path):
     for bad, message in ((tmp_path, "not a file"), (link, "a symlink"), (tmp_path / "no" / "v.html", "does not exist")):
         with pytest.raises(OutputError, match=message):
             check_target(bad)
+
+
+# -- which forward pass runs ----------------------------------------------------------------------------
+
+def test_a_model_light_bert_does_not_reproduce_runs_through_transformers(tmp_path):
+    """gelu_new is not light_bert's GELU: the quick view loads it as a build does, with the same data out."""
+    from reportgen.model import light_bert, loading
+    from reportgen.model.run import run_example
+    from reportgen.quickview import run_text
+    from tests.helpers import make_ablation_bert
+
+    model = make_ablation_bert(tmp_path / "model", hidden_act="gelu_new")
+    assert not light_bert.supports(model)
+    quick = run_text("the cat sat on the mat", pair="a dog", model=str(model))
+    net, tokenizer = loading.load(model, "cpu")
+    expected = run_example(net, tokenizer, ExampleSpec(text="the cat sat on the mat", pair="a dog"), 128, keep_qk=True)
+    assert quick.run.tokens == expected.tokens
+    assert np.abs(quick.run.attention - expected.attention).max() < 1e-6
+    assert "qk" in views.combined_payload(quick.run) and quick.model == "model"

@@ -61,19 +61,20 @@ def test_the_notebook_run_in_jupyterlab_draws_every_view(lab, open_page):
         view.page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
         view.page.get_by_text("Run All Cells", exact=True).click()
 
-    run_all()
-    # A fresh JupyterLab may ask which kernel the notebook gets (the notebook's own preselected) when it first
-    # runs, and then runs only the last cell: answered, and the notebook run again, until the views are drawn.
+    # A fresh JupyterLab may ask which kernel the notebook gets (the notebook's own preselected), and a Run All
+    # given while its kernel starts may run nothing or only the last cell: the dialog is answered, and the
+    # notebook run again whenever no cell is running, until the three views are drawn.
     deadline = time.monotonic() + 240
     drawn = "() => document.querySelectorAll('.rgv[data-rgv-state]').length"
+    running = "() => [...document.querySelectorAll('.jp-InputPrompt')].some(p => p.textContent.includes('*'))"
     while view.page.evaluate(drawn) < 3:
         assert time.monotonic() < deadline, f"{view.page.evaluate(drawn)} of 3 views drawn in 240 s"
         select = view.page.locator(".jp-Dialog-button.jp-mod-accept")  # "Select"
         if select.count():
             select.click()
-            view.page.wait_for_timeout(1000)
+        elif not view.page.evaluate(running):
             run_all()
-        view.page.wait_for_timeout(500)
+        view.page.wait_for_timeout(5000)
     states = view.page.evaluate(
         "() => [...document.querySelectorAll('.rgv')].map(r => r.getAttribute('data-rgv-state'))")
     assert states[0].startswith("view=head") and states[1].startswith("view=model") and states[2].startswith("view=qk")

@@ -78,6 +78,7 @@ def test_a_config_dict_is_refused_in_one_line(tmp_path, monkeypatch, config, kin
     assert not (tmp_path / "site").exists()
 
 
+@pytest.mark.slow  # imports transformers' model code (~5 s): out of the fast tier
 def test_what_the_build_checks_is_said_as_for_a_file(tmp_path, monkeypatch):
     """Zero examples pass the config's schema and stop the build before any model is looked for."""
     monkeypatch.chdir(tmp_path)

@@ -38,6 +38,7 @@ def compare(path, max_length: int) -> None:
         assert np.allclose(ours.value_norms, theirs.value_norms, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow  # imports transformers' model code (~5 s): out of the fast tier
 def test_a_random_bert_runs_as_through_transformers(tiny_model):
     assert light_bert.supports(tiny_model)
     compare(tiny_model, 64)

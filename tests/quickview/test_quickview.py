@@ -212,6 +212,7 @@ def test_the_file_is_written_only_over_a_view_file(tmp_path):
 
 # -- which forward pass runs ----------------------------------------------------------------------------
 
+@pytest.mark.slow  # imports transformers' model code (~5 s): out of the fast tier
 def test_a_model_light_bert_does_not_reproduce_runs_through_transformers(tmp_path):
     """gelu_new is not light_bert's GELU: the quick view loads it as a build does, with the same data out."""
     from reportgen.model import light_bert, loading

@@ -280,12 +280,15 @@ def _example_fields(run: ExampleRun) -> dict:
     }
 
 
+def _views_fields(run: ExampleRun) -> dict:
+    """The example's fields and its attention: what every payload of the head and model views holds."""
+    return {**_example_fields(run), "kind": "views", "attention": encode_attention(run.attention)}
+
+
 def example_payload(run: ExampleRun) -> dict:
     """Everything the head view and the model view need for one example, as plain JSON-able data:
     attention, and contributions where the run has value norms (the views' weights | contributions switch)."""
-    payload = _example_fields(run)
-    payload["kind"] = "views"
-    payload["attention"] = encode_attention(run.attention)
+    payload = _views_fields(run)
     if run.value_norms is not None:  # None: synthetic runs, or a model whose heads were not located
         payload["contributions"] = encode_contributions(run.attention, run.value_norms)
     return payload
@@ -446,9 +449,7 @@ def combined_payload(run: ExampleRun) -> dict:
     has it, its layers without the model's weights, which the query/key view reads from "attention"
     (the same 8-bit encoding), so a single-file page does not carry them twice; and the contributions as
     value norms (`encode_norms`), which the page multiplies with those weights."""
-    payload = _example_fields(run)
-    payload["kind"] = "views"
-    payload["attention"] = encode_attention(run.attention)
+    payload = _views_fields(run)
     if run.value_norms is not None:
         payload["contributions"] = encode_norms(run.value_norms)
     if has_qk(run):

@@ -90,6 +90,8 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     if not specs:
         raise DataError(f"{config.source}: field 'examples': the list is empty; give at least one example")
     name, path = loading.resolve(model_spec or config.model)
+    if config.ablation.enabled:
+        loading.check_masking(path, config.ablation.method)
     # Never ask the model for more tokens than its position embeddings hold.
     max_length, length_note = loading.clamp_max_length(path, config.max_length)
     file_hashes = loading.file_hashes(path)

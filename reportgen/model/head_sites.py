@@ -1,18 +1,25 @@
-"""Where a BERT-family model keeps its attention heads, found from its structure.
+"""Where an encoder keeps its attention heads, found from its structure.
 
 `HeadMasker` gates heads at the input of each layer's attention output projection and, for
-method "uniform", reads the value projection; both are found here rather than by model type
-name, so every architecture with the usual module names works. `attention_norms` says whether
+method "uniform" and the contributions, reads the values (from the value projection, or the
+value part of a fused one: DeBERTa's in_proj, ModernBERT's Wqkv); both are found here by the
+module names of each family (transformers 5) rather than by model type name. `attention_norms` says whether
 a model has the plain BERT layer layout that lets a masked forward start inside a layer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from typing import Callable
 
-from torch import nn
+from torch import Tensor, nn
 
 from reportgen.errors import ModelError
+
+
+def _identity(values: Tensor) -> Tensor:
+    return values
 
 
 @dataclass
@@ -21,10 +28,13 @@ class HeadSites:
 
     layers: list[nn.Module]  # the module run at each depth (ALBERT: the same module repeated)
     out_proj: list[nn.Module]  # attention output projection at each depth; its input is the per-head context
-    value_proj: list[nn.Module]  # value projection at each depth
+    value_proj: list[nn.Module]  # the module whose output holds the value vectors at each depth
     encoder: nn.Module  # runs the layers; a new forward starts when it is called
     heads: int
     head_dim: int
+    # value_proj's output -> the value vectors [batch, tokens, heads * head_dim] (fused projections
+    # hold queries and keys too: DeBERTa's in_proj, ModernBERT's Wqkv)
+    values: Callable[[Tensor], Tensor] = _identity
 
     @property
     def n_layers(self) -> int:
@@ -37,53 +47,83 @@ class HeadSites:
 
 
 def locate(model: nn.Module) -> HeadSites:
-    """Find the layers, output and value projections of a BERT-family model by its structure."""
+    """Find the layers, output and value projections of an encoder by its structure."""
     base = getattr(model, "base_model", model)
     cfg = model.config
     heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_heads", None)
     encoder = getattr(base, "encoder", None) or getattr(base, "transformer", None)
+    if encoder is None and isinstance(getattr(base, "layers", None), nn.ModuleList):
+        encoder = base  # ModernBERT: the layers sit in the base model itself
     if encoder is None or not heads:
         raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its attention heads")
     if hasattr(encoder, "albert_layer_groups"):
-        layers, out_proj, value_proj = _albert_sites(encoder, cfg)
-    elif hasattr(encoder, "layer"):
-        layers, out_proj, value_proj = _layer_list_sites(encoder, cfg)
+        layers = _albert_layers(encoder, cfg)
+    elif isinstance(getattr(encoder, "layer", None), nn.ModuleList):
+        layers = list(encoder.layer)
+    elif isinstance(getattr(encoder, "layers", None), nn.ModuleList):
+        layers = list(encoder.layers)
     else:
         raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its layers")
+    if getattr(cfg, "z_steps", 0) > 1:
+        raise ModelError("DeBERTa with z_steps > 1 reruns its last layer; reportgen cannot mask it")
+    found = [_attention_site(layer, heads) for layer in layers]
+    if any(site is None for site in found):
+        raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its attention output projection")
+    out_proj, value_proj, values = [s[0] for s in found], [s[1] for s in found], found[0][2]
     in_features = out_proj[0].in_features
     if in_features % heads:
         raise ModelError(f"model type '{cfg.model_type}': {in_features} features do not split into {heads} heads")
-    return HeadSites(layers, out_proj, value_proj, encoder, heads, in_features // heads)
+    return HeadSites(layers, out_proj, value_proj, encoder, heads, in_features // heads, values)
 
 
-def _albert_sites(encoder: nn.Module, cfg) -> tuple[list[nn.Module], list[nn.Module], list[nn.Module]]:
+def _albert_layers(encoder: nn.Module, cfg) -> list[nn.Module]:
     groups = encoder.albert_layer_groups
     if cfg.inner_group_num != 1:
         raise ModelError(f"ALBERT with inner_group_num={cfg.inner_group_num}: reportgen masks heads only when "
                          "inner_group_num is 1")
     depth_count = cfg.num_hidden_layers
     # AlbertTransformer: depth i runs group int(i / (layers / groups)).
-    layers = [groups[int(depth / (depth_count / cfg.num_hidden_groups))].albert_layers[0]
-              for depth in range(depth_count)]
-    return layers, [layer.attention.dense for layer in layers], [layer.attention.value for layer in layers]
+    return [groups[int(depth / (depth_count / cfg.num_hidden_groups))].albert_layers[0]
+            for depth in range(depth_count)]
 
 
-def _layer_list_sites(encoder: nn.Module, cfg) -> tuple[list[nn.Module], list[nn.Module], list[nn.Module]]:
-    layers = list(encoder.layer)
-    first = layers[0].attention
-    if hasattr(first, "out_lin"):  # DistilBERT
-        out_proj = [layer.attention.out_lin for layer in layers]
-        value_proj = [layer.attention.v_lin for layer in layers]
-    elif hasattr(first, "output") and hasattr(first.output, "dense") and hasattr(first, "self"):
-        out_proj = [layer.attention.output.dense for layer in layers]
-        # BERT, RoBERTa, ELECTRA, XLM-R: self.value; DeBERTa-v2: self.value_proj.
-        value_proj = [getattr(layer.attention.self, "value", None) or layer.attention.self.value_proj
-                      for layer in layers]
-    else:
-        raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its attention output projection")
-    if getattr(cfg, "z_steps", 0) > 1:
-        raise ModelError("DeBERTa with z_steps > 1 reruns its last layer; reportgen cannot mask it")
-    return layers, out_proj, value_proj
+Site = tuple[nn.Module, nn.Module, Callable[[Tensor], Tensor]]  # output projection, value module, its values
+
+
+def _attention_site(layer: nn.Module, heads: int) -> Site | None:
+    """The output projection and the values of one layer, by the module names of each family
+    (transformers 5); None for a layout reportgen does not know."""
+    attention = getattr(layer, "attention", None)
+    own = getattr(attention, "self", None)
+    if hasattr(attention, "out_lin"):  # DistilBERT
+        return attention.out_lin, attention.v_lin, _identity
+    if hasattr(attention, "dense") and hasattr(attention, "value"):  # ALBERT
+        return attention.dense, attention.value, _identity
+    if hasattr(getattr(attention, "attn", None), "o"):  # MPNet: attention.attn.{q,k,v,o}
+        return attention.attn.o, attention.attn.v, _identity
+    if own is not None and hasattr(getattr(attention, "output", None), "dense"):
+        if isinstance(getattr(own, "value", None), nn.Linear):  # BERT, RoBERTa, ELECTRA, XLM-R, ERNIE, ...
+            return attention.output.dense, own.value, _identity
+        if isinstance(getattr(own, "value_proj", None), nn.Linear):  # DeBERTa-v2
+            return attention.output.dense, own.value_proj, _identity
+        if isinstance(getattr(own, "in_proj", None), nn.Linear):  # DeBERTa: fused, per head [q | k | v]
+            return attention.output.dense, own.in_proj, partial(_deberta_values, own.v_bias, heads)
+    if hasattr(getattr(layer, "attn", None), "Wqkv"):  # ModernBERT: fused [q | k | v], each over all heads
+        return layer.attn.Wo, layer.attn.Wqkv, _fused_values
+    return None
+
+
+def _deberta_values(bias: Tensor, heads: int, fused: Tensor) -> Tensor:
+    """DeBERTa's values from its in_proj output: each head's slice is [q | k | v] (its
+    transpose_for_scores then chunk(3)), and v_bias is added after."""
+    rows, tokens, width = fused.shape
+    per_head = fused.view(rows, tokens, heads, 3, width // (3 * heads))[:, :, :, 2]
+    return (per_head.reshape(rows, tokens, -1) + bias).contiguous()
+
+
+def _fused_values(fused: Tensor) -> Tensor:
+    """ModernBERT's values from its Wqkv output, viewed as [.., 3, heads, dim]."""
+    return fused[..., 2 * fused.shape[-1] // 3:]
 
 
 RESUMABLE_LAYERS = frozenset({"BertLayer", "RobertaLayer", "XLMRobertaLayer", "ElectraLayer", "CamembertLayer"})

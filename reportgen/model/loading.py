@@ -27,10 +27,16 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", 
 # so max_position_embeddings = 514 holds 512 tokens.
 PADDING_OFFSET_TYPES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "mpnet",
                         "data2vec-text", "roberta-prelayernorm", "xmod", "ibert"}
-# Encoder model types whose check needs no import of transformers (a second or more); any
-# other type is looked up in transformers' own tables.
-KNOWN_ENCODERS = {"bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "deberta", "deberta-v2",
-                  "camembert", "mpnet", "megatron-bert", "roberta-prelayernorm", "xlm-roberta-xl", "ernie"}
+# The encoder families reportgen supports, model_type -> name: each has its own tests on a tiny
+# checkpoint of that architecture (tests/model/test_architectures.py, which renders the README's
+# support table). Any other model type is refused before anything is loaded.
+SUPPORTED_ENCODERS = {
+    "bert": "BERT", "roberta": "RoBERTa", "xlm-roberta": "XLM-RoBERTa", "camembert": "CamemBERT",
+    "roberta-prelayernorm": "RoBERTa-PreLayerNorm", "xlm-roberta-xl": "XLM-RoBERTa-XL", "electra": "ELECTRA",
+    "albert": "ALBERT", "distilbert": "DistilBERT", "deberta": "DeBERTa", "deberta-v2": "DeBERTa-v2",
+    "ernie": "ERNIE", "megatron-bert": "Megatron-BERT", "mpnet": "MPNet", "modernbert": "ModernBERT",
+}
+SUPPORTED_NAMES = ", ".join(SUPPORTED_ENCODERS.values())
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (embedded)"
 
 
@@ -138,6 +144,49 @@ def _custom_code(path: Path, cfg: dict) -> str | None:
     return None
 
 
+def _check_family(path: Path, cfg: dict) -> None:
+    """Refuse, from config.json alone, a model that is not one of the supported encoder families or
+    uses a setting reportgen cannot analyse exactly: one line that names the supported families."""
+    model_type = cfg.get("model_type")
+    if model_type is None:
+        raise ModelError(f"{path / 'config.json'}: has no model_type, so the architecture is unknown; a "
+                         "transformers model saves it (e.g. \"model_type\": \"bert\")")
+    if model_type in SUPPORTED_ENCODERS and not cfg.get("is_decoder") and not cfg.get("is_encoder_decoder"):
+        why = _unsupported_setting(cfg)
+        if why:
+            raise ModelError(f"{path / 'config.json'}: {why}")
+        return
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING_NAMES:
+        raise ModelError(f"{path / 'config.json'}: model_type {model_type!r} is not a model type "
+                         "transformers knows (config field 'model')")
+    decoder_only = (model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+                    and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+    if cfg.get("is_encoder_decoder"):
+        kind = "is an encoder-decoder"
+    elif decoder_only or cfg.get("is_decoder"):
+        kind = "is a decoder (causal LM)"
+    else:
+        kind = "is not an architecture reportgen supports"
+    raise ModelError(f"model directory {path}: model type '{model_type}' {kind}; reportgen analyses the "
+                     f"self-attention of these encoders: {SUPPORTED_NAMES}")
+
+
+def _unsupported_setting(cfg: dict) -> str | None:
+    """A setting of a supported family that breaks what reportgen measures per head, or None."""
+    if cfg.get("model_type") == "albert" and cfg.get("inner_group_num", 1) != 1:
+        return (f"ALBERT with inner_group_num {cfg['inner_group_num']}: reportgen masks heads only when "
+                "inner_group_num is 1")
+    if cfg.get("talking_head"):
+        return "DeBERTa with talking_head mixes the heads' scores, so a head's attention is not its own"
+    return None
+
+
 def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCheck:
     """Refuse, before anything is loaded, a model directory reportgen cannot or must not load.
 
@@ -151,27 +200,7 @@ def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCh
     if why_code and not policy.trust_remote_code:
         raise ModelError(f"model directory {path}: {why_code}; reportgen does not run a model's own code "
                          "unless the config sets trust_remote_code: true")
-    model_type = cfg.get("model_type")
-    known = model_type in KNOWN_ENCODERS and not cfg.get("is_decoder") and not cfg.get("is_encoder_decoder")
-    if not why_code and not known:
-        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-        from transformers.models.auto.modeling_auto import (
-            MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-            MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-        )
-
-        if model_type is None:
-            raise ModelError(f"{path / 'config.json'}: has no model_type, so the architecture is unknown; a "
-                             "transformers model saves it (e.g. \"model_type\": \"bert\")")
-        if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING_NAMES:
-            raise ModelError(f"{path / 'config.json'}: model_type {model_type!r} is not a model type "
-                             "transformers knows (config field 'model')")
-        decoder_only = (model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-                        and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
-        if decoder_only or cfg.get("is_decoder") or cfg.get("is_encoder_decoder"):
-            kind = "an encoder-decoder" if cfg.get("is_encoder_decoder") else "a decoder (causal LM)"
-            raise ModelError(f"model directory {path}: model type '{model_type}' is {kind}; reportgen analyses "
-                             "the self-attention of encoders (BERT family)")
+    _check_family(path, cfg)
     read_shape(path)
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise ModelError(f"model directory {path} has no tokenizer (none of {', '.join(TOKENIZER_FILES[:3])}, ...); "
@@ -186,6 +215,17 @@ def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCh
             raise ModelError(f"model directory {path}: weights only as pickle ({pickles[0]}), which can run code "
                              "when loaded; convert them to safetensors, or set allow_pickle: true in the config")
     return DirectoryCheck(use_safetensors=bool(safetensors), trust_remote_code=bool(why_code), config=cfg)
+
+
+def check_masking(path: Path, method: str) -> None:
+    """Refuse, before the model runs, a masking method the model's attention does not allow: "uniform"
+    gives a head 1/n over all n keys (Kovaleva et al. 2019), which is not what a layer that sees only
+    a window of keys (ModernBERT's local layers) could attend."""
+    layer_types = _read_config(path).get("layer_types")
+    windowed = isinstance(layer_types, list) and "sliding_attention" in layer_types
+    if method == "uniform" and windowed:
+        raise ModelError(f"config field 'ablation.method': 'uniform' spreads a head over every key, but "
+                         f"{path.name}'s local layers see only a window of keys; use method 'zero'")
 
 
 def max_tokens(path: Path) -> int | None:

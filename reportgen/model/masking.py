@@ -310,7 +310,7 @@ class HeadMasker:
             recording.recorded[self._depth] = output
 
     def _on_values(self, _module, _args, output):
-        self._values = output
+        self._values = self.sites.values(output)
 
     def _on_attention_norm(self, _module, args):
         recording = self._recording

@@ -1,21 +1,31 @@
-"""Capturing the query and key vectors of every self-attention layer, for the query/key view.
+"""Capturing what every self-attention layer puts into its scores, for the query/key view.
 
 The query/key view (bertviz calls it the neuron view) explains one attention row:
-softmax(q . k / sqrt(d)) over the keys. Rather than vendoring a patched copy of
-one model, we hook the query and key projections of whatever BERT-family model
-is loaded, so the numbers on the page come from the real forward pass.
+softmax(scaling * q . k + terms) over the visible keys. Rather than vendoring a patched copy
+of one model, we hook the projections of whatever supported encoder is loaded, so the numbers
+on the page come from the real forward pass. What each family puts into the score (transformers 5):
 
-Projection names by family (transformers 5):
-- BERT, RoBERTa, ELECTRA, XLM-R, ALBERT: `query` / `key`
-- DistilBERT: `q_lin` / `k_lin`
-- DeBERTa-v2: `query_proj` / `key_proj` (its attention adds relative-position
-  terms, so softmax(q . k * scale) alone does not reproduce its weights; the
-  view shows the model's own weights next to it).
+- BERT, RoBERTa, ELECTRA, XLM-R, ALBERT, ERNIE, Megatron-BERT: `query` / `key`; DistilBERT
+  `q_lin` / `k_lin`: scaling * q . k alone.
+- MPNet: `q` / `k`, plus a learned bias per head on the bucketed relative position j - i,
+  shared by all layers (Song et al. 2020, after T5's); captured as the "position" term from the
+  attention's `position_bias` argument.
+- DeBERTa (`in_proj`, fused per head as [q | k | v], with `q_bias`) and DeBERTa-v2 (`query_proj` /
+  `key_proj`): disentangled attention (He et al. 2021, eq. 4): content-to-content q . k plus
+  content-to-position ("c2p", the query against the key's relative position) and
+  position-to-content ("p2c", the key against the query's relative position), each scaled by
+  1/sqrt(3 d) (1 + one per position term). The terms come from the model's own bias method, run
+  once per term type.
+- ModernBERT (`Wqkv`, fused as [q | k | v] over all heads): rotary positions (Su et al. 2021)
+  applied to q and k by the model's own `apply_rotary_pos_emb`, so q . k of the stored vectors
+  already holds them; local layers mask every key outside a sliding window ("visible").
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -23,23 +33,51 @@ from typing import Iterator
 import numpy as np
 
 # (query attribute, key attribute) on the module that owns both projections.
-PROJECTION_NAMES: tuple[tuple[str, str], ...] = (("query", "key"), ("q_lin", "k_lin"), ("query_proj", "key_proj"))
+PROJECTION_NAMES: tuple[tuple[str, str], ...] = (("query", "key"), ("q_lin", "k_lin"), ("query_proj", "key_proj"),
+                                                 ("q", "k"))
+# DeBERTa's relative-position bias method (v1, v2): the c2p and p2c terms, summed.
+BIAS_METHODS = ("disentangled_att_bias", "disentangled_attention_bias")
+
+
+@dataclass
+class _Call:
+    """What one attention forward put into its scores, for the first sequence of the batch."""
+
+    queries: object = None  # torch [H, T, D]
+    keys: object = None
+    terms: dict = field(default_factory=dict)  # name -> torch [H, T, T], in score units
+    visible: object = None  # torch bool [T, T], None when every key is visible
+    rotary: object = None  # ModernBERT: the (cos, sin) its attention was given
 
 
 @dataclass
 class QKCapture:
-    """What the hooks collected; `queries`/`keys` are filled when the context exits."""
+    """What the hooks collected; the arrays are filled when the context exits."""
 
     heads: int
     queries: np.ndarray | None = None  # [L, H, T, head_dim] float32
     keys: np.ndarray | None = None  # [L, H, T, head_dim] float32
     scaling: float | None = None  # the factor the model multiplies q . k by, when it says so
-    _q: list = field(default_factory=list)  # the query projections' outputs, one per layer, until the exit
-    _k: list = field(default_factory=list)  # the key projections' outputs, likewise
+    terms: dict[str, np.ndarray] = field(default_factory=dict)  # name -> [L, H, T, T] float32
+    visible: np.ndarray | None = None  # [L, T, T] bool, False where the model masks a key
+    _calls: list[_Call] = field(default_factory=list)  # one per attention forward, in call order
+
+    def extras(self) -> dict[str, np.ndarray]:
+        """The run's extras for the query/key view (reportgen.site.views.qk_payload reads them)."""
+        extras = {"queries": self.queries, "keys": self.keys}
+        if self.scaling is not None:
+            extras["scaling"] = np.array(self.scaling, dtype=np.float64)
+        if self.terms:
+            extras["qk_terms"] = np.stack(list(self.terms.values())).astype(np.float32)
+            extras["qk_term_names"] = np.array(list(self.terms))
+        if self.visible is not None:
+            extras["qk_visible"] = self.visible
+        return extras
 
 
 def find_attention_modules(model) -> list[tuple[object, str, str]]:
-    """(module, query attr, key attr) for every module that owns a query and a key projection.
+    """(module, query attr, key attr) for every module that owns a query and a key projection, or
+    (module, fused attr, "") for DeBERTa's `in_proj` and ModernBERT's `Wqkv`.
 
     ALBERT shares one layer across depth, so it appears once here and its hooks fire
     once per layer; we therefore record in call order, not per module.
@@ -48,11 +86,16 @@ def find_attention_modules(model) -> list[tuple[object, str, str]]:
 
     found = []
     for module in model.modules():
-        for query_name, key_name in PROJECTION_NAMES:
-            query, key = getattr(module, query_name, None), getattr(module, key_name, None)
-            if isinstance(query, torch.nn.Linear) and isinstance(key, torch.nn.Linear):
-                found.append((module, query_name, key_name))
+        for fused in ("in_proj", "Wqkv"):
+            if isinstance(getattr(module, fused, None), torch.nn.Linear):
+                found.append((module, fused, ""))
                 break
+        else:
+            for query_name, key_name in PROJECTION_NAMES:
+                query, key = getattr(module, query_name, None), getattr(module, key_name, None)
+                if isinstance(query, torch.nn.Linear) and isinstance(key, torch.nn.Linear):
+                    found.append((module, query_name, key_name))
+                    break
     return found
 
 
@@ -64,20 +107,121 @@ def _head_count(model) -> int:
     raise ValueError("the model config gives no attention head count")
 
 
-def _split_heads(chunks: list, heads: int) -> np.ndarray:
-    """[B, T, H*D] outputs (first example of the batch) -> [L, H, T, D] float32."""
-    stacked = np.stack([c[0].float().cpu().numpy() for c in chunks])  # [L, T, H*D]
-    layers, tokens, width = stacked.shape
-    return stacked.reshape(layers, tokens, heads, width // heads).transpose(0, 2, 1, 3).copy()
+def _scaling(owner, head_dim: int) -> float | None:
+    """The factor on q . k: the module's own `scaling` where it has one (BERT in transformers 5),
+    1/sqrt(d x (1 + position terms)) for DeBERTa, else None (1/sqrt(d))."""
+    scaling = getattr(owner, "scaling", None)
+    if isinstance(scaling, (int, float)):
+        return float(scaling)
+    if any(hasattr(owner, name) for name in BIAS_METHODS):
+        kinds = getattr(owner, "pos_att_type", None) or []
+        return 1 / math.sqrt(head_dim * (1 + sum(kind in kinds for kind in ("c2p", "p2c"))))
+    return None
+
+
+def _heads(output, heads: int):
+    """The first sequence of a [B, T, H*D] projection output as [H, T, D]."""
+    first = output[0].detach().float()
+    return first.reshape(first.shape[0], heads, -1).transpose(0, 1)
+
+
+def _install(owner, query_name: str, key_name: str, heads: int, calls: list[_Call]) -> list:
+    """Hooks on one attention module that append one `_Call` per forward and fill it; returns the handles."""
+    signature = inspect.signature(owner.forward)
+
+    def start(_module, args, kwargs):
+        call = _Call()
+        bound = signature.bind_partial(*args, **kwargs).arguments
+        bias = bound.get("position_bias")
+        if bias is not None:  # MPNet: [B, H, T, T], added to every layer's scores
+            call.terms["position"] = bias[0].detach().float()
+        call.rotary = bound.get("position_embeddings")
+        call.visible = _visible(bound.get("attention_mask"))
+        calls.append(call)
+
+    def projection(which: str):
+        def hook(_module, _args, output):
+            call = calls[-1]
+            if getattr(call, which) is None:  # DeBERTa-v2 also runs them over the position embeddings
+                setattr(call, which, _heads(output, heads))
+        return hook
+
+    def fused(_module, _args, output):
+        call = calls[-1]
+        if call.queries is not None:
+            return
+        first = output[:1].detach()
+        tokens, width = first.shape[1], first.shape[2]
+        if query_name == "in_proj":  # DeBERTa: per head [q | k | v], q_bias added after
+            per_head = first.view(tokens, heads, 3, width // (3 * heads)).transpose(0, 1)
+            call.queries = (per_head[:, :, 0] + owner.q_bias.detach().view(heads, 1, -1)).float()
+            call.keys = per_head[:, :, 1].float()
+            return
+        qkv = first.view(1, tokens, 3, heads, width // (3 * heads))  # ModernBERT: [q | k | v], all heads each
+        queries, keys = qkv[:, :, 0].transpose(1, 2), qkv[:, :, 1].transpose(1, 2)
+        if call.rotary is not None:
+            cos, sin = call.rotary
+            rotate = sys.modules[type(owner).__module__].apply_rotary_pos_emb
+            queries, keys = rotate(queries, keys, cos[:1], sin[:1], unsqueeze_dim=1)
+        call.queries, call.keys = queries[0].float(), keys[0].float()
+
+    handles = [owner.register_forward_pre_hook(start, with_kwargs=True)]
+    if key_name:
+        handles.append(getattr(owner, query_name).register_forward_hook(projection("queries")))
+        handles.append(getattr(owner, key_name).register_forward_hook(projection("keys")))
+    else:
+        handles.append(getattr(owner, query_name).register_forward_hook(fused))
+    return handles
+
+
+def _visible(mask):
+    """The keys a [B, 1, T, T] attention mask leaves visible to each query of the first sequence, or
+    None when it masks none (a padding-free example in a bidirectional layer). Additive masks hold 0
+    where visible and -inf or the dtype's minimum where masked; boolean ones hold True where visible."""
+    import torch
+
+    if not isinstance(mask, torch.Tensor) or mask.dim() != 4:
+        return None
+    first = mask[0, 0].detach()
+    visible = first if first.dtype == torch.bool else first > torch.finfo(first.dtype).min / 2
+    return None if bool(visible.all()) else visible
+
+
+@contextmanager
+def _position_terms(owner, heads: int, calls: list[_Call]) -> Iterator[None]:
+    """While active, DeBERTa's bias method also records its c2p and p2c terms apart, by running the
+    model's own method once per term type (He et al. 2021, eq. 4)."""
+    name = next((name for name in BIAS_METHODS if hasattr(owner, name)), None)
+    if name is None:
+        yield
+        return
+    original = getattr(owner, name)
+
+    def recorded(*args, **kwargs):
+        total = original(*args, **kwargs)
+        kinds = list(owner.pos_att_type)
+        try:
+            for kind in kinds:
+                owner.pos_att_type = [kind]
+                term = original(*args, **kwargs)
+                calls[-1].terms[kind] = term.reshape(-1, heads, *term.shape[-2:])[0].detach().float()
+        finally:
+            owner.pos_att_type = kinds
+        return total
+
+    setattr(owner, name, recorded)
+    try:
+        yield
+    finally:
+        delattr(owner, name)
 
 
 @contextmanager
 def capture_qk(model, enabled: bool = True) -> Iterator[QKCapture]:
-    """Context manager: hook the query/key projections; on exit `capture.queries/keys` are [L, H, T, D].
+    """Context manager: hook every attention layer; on exit `capture` holds [L, H, T, D] queries and
+    keys, the scaling, the additive score terms and the visible keys (see the module docstring).
 
-    With `enabled=False` it hooks nothing (so callers need one code path). Only the first call
-    of each projection per attention forward is kept: DeBERTa-v2 also runs its projections
-    over the relative-position embeddings afterwards.
+    With `enabled=False` it hooks nothing (so callers need one code path).
     """
     if not enabled:
         yield QKCapture(heads=0)
@@ -86,46 +230,55 @@ def capture_qk(model, enabled: bool = True) -> Iterator[QKCapture]:
     if not modules:
         raise ValueError(f"{type(model).__name__}: no self-attention with query/key projections found")
     capture = QKCapture(heads=_head_count(model))
-    scaling = getattr(modules[0][0], "scaling", None)
-    capture.scaling = float(scaling) if isinstance(scaling, (int, float)) else None
-    handles = []
+    handles: list = []
+    stack: list = []
     for owner, query_name, key_name in modules:
-        seen = {"query": False, "key": False}
-
-        def reset(_module, _args, seen=seen):
-            seen["query"] = seen["key"] = False
-
-        def keep(which, store, seen=seen):
-            def hook(_module, _args, output):
-                if not seen[which]:
-                    seen[which] = True
-                    store.append(output.detach())
-
-            return hook
-
-        handles.append(owner.register_forward_pre_hook(reset))
-        handles.append(getattr(owner, query_name).register_forward_hook(keep("query", capture._q)))
-        handles.append(getattr(owner, key_name).register_forward_hook(keep("key", capture._k)))
+        handles += _install(owner, query_name, key_name, capture.heads, capture._calls)
+        terms = _position_terms(owner, capture.heads, capture._calls)
+        terms.__enter__()
+        stack.append(terms)
     try:
         yield capture
     finally:
         for handle in handles:
             handle.remove()
-    if capture._q:
-        capture.queries = _split_heads(capture._q, capture.heads)
-        capture.keys = _split_heads(capture._k, capture.heads)
-        capture._q.clear()
-        capture._k.clear()
+        for terms in reversed(stack):
+            terms.__exit__(None, None, None)
+    if capture._calls:
+        _collect(capture, modules[0][0])
 
 
-def attention_from_qk(queries: np.ndarray, keys: np.ndarray, scaling: float | None = None) -> np.ndarray:
-    """softmax(q k^T * scaling) per layer and head, [L, H, T, T]; scaling defaults to 1/sqrt(head_dim).
+def _collect(capture: QKCapture, owner) -> None:
+    """Stack the calls into per-layer arrays."""
+    import torch
 
-    No mask: a single unpadded example gets none in BERT-family encoders.
-    """
+    calls = capture._calls
+    capture.queries = torch.stack([call.queries for call in calls]).cpu().numpy().astype(np.float32)
+    capture.keys = torch.stack([call.keys for call in calls]).cpu().numpy().astype(np.float32)
+    capture.scaling = _scaling(owner, capture.queries.shape[-1])
+    names = [name for name in calls[0].terms]
+    capture.terms = {name: torch.stack([call.terms[name] for call in calls]).cpu().numpy().astype(np.float32)
+                     for name in names}
+    if any(call.visible is not None for call in calls):
+        tokens = capture.queries.shape[2]
+        full = torch.ones(tokens, tokens, dtype=torch.bool)
+        capture.visible = torch.stack([full if call.visible is None else call.visible.cpu()
+                                       for call in calls]).numpy()
+    calls.clear()
+
+
+def attention_from_qk(queries: np.ndarray, keys: np.ndarray, scaling: float | None = None,
+                      terms: np.ndarray | None = None, visible: np.ndarray | None = None) -> np.ndarray:
+    """softmax(q k^T * scaling + sum of terms) over the visible keys, per layer and head, [L, H, T, T];
+    scaling defaults to 1/sqrt(head_dim), terms ([N, L, H, T, T]) to none, visible ([L, T, T]) to all."""
     if scaling is None:
         scaling = 1.0 / math.sqrt(queries.shape[-1])
     scores = np.einsum("lhqd,lhkd->lhqk", queries.astype(np.float64), keys.astype(np.float64)) * scaling
+    if terms is not None:
+        scores = scores + terms.astype(np.float64).sum(axis=0)
+    if visible is not None:
+        scores = np.where(visible[:, None], scores, -np.inf)
     scores -= scores.max(axis=-1, keepdims=True)
     weights = np.exp(scores)
     return weights / weights.sum(axis=-1, keepdims=True)
+

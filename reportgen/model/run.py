@@ -66,9 +66,5 @@ def run_example(model, tokenizer, spec: ExampleSpec, max_length: int, keep_qk: b
         raise RuntimeError("the model returned no attention weights; "
                            "it must be loaded with attn_implementation='eager'")
     attention = torch.stack(outputs.attentions)[:, 0].float().cpu().numpy()  # [L, H, T, T]
-    extras = {}
-    if keep_qk:
-        extras = {"queries": capture.queries, "keys": capture.keys}
-        if capture.scaling is not None:
-            extras["scaling"] = np.array(capture.scaling, dtype=np.float64)
+    extras = capture.extras() if keep_qk else {}
     return ExampleRun(spec, tokens, words, segments, special, attention, truncated, extras, norms.norms)

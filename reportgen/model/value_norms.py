@@ -60,7 +60,7 @@ def value_norms(model) -> Iterator[NormCapture]:
         return
 
     def keep(_module, _args, output):
-        capture._values.append(output[0].detach())
+        capture._values.append(sites.values(output)[0].detach())
 
     for module in {id(m): m for m in sites.value_proj}.values():
         handles.append(module.register_forward_hook(keep))

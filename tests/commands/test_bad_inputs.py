@@ -42,6 +42,8 @@ from tests.helpers import ROOT, Case, check_report, is_progress, symlink, tree
 README = ROOT / "README.md"
 START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
 
+# The families the model check names when it refuses one (reportgen/model/loading.py SUPPORTED_ENCODERS).
+SUPPORTED = "BERT, RoBERTa, XLM-RoBERTa, CamemBERT, RoBERTa-PreLayerNorm, XLM-RoBERTa-XL, ELECTRA, ALBERT, DistilBERT, DeBERTa, DeBERTa-v2, ERNIE, Megatron-BERT, MPNet, ModernBERT"
 BASE: dict[str, Any] = {
     "title": "Bad inputs",
     "model": "models/tiny",
@@ -276,7 +278,21 @@ CASES: list[Case] = [
          "download it first or give a local directory"),
     Case("model-decoder", "not an encoder: a GPT-2 saved with a tokenizer", {"model": "./models/gpt2"},
          errors.EXIT_MODEL, "model directory <dir>/models/gpt2: model type 'gpt2' is a decoder (causal LM); "
-         "reportgen analyses the self-attention of encoders (BERT family)"),
+         f"reportgen analyses the self-attention of these encoders: {SUPPORTED}"),
+    Case("model-unsupported-encoder", "an encoder transformers knows but reportgen does not support (Funnel)",
+         {"model": "./models/funnel"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/funnel: model type 'funnel' is not an architecture reportgen supports; "
+         f"reportgen analyses the self-attention of these encoders: {SUPPORTED}",
+         setup=model_variant("funnel", {"model_type": "funnel"})),
+    Case("model-talking-heads", "a DeBERTa whose heads mix their scores (`talking_head: true`)",
+         {"model": "./models/talking"}, errors.EXIT_MODEL,
+         "<dir>/models/talking/config.json: DeBERTa with talking_head mixes the heads' scores, so a head's "
+         "attention is not its own", setup=model_variant("talking", {"model_type": "deberta", "talking_head": True})),
+    Case("model-uniform-local-window", "`ablation.method: uniform` on a model with local (sliding-window) layers",
+         {"model": "./models/windowed", **ablation(method="uniform")}, errors.EXIT_MODEL,
+         "config field 'ablation.method': 'uniform' spreads a head over every key, but windowed's local layers "
+         "see only a window of keys; use method 'zero'",
+         setup=model_variant("windowed", {"layer_types": ["full_attention", "sliding_attention"]})),
     Case("model-unknown-type", "a model type transformers does not know", {"model": "./models/alien"},
          errors.EXIT_MODEL, "<dir>/models/alien/config.json: model_type 'alien-net' is not a model type "
          "transformers knows (config field 'model')"),

@@ -37,6 +37,7 @@ PROJECTION_NAMES: tuple[tuple[str, str], ...] = (("query", "key"), ("q_lin", "k_
                                                  ("q", "k"))
 # DeBERTa's relative-position bias method (v1, v2): the c2p and p2c terms, summed.
 BIAS_METHODS = ("disentangled_att_bias", "disentangled_attention_bias")
+TERM_ORDER = ("c2p", "p2c", "position")  # the order of the term columns on the page
 
 
 @dataclass
@@ -177,13 +178,19 @@ def _install(owner, query_name: str, key_name: str, heads: int, calls: list[_Cal
 def _visible(mask):
     """The keys a [B, 1, T, T] attention mask leaves visible to each query of the first sequence, or
     None when it masks none (a padding-free example in a bidirectional layer). Additive masks hold 0
-    where visible and -inf or the dtype's minimum where masked; boolean ones hold True where visible."""
+    where visible and -inf or the dtype's minimum where masked; boolean and integer ones are true
+    (nonzero) where visible."""
     import torch
 
     if not isinstance(mask, torch.Tensor) or mask.dim() != 4:
         return None
     first = mask[0, 0].detach()
-    visible = first if first.dtype == torch.bool else first > torch.finfo(first.dtype).min / 2
+    if first.dtype == torch.bool:
+        visible = first
+    elif first.dtype.is_floating_point:
+        visible = first > torch.finfo(first.dtype).min / 2
+    else:  # DeBERTa: 1 where visible, 0 where masked
+        visible = first != 0
     return None if bool(visible.all()) else visible
 
 
@@ -256,7 +263,8 @@ def _collect(capture: QKCapture, owner) -> None:
     capture.queries = torch.stack([call.queries for call in calls]).cpu().numpy().astype(np.float32)
     capture.keys = torch.stack([call.keys for call in calls]).cpu().numpy().astype(np.float32)
     capture.scaling = _scaling(owner, capture.queries.shape[-1])
-    names = [name for name in calls[0].terms]
+    names = sorted(calls[0].terms, key=lambda name: (TERM_ORDER.index(name) if name in TERM_ORDER else len(TERM_ORDER),
+                                                     name))
     capture.terms = {name: torch.stack([call.terms[name] for call in calls]).cpu().numpy().astype(np.float32)
                      for name in names}
     if any(call.visible is not None for call in calls):

@@ -48,6 +48,28 @@ attention encoding's error; at 12 it is 0.0007, below it, for 1.5 bytes per comp
 codes in three bytes). The page compares that softmax with the model's weights (stored with the
 attention encoding, within 0.5/255); `qk_payload` records the largest difference over the
 example and the bound rounding allows, and the page prints them.
+
+Score terms and masked keys. Some models' scores are more than scaling * q . k: DeBERTa adds a
+content-to-position ("c2p") and a position-to-content ("p2c") term and scales by 1/sqrt(3 d) (He et al.
+2021, section 3.1), MPNet adds a relative position bias per head (Song et al. 2020), and ModernBERT's local
+layers mask every key outside a sliding window. A run gives them in `extras` (reportgen.model.run):
+"qk_terms", float32 [N, L, H, T, T] in score units, so that the model's score is
+scaling * q_i . k_j + sum_n qk_terms[n, l, h, i, j]; "qk_term_names", str [N]; and "qk_visible", bool
+[L, T, T], False where the model masks key j for query i (score -inf, weight 0). The payload then has
+
+    terms:   [{"name": "c2p", "label": <column title>, "title": <one sentence>}, ...]   (the extras' order)
+    visible: per layer, null where every key is visible, else base64 of the T * T visibility bits,
+             query-major (bit i * T + j), little-endian within each byte (bit b is bit b & 7 of byte
+             b >> 3: numpy packbits(bitorder="little")), 1 = visible
+
+and each head's block of a layer (`_qk_fields`) ends, after its other fields, with `term_codes`, the
+head's N terms [T, T] in (term, query, key) order as 12-bit codes packed like the vectors' (one 0 code
+appended when N * T * T is odd), and `term_scale`, little-endian float32 [N * T], (term, query) order.
+Each query's row of a term is quantised like a vector (`quantise_vectors`), so each decoded value is
+within its row's scale / 2, which adds directly to the bound on that query's scores (`qk_score_bound`).
+Terms on masked keys are stored as 0 (the model's may be -inf or any filler there). The softmax, here
+and on the page, is over the visible keys only, and the check bounds the rows over those keys. Without
+these extras (BERT) neither field is written and the layers are byte for byte what they were before.
 """
 
 from __future__ import annotations
@@ -75,6 +97,17 @@ QK_CODE_MAX = 2047  # symmetric 12-bit codes: -2047..2047 (-2048 unused, so code
 # Added to the rounding bound the q/k page states: the model computes its weights in float32 from
 # float32 vectors, and the page's softmax in float64; they differ by ~1e-7 even without rounding.
 FLOAT32_SLACK = 1e-5
+# The q/k page's column title and tooltip for each additive score term a run may give
+# (extras["qk_term_names"]); a name not listed here is its own column title, with a generic tooltip
+# (`qk_term_info`).
+QK_TERMS = {
+    "c2p": ("c2p", "content to position: the query's content against the key's position relative to the "
+                   "query (DeBERTa, He et al. 2021)"),
+    "p2c": ("p2c", "position to content: the key's content against the query's position relative to the "
+                   "key (DeBERTa, He et al. 2021)"),
+    "position": ("position", "relative position bias: this head's learned bias for the distance between the "
+                             "query and the key (MPNet, Song et al. 2020)"),
+}
 # The views' classic scripts under assets/javascripts, in load order (also the `extra_javascript`
 # order in mkdocs.yml, where charts.js comes right after the core, whose copy-link it uses).
 VIEW_SCRIPTS = ("views-core.js", "views-widget.js", "views-head.js", "views-model.js", "views-qk.js",
@@ -314,27 +347,52 @@ def dequantise_vectors(codes: np.ndarray, scale: np.ndarray) -> np.ndarray:
 
 
 def qk_score_bound(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_scale: np.ndarray,
-                   scaling: float) -> np.ndarray:
-    """[..., Tq, Tk]: how far scaling * (q . k) of the float vectors can be from that of the decoded ones.
+                   scaling: float, term_scale: np.ndarray | None = None) -> np.ndarray:
+    """[..., Tq, Tk]: how far the score of the float vectors (and terms) can be from that of the decoded ones.
 
-    scaling * (|q^|_1 e_k + |k^|_1 e_q + D e_q e_k) with e = scale / 2 (see the module docstring).
+    scaling * (|q^|_1 e_k + |k^|_1 e_q + D e_q e_k) with e = scale / 2 (see the module docstring), plus,
+    with `term_scale` [..., N, Tq] (the score terms' row scales), sum_n term_scale[n, q] / 2: each term is
+    added to the score as it is, so its rounding adds to the score's as it is.
     """
     q_err, k_err = q_scale.astype(np.float64) / 2, k_scale.astype(np.float64) / 2
     q_l1 = np.abs(dequantise_vectors(q_codes, q_scale)).sum(axis=-1)
     k_l1 = np.abs(dequantise_vectors(k_codes, k_scale)).sum(axis=-1)
     dim = q_codes.shape[-1]
-    bound = (q_l1[..., :, None] * k_err[..., None, :] + k_l1[..., None, :] * q_err[..., :, None]
-             + dim * q_err[..., :, None] * k_err[..., None, :])
-    return abs(scaling) * bound
+    bound = abs(scaling) * (q_l1[..., :, None] * k_err[..., None, :] + k_l1[..., None, :] * q_err[..., :, None]
+                            + dim * q_err[..., :, None] * k_err[..., None, :])
+    if term_scale is None:
+        return bound
+    return bound + (term_scale.astype(np.float64) / 2).sum(axis=-2)[..., None]
+
+
+def masked_softmax(scores: np.ndarray, visible: np.ndarray | None = None) -> np.ndarray:
+    """softmax over the last axis of the keys that are `visible` (broadcast to `scores`), 0 on the others.
+
+    Why not -inf scores alone: a row whose keys are all masked would give 0/0; here it gives zeros
+    (the page does the same, views-core.js softmax), and no model masks a query's own key anyway.
+    """
+    if visible is not None:
+        scores = np.where(visible, scores, -np.inf)
+    top = scores.max(axis=-1, keepdims=True)
+    weights = np.exp(scores - np.where(np.isfinite(top), top, 0.0))
+    total = weights.sum(axis=-1, keepdims=True)
+    return np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
 
 
 def decoded_softmax(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_scale: np.ndarray,
-                    scaling: float) -> np.ndarray:
-    """softmax(scaling * q^ . k^) over the keys [..., Tq, Tk], as the query/key page computes it."""
+                    scaling: float, terms: np.ndarray | None = None,
+                    visible: np.ndarray | None = None) -> np.ndarray:
+    """softmax(scaling * q^ . k^ + sum of the terms) over the visible keys [..., Tq, Tk], as the query/key
+    page computes it: `terms` are the decoded score terms [..., N, Tq, Tk] (`dequantise_vectors` of
+    the stored ones), `visible` bool broadcast to [..., Tq, Tk]; either may be None (BERT: neither)."""
     scores = np.einsum("...qd,...kd->...qk", dequantise_vectors(q_codes, q_scale),
                        dequantise_vectors(k_codes, k_scale)) * scaling
-    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    return weights / weights.sum(axis=-1, keepdims=True)
+    if terms is not None:
+        scores = scores + terms.sum(axis=-3)
+    if visible is None:  # the original arithmetic, to the bit
+        weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return weights / weights.sum(axis=-1, keepdims=True)
+    return masked_softmax(scores, visible)
 
 
 def pack12(codes: np.ndarray) -> np.ndarray:
@@ -356,19 +414,38 @@ def unpack12(packed: np.ndarray) -> np.ndarray:
     return (np.stack([first, second], axis=-1).reshape(-1) - 2048).astype(np.int16)
 
 
-# Per head of a q/k layer, in order: (name, bytes per token, decoded dtype). "codes" holds the
+def _packed12_bytes(count: int) -> int:
+    """Bytes of `count` 12-bit codes packed by `pack12`, an odd count with one 0 code appended."""
+    return 3 * ((count + 1) // 2)
+
+
+# Per head of a q/k layer, in order: (name, bytes per head, decoded dtype). "codes" holds the
 # head's q codes then its k codes ([T * D] each) as 12-bit pairs; the rest are little-endian.
-# Without `weights` (a payload that carries the attention already, `combined_payload`) only the first three.
-def _qk_fields(n: int, dim: int, weights: bool = True) -> list[tuple[str, int, str]]:
+# Without `weights` (a payload that carries the attention already, `combined_payload`) the model's
+# weights (floor, scale, attention) are left out. With `terms` (N score terms, see the module
+# docstring) the block ends with their 12-bit codes [N * T * T] and row scales [N * T].
+def _qk_fields(n: int, dim: int, weights: bool = True, terms: int = 0) -> list[tuple[str, int, str]]:
     fields = [("codes", 3 * n * dim, "packed"), ("q_scale", 4 * n, "<f4"), ("k_scale", 4 * n, "<f4"),
               ("floor", 4 * n, "<f4"), ("scale", 4 * n, "<f4"), ("attention", n * n, "u1")]
-    return fields if weights else fields[:3]
+    fields = fields if weights else fields[:3]
+    if terms:
+        fields += [("term_codes", _packed12_bytes(terms * n * n), "packed"), ("term_scale", 4 * terms * n, "<f4")]
+    return fields
+
+
+def _pack12_rows(codes: np.ndarray) -> np.ndarray:
+    """`pack12` of each row of codes [..., C] (uint8 [..., 3 ceil(C / 2)]), odd rows padded with one 0 code."""
+    if codes.shape[-1] % 2:
+        codes = np.concatenate([codes, np.zeros((*codes.shape[:-1], 1), dtype=codes.dtype)], axis=-1)
+    return pack12(codes).reshape(*codes.shape[:-1], -1)
 
 
 def _qk_layers(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_scale: np.ndarray,
-               attention: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> list[str]:
+               attention: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+               terms: tuple[np.ndarray, np.ndarray] | None = None) -> list[str]:
     """One base64 string per layer: each head's block (`_qk_fields`), heads in order; without the
-    model's weights when `attention` is None."""
+    model's weights when `attention` is None; with the score terms' (codes [L, H, N, T, T], row scales
+    [L, H, N, T]) from `quantise_vectors` at the end when given."""
     layers, heads = q_codes.shape[:2]
 
     def flat(array: np.ndarray, dtype: str) -> np.ndarray:
@@ -379,30 +456,97 @@ def _qk_layers(q_codes: np.ndarray, q_scale: np.ndarray, k_codes: np.ndarray, k_
     if attention is not None:
         codes, floor, scale = attention
         parts += [flat(floor, "<f4"), flat(scale, "<f4"), flat(codes, "u1")]
+    if terms is not None:
+        term_codes, term_scale = terms
+        parts += [_pack12_rows(term_codes.reshape(layers, heads, -1)), flat(term_scale, "<f4")]
     blocks = np.concatenate(parts, axis=-1)
     return [_b64(blocks[layer].tobytes()) for layer in range(layers)]
 
 
-def decode_qk_layer(text: str, heads: int, n: int, dim: int, weights: bool = True) -> dict[str, np.ndarray]:
-    """Inverse of one layer of `_qk_layers` (for tests and checks): codes and scales per head."""
+def decode_qk_layer(text: str, heads: int, n: int, dim: int, weights: bool = True,
+                    terms: int = 0) -> dict[str, np.ndarray]:
+    """Inverse of one layer of `_qk_layers` (for tests and checks): codes and scales per head; with
+    `terms` (the payload's len(terms)) also term_codes [H, N, T, T] and term_scale [H, N, T]."""
     raw = np.frombuffer(base64.b64decode(text), dtype=np.uint8).reshape(heads, -1)
+    if raw.shape[1] != sum(size for _, size, _ in _qk_fields(n, dim, weights, terms)):
+        raise ValueError(f"query/key layer of {raw.shape[1]} bytes per head does not match its fields")
     out, offset = {}, 0
-    for name, size, dtype in _qk_fields(n, dim, weights):
+    for name, size, dtype in _qk_fields(n, dim, weights, terms):
         part = np.ascontiguousarray(raw[:, offset:offset + size])
-        out[name] = unpack12(part).reshape(heads, 2, n, dim) if dtype == "packed" else part.view(dtype)
+        out[name] = unpack12(part).reshape(heads, -1) if dtype == "packed" else part.view(dtype)
         offset += size
-    out["q_codes"], out["k_codes"] = out["codes"][:, 0], out.pop("codes")[:, 1]
+    codes = out.pop("codes").reshape(heads, 2, n, dim)
+    out["q_codes"], out["k_codes"] = codes[:, 0], codes[:, 1]
     if weights:
         out["attention"] = out["attention"].reshape(heads, n, n)
+    if terms:
+        out["term_codes"] = out["term_codes"][:, :terms * n * n].reshape(heads, terms, n, n)
+        out["term_scale"] = out["term_scale"].reshape(heads, terms, n)
     return out
 
 
-def qk_check(decoded: np.ndarray, model_decoded: np.ndarray, score_bound: np.ndarray) -> dict[str, float]:
+def pack_visible(visible: np.ndarray) -> list[str | None]:
+    """The payload's `visible` of bool [L, T, T]: per layer None where every key is visible, else base64 of
+    its T * T bits, query-major, little-endian bit order (views-core.js decodeVisible)."""
+    return [None if layer.all() else _b64(np.packbits(layer.reshape(-1), bitorder="little").tobytes())
+            for layer in visible]
+
+
+def decode_visible(text: str | None, n: int) -> np.ndarray:
+    """Inverse of one layer of `pack_visible`: bool [T, T] (all True for None)."""
+    if text is None:
+        return np.ones((n, n), dtype=bool)
+    bits = np.unpackbits(np.frombuffer(base64.b64decode(text), dtype=np.uint8), bitorder="little")
+    return bits[:n * n].astype(bool).reshape(n, n)
+
+
+def qk_term_info(names: list[str]) -> list[dict[str, str]]:
+    """The payload's `terms`: each score term's name, column title and tooltip (QK_TERMS, else generic)."""
+    known = {name: QK_TERMS.get(name, (name, f"a term the model adds to each score: {name}")) for name in names}
+    return [{"name": name, "label": known[name][0], "title": known[name][1]} for name in names]
+
+
+def _qk_extras(run: ExampleRun, shape: tuple[int, int, int]) -> tuple[list[str], np.ndarray | None,
+                                                                      np.ndarray | None]:
+    """(term names, terms [L, H, N, T, T] float32 or None, visible bool [L, T, T] or None) from
+    `run.extras`, checked against the (layers, heads, tokens) `shape`. A mask that hides nothing is None
+    (the payload then is what it was without one); terms on masked keys are set to 0, since the model's
+    filler there (-inf, or the dtype's minimum) would swamp the row's 12-bit scale."""
+    layers, heads, n = shape
+    visible = run.extras.get("qk_visible")
+    if visible is not None:
+        visible = np.asarray(visible, dtype=bool)
+        if visible.shape != (layers, n, n):
+            raise ValueError(f"qk_visible {visible.shape} is not [layers, tokens, tokens] {(layers, n, n)}")
+        if visible.all():
+            visible = None
+    if "qk_terms" not in run.extras:
+        return [], None, visible
+    terms = np.asarray(run.extras["qk_terms"], dtype=np.float32)
+    names = [str(name) for name in np.asarray(run.extras.get("qk_term_names", [])).reshape(-1)]
+    if terms.shape[1:] != (layers, heads, n, n) or len(names) != terms.shape[0]:
+        raise ValueError(f"qk_terms {terms.shape} and qk_term_names {names} do not fit "
+                         f"[N, layers, heads, tokens, tokens] with {(layers, heads, n, n)}")
+    if not terms.shape[0]:
+        return [], None, visible
+    terms = np.moveaxis(terms, 0, 2)  # [L, H, N, T, T]: one head's terms together, as its block stores them
+    if visible is not None:
+        terms = np.where(visible[:, None, None], terms, np.float32(0))
+    if not np.isfinite(terms).all():
+        raise ValueError("qk_terms are not finite on keys the model does not mask")
+    return names, terms, visible
+
+
+def qk_check(decoded: np.ndarray, model_decoded: np.ndarray, score_bound: np.ndarray,
+             visible: np.ndarray | None = None) -> dict[str, float]:
     """What the query/key page says about its two columns: the largest difference between the softmax
     of the decoded vectors and the model's decoded weights over the example, and the largest the
     rounding of both allows (half the row's largest score bound, plus 0.5/255, plus float32 slack),
-    each rounded up to 4 decimals."""
-    rounding = 0.5 * score_bound.max(axis=-1) + 0.5 / 255 + FLOAT32_SLACK
+    each rounded up to 4 decimals. With `visible` (broadcast to the scores) a row's bound is over its
+    visible keys only: the others' scores do not enter the softmax, and both sides' weights there are 0
+    (the model's within the 0.5/255 of its encoding)."""
+    bound = score_bound if visible is None else np.where(visible, score_bound, 0.0)
+    rounding = 0.5 * bound.max(axis=-1) + 0.5 / 255 + FLOAT32_SLACK
 
     def up(value: float) -> float:  # rounded up to the 4 decimals the page prints, so it stays a bound
         return math.ceil(value * 1e4) / 1e4
@@ -414,7 +558,8 @@ def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS, weights: boo
     """Data for the query/key page: 12-bit q and k per vector and the model's 8-bit attention, per layer.
 
     The vectors come from `run.extras` (filled by `reportgen.model.run.run_example(..., keep_qk=True)`),
-    with the factor on q . k where the model gives one (else 1/sqrt(head_dim)).
+    with the factor on q . k where the model gives one (else 1/sqrt(head_dim)), and the score terms and
+    masked keys where it gives them (`terms` and `visible`, see the module docstring).
     Without `weights` the layers leave the model's weights out (`combined_payload`: the page has them).
     Raises ValueError beyond `max_tokens`, which keeps these pages bounded.
     """
@@ -425,14 +570,24 @@ def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS, weights: boo
     if keys.shape != queries.shape or n != run.n_tokens or run.attention.shape[:2] != (layers, heads):
         raise ValueError(f"queries {queries.shape}, keys {keys.shape} and attention {run.attention.shape} disagree")
     scaling = float(run.extras["scaling"]) if "scaling" in run.extras else 1.0 / math.sqrt(dim)
+    names, terms, visible = _qk_extras(run, (layers, heads, n))
     (q_codes, q_scale), (k_codes, k_scale) = quantise_vectors(queries), quantise_vectors(keys)
+    term_codes = quantise_vectors(terms) if terms is not None else None  # one scale per (term, query) row
+    mask = visible[:, None] if visible is not None else None  # [L, 1, T, T]: the same for every head
+    decoded_terms, term_scale = (None, None) if term_codes is None else (dequantise_vectors(*term_codes),
+                                                                         term_codes[1])
     attention = quantise_rows(run.attention)
-    check = qk_check(decoded_softmax(q_codes, q_scale, k_codes, k_scale, scaling), _decode(*attention),
-                     qk_score_bound(q_codes, q_scale, k_codes, k_scale, scaling))
+    check = qk_check(decoded_softmax(q_codes, q_scale, k_codes, k_scale, scaling, decoded_terms, mask),
+                     _decode(*attention),
+                     qk_score_bound(q_codes, q_scale, k_codes, k_scale, scaling, term_scale), visible=mask)
     payload = _example_fields(run)
     payload.update(kind="qk", encoding=QK_ENCODING, shape=[layers, heads, n, int(dim)], head_dim=int(dim),
                    scaling=scaling, check=check,
-                   layers=_qk_layers(q_codes, q_scale, k_codes, k_scale, attention if weights else None))
+                   layers=_qk_layers(q_codes, q_scale, k_codes, k_scale, attention if weights else None, term_codes))
+    if names:
+        payload["terms"] = qk_term_info(names)
+    if visible is not None:
+        payload["visible"] = pack_visible(visible)
     if not weights:
         payload["weights"] = "attention"
     return payload
@@ -455,7 +610,7 @@ def combined_payload(run: ExampleRun) -> dict:
     if has_qk(run):
         qk = qk_payload(run, weights=False)
         payload["qk"] = {key: qk[key] for key in ("encoding", "shape", "head_dim", "scaling", "check", "layers",
-                                                  "weights")}
+                                                  "weights", "terms", "visible") if key in qk}
     return payload
 
 

@@ -43,7 +43,8 @@ README = ROOT / "README.md"
 START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
 
 # The families the model check names when it refuses one (reportgen/model/loading.py SUPPORTED_ENCODERS).
-SUPPORTED = "BERT, RoBERTa, XLM-RoBERTa, CamemBERT, RoBERTa-PreLayerNorm, XLM-RoBERTa-XL, ELECTRA, ALBERT, DistilBERT, DeBERTa, DeBERTa-v2, ERNIE, Megatron-BERT, MPNet, ModernBERT"
+SUPPORTED = ("BERT, RoBERTa, XLM-RoBERTa, CamemBERT, RoBERTa-PreLayerNorm, XLM-RoBERTa-XL, ELECTRA, ALBERT, "
+             "DistilBERT, DeBERTa, DeBERTa-v2, ERNIE, Megatron-BERT, MPNet, ModernBERT")
 BASE: dict[str, Any] = {
     "title": "Bad inputs",
     "model": "models/tiny",

@@ -455,17 +455,26 @@
     return out;
   }
 
+  // Bytes of `count` 12-bit codes packed two in three bytes (an odd count padded with one code).
+  function packed12Bytes(count) {
+    return 3 * Math.ceil(count / 2);
+  }
+
   /*
    * One layer of a query/key payload (encoding "i12-vector", reportgen/site/views.py `_qk_layers`), per head:
    * {q, k: Float64Array [n * dim] = code * the vector's scale, model: Float64Array [n * n] (the model's
-   * 8-bit weights)}. Each head's block: q then k codes (12-bit pairs), q scales, k scales, the weights'
-   * floor and scale (float32 [n] each) and their codes (uint8 [n * n]). With `modelOf` (a payload that
-   * carries the weights once for all its views: reportgen/site/views.py combined_payload) the blocks end
-   * after the k scales and modelOf(head) gives the head's weights.
+   * 8-bit weights), terms: per score term a Float64Array [n * n]}. Each head's block: q then k codes
+   * (12-bit pairs), q scales, k scales, the weights' floor and scale (float32 [n] each) and their codes
+   * (uint8 [n * n]). With `modelOf` (a payload that carries the weights once for all its views:
+   * reportgen/site/views.py combined_payload) the weights are left out and modelOf(head) gives them.
+   * With `terms` (how many score terms the payload names, e.g. DeBERTa's c2p and p2c) the block ends
+   * with their codes and row scales (decodeTerms).
    */
-  function decodeQKLayer(text, heads, n, dim, modelOf) {
+  function decodeQKLayer(text, heads, n, dim, modelOf, terms) {
+    var count = terms || 0;
     var bytes = base64Bytes(text);
-    var size = 3 * n * dim + (modelOf ? 8 * n : 16 * n + n * n);
+    var base = 3 * n * dim + (modelOf ? 8 * n : 16 * n + n * n);
+    var size = base + (count ? packed12Bytes(count * n * n) + 4 * count * n : 0);
     if (bytes.length !== heads * size) throw new Error('query/key data of ' + bytes.length + ' bytes, not ' + heads * size);
     var out = [];
     for (var head = 0; head < heads; head++) {
@@ -478,11 +487,51 @@
         q[i] = codes[i] * scales[Math.floor(i / dim)];
         k[i] = codes[n * dim + i] * scales[n + Math.floor(i / dim)];
       }
-      var model = modelOf ? modelOf(head) : decodeRows(bytes.subarray(at + 3 * n * dim + 16 * n, at + size),
+      var model = modelOf ? modelOf(head) : decodeRows(bytes.subarray(at + 3 * n * dim + 16 * n, at + base),
         scales.subarray(2 * n, 3 * n), scales.subarray(3 * n), 0, n);
-      out.push({ q: q, k: k, model: model });
+      out.push({ q: q, k: k, model: model, terms: decodeTerms(bytes, at + base, count, n) });
     }
     return out;
+  }
+
+  /*
+   * A head's `count` score terms from bytes[offset] (reportgen/site/views.py `_qk_fields` "term_codes",
+   * "term_scale"): their 12-bit codes in (term, query, key) order, then float32 scales in (term, query)
+   * order, one per query's row; each a Float64Array [n * n] of code * its row's scale, in score units.
+   */
+  function decodeTerms(bytes, offset, count, n) {
+    var cells = n * n;
+    var codes = unpack12(bytes, offset, 2 * Math.ceil(count * cells / 2));
+    var scales = float32At(bytes, offset + packed12Bytes(count * cells), count * n);
+    var terms = [];
+    for (var t = 0; t < count; t++) {
+      var term = new Float64Array(cells);
+      for (var i = 0; i < cells; i++) term[i] = codes[t * cells + i] * scales[t * n + Math.floor(i / n)];
+      terms.push(term);
+    }
+    return terms;
+  }
+
+  /*
+   * `count` bits from `bytes`, little-endian within each byte (bit b is bit b & 7 of byte b >> 3, as
+   * numpy packbits(bitorder="little") writes them), as a Uint8Array of 0 and 1.
+   */
+  function unpackBits(bytes, count) {
+    if (bytes.length < Math.ceil(count / 8)) {
+      throw new Error(bytes.length + ' bytes hold fewer than ' + count + ' bits');
+    }
+    var out = new Uint8Array(count);
+    for (var b = 0; b < count; b++) out[b] = (bytes[b >> 3] >> (b & 7)) & 1;
+    return out;
+  }
+
+  /*
+   * One layer's entry of a query/key payload's `visible` (reportgen/site/views.py pack_visible): which keys
+   * each query sees, Uint8Array [n * n] (query-major, 1 = visible), or null when it sees every key (a
+   * null entry: nothing masked in this layer).
+   */
+  function decodeVisible(text, n) {
+    return text === null || text === undefined ? null : unpackBits(base64Bytes(text), n * n);
   }
 
   views.deliver = deliver;
@@ -490,6 +539,9 @@
   views.sizeText = sizeText;
   views.unpack12 = unpack12;
   views.decodeQKLayer = decodeQKLayer;
+  views.decodeTerms = decodeTerms;
+  views.unpackBits = unpackBits;
+  views.decodeVisible = decodeVisible;
 
   // Sentence of each token for the pair filter. Special tokens join the sentence
   // before them ([CLS] and the middle [SEP] go with A, the last [SEP] with B), as in bertviz.
@@ -533,8 +585,14 @@
    * q * k, the dot product q . k and softmax(q . k * scaling) over the keys, the scaled
    * dot-product attention of Vaswani et al. 2017 ("Attention Is All You Need", eq. 1).
    * queries/keys: [n * dim] of one (layer, head). maxAbs and maxProduct scale the colours.
+   * Models that add to the score give `terms` (per term [n * n], decodeTerms: DeBERTa's c2p and
+   * p2c, He et al. 2021; MPNet's relative position bias, Song et al. 2020) and `visible` ([n * n]
+   * 0/1 or null, decodeVisible: e.g. ModernBERT's sliding window): then `termValues` holds this
+   * query's row of each term, `scores` is q . k * scaling plus them, and the softmax is over the
+   * visible keys only (`seen`: this query's row of `visible`, null when it sees all; `masked`: how
+   * many it does not see).
    */
-  function queryKeyRows(queries, keys, token, dim, scaling) {
+  function queryKeyRows(queries, keys, token, dim, scaling, terms, visible) {
     var n = keys.length / dim;
     var first = token * dim;
     var products = new Float64Array(n * dim);
@@ -550,21 +608,50 @@
         maxProduct = Math.max(maxProduct, Math.abs(product));
       }
     }
-    return { products: products, dots: dots, softmax: softmax(dots, scaling), maxAbs: maxAbs, maxProduct: maxProduct };
+    var termValues = (terms || []).map(function (term) { return term.slice(token * n, (token + 1) * n); });
+    var scores = new Float64Array(n);
+    for (k = 0; k < n; k++) {
+      scores[k] = dots[k] * scaling;
+      for (var t = 0; t < termValues.length; t++) scores[k] += termValues[t][k];
+    }
+    var seen = visible ? visible.subarray(token * n, (token + 1) * n) : null;
+    var masked = 0;
+    if (seen) for (k = 0; k < n; k++) masked += seen[k] ? 0 : 1;
+    return {
+      products: products, dots: dots, termValues: termValues, scores: scores, seen: seen, masked: masked,
+      softmax: softmax(scores, 1, seen), maxAbs: maxAbs, maxProduct: maxProduct,
+    };
   }
 
-  // softmax(values * scaling), shifted by the maximum for stability.
-  function softmax(values, scaling) {
+  /*
+   * softmax(values * scaling), shifted by the maximum for stability; with `visible` (0/1 per value) over
+   * the visible values only, the others 0, as a model's mask gives them -inf scores (none visible: all 0).
+   */
+  function softmax(values, scaling, visible) {
     var top = -Infinity;
-    for (var k = 0; k < values.length; k++) top = Math.max(top, values[k] * scaling);
+    for (var k = 0; k < values.length; k++) if (!visible || visible[k]) top = Math.max(top, values[k] * scaling);
     var out = new Float64Array(values.length);
     var total = 0;
     for (k = 0; k < values.length; k++) {
+      if (visible && !visible[k]) continue;
       out[k] = Math.exp(values[k] * scaling - top);
       total += out[k];
     }
-    for (k = 0; k < values.length; k++) out[k] /= total;
+    if (total > 0) for (k = 0; k < values.length; k++) out[k] /= total;
     return out;
+  }
+
+  /*
+   * What the q/k page's softmax is over, e.g. "softmax(q · k × 0.2041 + c2p + p2c) over 9 of 12 keys (the
+   * model masks 3 for this query)": `labels` are the score terms' column titles, `masked` how many keys
+   * the model hides from this query.
+   */
+  function qkSoftmaxText(scaling, labels, n, masked) {
+    var formula = 'q \u00b7 k \u00d7 ' + scaling.toPrecision(4) +
+      labels.map(function (label) { return ' + ' + label; }).join('');
+    var over = masked ? (n - masked) + ' of ' + n + ' keys (the model masks ' + masked + ' for this query)'
+      : n + ' keys';
+    return 'softmax(' + formula + ') over ' + over;
   }
 
   // ------------------------------------------------------------ deep links
@@ -816,6 +903,7 @@
     relativeLuminance: relativeLuminance, markFirstRender: markFirstRender,
     base64Bytes: base64Bytes, base64Float32: base64Float32, decodeRows: decodeRows, Attention: Attention, NormContributions: NormContributions,
     pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,
+    qkSoftmaxText: qkSoftmaxText,
     formatHash: formatHash, parseHash: parseHash, hashNote: hashNote, headsText: headsText, readHash: readHash,
     writeHash: writeHash,
     linkTo: linkTo, copyLink: copyLink, copyControl: copyControl, COPY_SHOWN_MS: COPY_SHOWN_MS,

@@ -6,6 +6,12 @@
  * computed. The data is one chunk per layer (reportgen/site/views.py qk_payload), inline or in data
  * files beside the page (views-core.js DataFiles). Needs views-core.js first.
  *
+ * Models whose score is more than q . k x scale (the payload's `terms`: DeBERTa's c2p and p2c, He et
+ * al. 2021; MPNet's relative position bias, Song et al. 2020) get one column per term and a "= score"
+ * column after "x scale"; keys the model masks for the query (the payload's `visible`: ModernBERT's
+ * sliding window) stay in the table, greyed, with "masked" as their score and softmax 0, and the note
+ * says how many there are. Without either the table is what it always was.
+ *
  * QKTable draws the table and fits it to its box; QKWidget holds the state, the controls,
  * the data and the deep link.
  */
@@ -23,6 +29,24 @@
     ['k (key vector)', 'the key vector, one cell per dimension'],
     ['q \u00d7 k (elementwise)', 'the products whose sum is q \u00b7 k, one cell per dimension'],
   ];
+  // The score column's title (a payload with terms or a mask gets the column after them), and the "x scale"
+  // column's title then.
+  var SCORE_TITLE = 'the score the softmax takes: q \u00b7 k \u00d7 scale';
+  var SCORE_MASKED = '; \u201cmasked\u201d where the model hides this key from the query (the softmax leaves it out)';
+  var SCALED_TITLE = 'q \u00b7 k times the model\u2019s scaling';
+  var MASKED_TITLE = 'the model masks this key for this query: it is left out of the softmax, and its weight is 0';
+
+  // The table's columns: COLUMNS, and with score terms (payload `terms`) or masked keys one column per
+  // term and the score column between "x scale" and the key vector.
+  function tableColumns(terms, masks) {
+    if (!terms.length && !masks) return COLUMNS;
+    var scaled = [COLUMNS[4][0], SCALED_TITLE];
+    var added = terms.map(function (term) { return ['+\u00a0' + term.label, term.title]; });
+    var score = ['=\u00a0score',
+      SCORE_TITLE + (terms.length ? ' plus the terms before it' : '') + (masks ? SCORE_MASKED : '')];
+    return COLUMNS.slice(0, 4).concat([scaled], added, [score], COLUMNS.slice(5));
+  }
+
   var LEGEND = 'Cells: red positive, blue negative; the stronger the colour, the larger the magnitude ' +
     '(q and k against the largest |value| of this head, q \u00d7 k against the largest |product| for this query).';
   var HINT = 'The table scrolls sideways: the score, the vectors and their products are to the right \u2192';
@@ -40,14 +64,17 @@
   // ------------------------------------------------------------------ table
 
   // The table of one query's keys inside its scroll box; `sizer` carries --rgv-cell for every strip.
-  function QKTable(tokens, dim, scaling, sizer) {
+  // `terms`: the payload's score terms ([] for none); `masks`: whether the model masks keys anywhere.
+  function QKTable(tokens, dim, scaling, sizer, terms, masks) {
     this.tokens = tokens;
     this.dim = dim;
     this.scaling = scaling;
     this.sizer = sizer;
+    this.terms = terms || [];
+    this.scored = this.terms.length > 0 || Boolean(masks); // the table has the "= score" column
     this.table = el('table', 'rgv-qk-table');
     var head = el('tr');
-    COLUMNS.forEach(function (column) {
+    tableColumns(this.terms, masks).forEach(function (column) {
       var cell = el('th', null, column[0]);
       cell.title = column[1];
       cell.scope = 'col';
@@ -94,19 +121,25 @@
     return worst;
   };
 
-  // Key k's row: its weights (softmax here, the model's), dot product, score, vector and products.
+  // Key k's row: its weights (softmax here, the model's), dot product, score (and its terms), vector and
+  // products; a key the model masks for this query is greyed, and its score reads "masked".
   QKTable.prototype.row = function (k, keys, rows, weight) {
     var dot = rows.dots[k];
     var soft = rows.softmax[k];
-    var tr = el('tr', 'rgv-qk-row');
+    var masked = Boolean(rows.seen) && !rows.seen[k];
+    var tr = el('tr', 'rgv-qk-row' + (masked ? ' rgv-qk-masked' : ''));
     tr.setAttribute('data-k', String(k));
     tr.setAttribute('data-dot', String(dot));
-    tr.setAttribute('data-score', String(dot * this.scaling));
+    tr.setAttribute('data-score', String(rows.scores[k]));
     tr.setAttribute('data-softmax', String(soft));
     tr.setAttribute('data-model', String(weight));
+    if (masked) {
+      tr.setAttribute('data-masked', 'true');
+      tr.title = MASKED_TITLE;
+    }
     var tokCell = el('th', 'rgv-tok-text rgv-qk-key', this.tokens[k]);
     tokCell.scope = 'row';
-    tokCell.title = '#' + k;
+    tokCell.title = '#' + k + (masked ? ', masked for this query' : '');
     tr.appendChild(tokCell);
     var softCell = numberCell(null, 'rgv-soft');
     softCell.appendChild(el('span', 'rgv-bar')).style.width = (soft * 100).toFixed(1) + '%';
@@ -115,9 +148,21 @@
     tr.appendChild(numberCell(weight.toFixed(4)));
     tr.appendChild(numberCell(dot.toFixed(3)));
     tr.appendChild(numberCell((dot * this.scaling).toFixed(3)));
+    if (this.scored) this.scoreCells(tr, k, rows, masked);
     tr.appendChild(el('td', 'rgv-qk-vec')).appendChild(this.strip(keys, k * this.dim, rows.maxAbs));
     tr.appendChild(el('td', 'rgv-qk-vec')).appendChild(this.strip(rows.products, k * this.dim, rows.maxProduct));
     return tr;
+  };
+
+  // The term cells and the score cell of key k's row (a table with the "= score" column). A masked key's
+  // terms are not part of any score (the payload stores them as 0), so they read as a dash.
+  QKTable.prototype.scoreCells = function (tr, k, rows, masked) {
+    this.terms.forEach(function (term, t) {
+      var cell = numberCell(masked ? '\u2013' : rows.termValues[t][k].toFixed(3), 'rgv-qk-term');
+      cell.title = term.label + (masked ? ': not used, the key is masked' : ': ' + rows.termValues[t][k].toFixed(4));
+      tr.appendChild(cell);
+    });
+    tr.appendChild(numberCell(masked ? 'masked' : rows.scores[k].toFixed(3), 'rgv-qk-score'));
   };
 
   /*
@@ -154,7 +199,9 @@
     this.files = data.files ? new views.DataFiles(data.files) : null;
     // The model's weights in the views' encoding when the payload carries them once (a single-file view).
     this.weights = data.weights === 'attention' ? new views.Attention(data.attention) : null;
-    this.decoded = new Map(); // layer -> per head {q, k, model}
+    this.decoded = new Map(); // layer -> per head {q, k, model, terms}
+    this.terms = data.terms || []; // score terms beyond q . k (DeBERTa, MPNet), [] for BERT
+    this.visibility = new Map(); // layer -> which keys each query sees (views-core.js decodeVisible), null: all
     var firstWord = data.special.indexOf(0);
     this.state = { layer: 0, head: 0, token: firstWord >= 0 ? firstWord : 0 };
     this.build();
@@ -170,7 +217,7 @@
     if (text !== null) {
       var weights = this.weights;
       this.decoded.set(layer, views.decodeQKLayer(text, this.heads, this.n, this.dim,
-        weights && function (head) { return weights.matrix(layer, head); }));
+        weights && function (head) { return weights.matrix(layer, head); }, this.terms.length));
       return this.decoded.get(layer);
     }
     this.root.setAttribute('data-rgv-loading', String(layer));
@@ -183,6 +230,13 @@
     return null;
   };
 
+  // Which keys each query of `layer` sees (Uint8Array [n * n]), or null where it sees every key.
+  QKWidget.prototype.visibleIn = function (layer) {
+    if (!this.data.visible) return null;
+    if (!this.visibility.has(layer)) this.visibility.set(layer, views.decodeVisible(this.data.visible[layer], this.n));
+    return this.visibility.get(layer);
+  };
+
   QKWidget.prototype.build = function () {
     var self = this;
     this.root.classList.add('rgv-ready', 'rgv-qk');
@@ -193,7 +247,8 @@
     this.root.appendChild(this.buildTokenStrip());
     this.queryLine = this.root.appendChild(el('div', 'rgv-qk-query'));
     this.root.appendChild(el('p', 'rgv-qk-legend', LEGEND));
-    this.table = new QKTable(this.data.tokens, this.dim, this.data.scaling, this.root);
+    this.table = new QKTable(this.data.tokens, this.dim, this.data.scaling, this.root, this.terms,
+      Boolean(this.data.visible));
     this.root.appendChild(this.table.hint);
     this.root.appendChild(this.table.wrap);
     this.note = this.root.appendChild(el('p', 'rgv-status'));
@@ -239,26 +294,30 @@
     var layer = this.layerData(st.layer, fromUser);
     if (!layer) return;
     var vec = layer[st.head];
-    var rows = views.queryKeyRows(vec.q, vec.k, st.token, this.dim, this.data.scaling);
+    var rows = views.queryKeyRows(vec.q, vec.k, st.token, this.dim, this.data.scaling, vec.terms,
+      this.visibleIn(st.layer));
     this.queryLine.textContent = '';
     this.queryLine.appendChild(el('span', 'rgv-qk-label', 'q of #' + st.token + ' '));
     this.queryLine.appendChild(el('span', 'rgv-tok-text', this.data.tokens[st.token]));
     this.queryLine.appendChild(this.table.strip(vec.q, st.token * this.dim, rows.maxAbs));
-    this.note.textContent = this.noteText(this.table.fill(vec.k, rows, st.token, vec.model));
+    this.note.textContent = this.noteText(this.table.fill(vec.k, rows, st.token, vec.model), rows.masked);
     this.root.setAttribute('data-rgv-state', this.hashText());
     if (!this.root.hasAttribute('data-first-render-ms')) views.markFirstRender(this.root, this.started);
   };
 
-  // The status line: what the table computes and how far it is from the model's stored weights.
-  QKWidget.prototype.noteText = function (worst) {
+  // The status line: what the table computes (views-core.js qkSoftmaxText: the terms, and the keys the model
+  // masks for this query) and how far it is from the model's stored weights.
+  QKWidget.prototype.noteText = function (worst, masked) {
     var st = this.state;
     var check = this.data.check;
-    var text = 'Layer ' + st.layer + ', head ' + st.head + ', query #' + st.token +
-      ': softmax(q \u00b7 k \u00d7 ' + this.data.scaling.toPrecision(4) + ') over ' + this.n +
-      ' keys; on this row it differs from the model\u2019s weights by at most ' + worst.toFixed(4);
+    var labels = this.terms.map(function (term) { return term.label; });
+    var text = 'Layer ' + st.layer + ', head ' + st.head + ', query #' + st.token + ': ' +
+      views.qkSoftmaxText(this.data.scaling, labels, this.n, masked) +
+      '; on this row it differs from the model\u2019s weights by at most ' + worst.toFixed(4);
     if (worst <= check.rounding) return text + ', within the ' + check.rounding.toFixed(4) + ' that rounding allows.';
-    return text + ', more than rounding allows (' + check.rounding.toFixed(4) +
-      '): this model adds terms beyond q \u00b7 k, e.g. relative positions.';
+    return text + ', more than rounding allows (' + check.rounding.toFixed(4) + '): ' + (labels.length
+      ? 'the model\u2019s score has more to it than the terms shown here.'
+      : 'this model adds terms beyond q \u00b7 k, e.g. relative positions.');
   };
 
   QKWidget.prototype.hashText = function () {

@@ -169,7 +169,8 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
                  head_map=example_figure(report, example, docs / "charts", cache))
     if example.qk_page:
         pages.render(env, "example_qk.md.j2", docs / f"example-{example.id}-qk.md", front_matter=WIDE, ex=example,
-                     check=example_view.qk_payload["check"],
+                     check=example_view.qk_payload["check"], terms=example_view.qk_payload.get("terms", []),
+                     masked=any(layer is not None for layer in example_view.qk_payload.get("visible", [])),
                      qk=Markup(view_files.example_html(docs, example.id, example_view.qk_payload, qk=True)))
     return page
 

@@ -35,6 +35,7 @@ class HeadSites:
     # value_proj's output -> the value vectors [batch, tokens, heads * head_dim] (fused projections
     # hold queries and keys too: DeBERTa's in_proj, ModernBERT's Wqkv)
     values: Callable[[Tensor], Tensor] = _identity
+    causal: bool = False  # each query sees only the keys up to itself (a decoder's self-attention)
 
     @property
     def n_layers(self) -> int:
@@ -47,33 +48,41 @@ class HeadSites:
 
 
 def locate(model: nn.Module) -> HeadSites:
-    """Find the layers, output and value projections of an encoder by its structure."""
+    """Find the layers, output and value projections of an encoder or decoder by its structure."""
     base = getattr(model, "base_model", model)
     cfg = model.config
     heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_heads", None)
-    encoder = getattr(base, "encoder", None) or getattr(base, "transformer", None)
-    if encoder is None and isinstance(getattr(base, "layers", None), nn.ModuleList):
-        encoder = base  # ModernBERT: the layers sit in the base model itself
-    if encoder is None or not heads:
+    # The module that runs the layers: BERT's encoder, DistilBERT's transformer, else the base model
+    # itself (ModernBERT's and Llama's layers, GPT-2's h).
+    encoder = getattr(base, "encoder", None) or getattr(base, "transformer", None) or base
+    if not heads:
         raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its attention heads")
     if hasattr(encoder, "albert_layer_groups"):
         layers = _albert_layers(encoder, cfg)
-    elif isinstance(getattr(encoder, "layer", None), nn.ModuleList):
-        layers = list(encoder.layer)
-    elif isinstance(getattr(encoder, "layers", None), nn.ModuleList):
-        layers = list(encoder.layers)
     else:
-        raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its layers")
+        lists = [getattr(encoder, name, None) for name in ("layer", "layers", "h")]
+        found_list = next((modules for modules in lists if isinstance(modules, nn.ModuleList)), None)
+        if found_list is None:
+            raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its layers")
+        layers = list(found_list)
     if getattr(cfg, "z_steps", 0) > 1:
         raise ModelError("DeBERTa with z_steps > 1 reruns its last layer; reportgen cannot mask it")
     found = [_attention_site(layer, heads) for layer in layers]
     if any(site is None for site in found):
         raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its attention output projection")
     out_proj, value_proj, values = [s[0] for s in found], [s[1] for s in found], found[0][2]
-    in_features = out_proj[0].in_features
+    in_features = projection_weight(out_proj[0]).shape[1]
     if in_features % heads:
         raise ModelError(f"model type '{cfg.model_type}': {in_features} features do not split into {heads} heads")
-    return HeadSites(layers, out_proj, value_proj, encoder, heads, in_features // heads, values)
+    causal = any(getattr(module, "is_causal", False) for module in layers[0].modules())
+    return HeadSites(layers, out_proj, value_proj, encoder, heads, in_features // heads, values, causal)
+
+
+def projection_weight(projection: nn.Module) -> Tensor:
+    """An output projection's weight as [out, in], whether a Linear (stored so) or GPT-2's Conv1D
+    (stored [in, out])."""
+    weight = projection.weight
+    return weight if isinstance(projection, nn.Linear) else weight.t()
 
 
 def _albert_layers(encoder: nn.Module, cfg) -> list[nn.Module]:
@@ -110,6 +119,13 @@ def _attention_site(layer: nn.Module, heads: int) -> Site | None:
             return attention.output.dense, own.in_proj, partial(_deberta_values, own.v_bias, heads)
     if hasattr(getattr(layer, "attn", None), "Wqkv"):  # ModernBERT: fused [q | k | v], each over all heads
         return layer.attn.Wo, layer.attn.Wqkv, _fused_values
+    if hasattr(getattr(layer, "attn", None), "c_attn"):  # GPT-2: Conv1D c_attn [q | k | v], c_proj
+        return layer.attn.c_proj, layer.attn.c_attn, _fused_values
+    own = getattr(layer, "self_attn", None)
+    if hasattr(own, "o_proj") and hasattr(own, "v_proj"):  # Llama, Mistral, Qwen2, Gemma: key/value heads shared
+        head_dim = own.o_proj.in_features // heads
+        groups = heads // (own.v_proj.out_features // head_dim)
+        return own.o_proj, own.v_proj, partial(_shared_values, groups, head_dim)
     return None
 
 
@@ -119,6 +135,16 @@ def _deberta_values(bias: Tensor, heads: int, fused: Tensor) -> Tensor:
     rows, tokens, width = fused.shape
     per_head = fused.view(rows, tokens, heads, 3, width // (3 * heads))[:, :, :, 2]
     return (per_head.reshape(rows, tokens, -1) + bias).contiguous()
+
+
+def _shared_values(groups: int, head_dim: int, values: Tensor) -> Tensor:
+    """Grouped-query attention: each key/value head of v_proj serves `groups` query heads in a row
+    (transformers' repeat_kv), so query head h reads key/value head h // groups; [.., kv*dim] -> [.., heads*dim]."""
+    if groups == 1:
+        return values
+    rows, tokens, width = values.shape
+    per_head = values.view(rows, tokens, width // head_dim, 1, head_dim)
+    return per_head.expand(-1, -1, -1, groups, -1).reshape(rows, tokens, -1)
 
 
 def _fused_values(fused: Tensor) -> Tensor:

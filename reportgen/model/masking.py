@@ -64,15 +64,20 @@ def tile(recorded: Any, copies: int) -> Any:
     return recorded
 
 
-def uniform_context(values: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
-    """Context of heads whose attention is 1/n over the n non-padding keys (Kovaleva et al. 2019):
-    the masked mean of the value vectors, the same for every query. values: [rows, tokens, heads, dim]."""
+def uniform_context(values: torch.Tensor, key_mask: torch.Tensor | None, causal: bool = False) -> torch.Tensor:
+    """Context of heads whose attention is 1/n over the n non-padding keys they can see (Kovaleva et al.
+    2019): the masked mean of the value vectors, the same for every query of an encoder; in a decoder
+    query i sees keys 0..i only, so its uniform context is the running mean up to i.
+    values: [rows, tokens, heads, dim]; returns [rows, 1 or tokens, heads, dim]."""
     rows, tokens = values.shape[:2]
     if key_mask is None or key_mask.shape[0] != rows:
         raise RuntimeError("uniform masking needs the batch's attention_mask")
     keys = key_mask[:, :tokens].to(values.dtype)
-    mean = torch.einsum("bthd,bt->bhd", values, keys) / keys.sum(1).clamp_min(1).view(rows, 1, 1)
-    return mean.unsqueeze(1)
+    weighted = values * keys.view(rows, tokens, 1, 1)
+    if causal:
+        counts = keys.cumsum(1).clamp_min(1).view(rows, tokens, 1, 1)
+        return weighted.cumsum(1) / counts
+    return weighted.sum(1, keepdim=True) / keys.sum(1).clamp_min(1).view(rows, 1, 1, 1)
 
 
 def subtract_head_shares(total: torch.Tensor, context: torch.Tensor, drop: torch.Tensor, weight: torch.Tensor,
@@ -331,7 +336,8 @@ class HeadMasker:
         if self.method == "zero":
             mixed = per_head * gate
         else:
-            mixed = per_head * gate + (1 - gate) * uniform_context(self._values.view_as(per_head), self._key_mask)
+            uniform = uniform_context(self._values.view_as(per_head), self._key_mask, self.sites.causal)
+            mixed = per_head * gate + (1 - gate) * uniform
         return (mixed.reshape(rows, tokens, -1),) + tuple(args[1:])
 
     def _resumed_layer(self, layer: nn.Module, depth: int) -> torch.Tensor:

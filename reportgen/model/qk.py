@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 import math
 import sys
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -37,6 +37,7 @@ PROJECTION_NAMES: tuple[tuple[str, str], ...] = (("query", "key"), ("q_lin", "k_
                                                  ("q", "k"))
 # DeBERTa's relative-position bias method (v1, v2): the c2p and p2c terms, summed.
 BIAS_METHODS = ("disentangled_att_bias", "disentangled_attention_bias")
+INTERFACE = "eager_attention_forward"  # the function a transformers 5 attention computes its scores with
 TERM_ORDER = ("c2p", "p2c", "position")  # the order of the term columns on the page
 
 
@@ -49,6 +50,8 @@ class _Call:
     terms: dict = field(default_factory=dict)  # name -> torch [H, T, T], in score units
     visible: object = None  # torch bool [T, T], None when every key is visible
     rotary: object = None  # ModernBERT: the (cos, sin) its attention was given
+    scaling: float | None = None  # decoders: the factor their attention function was given
+    unsupported: str | None = None  # a score feature the view cannot show (a decoder's softcap)
 
 
 @dataclass
@@ -77,8 +80,9 @@ class QKCapture:
 
 
 def find_attention_modules(model) -> list[tuple[object, str, str]]:
-    """(module, query attr, key attr) for every module that owns a query and a key projection, or
-    (module, fused attr, "") for DeBERTa's `in_proj` and ModernBERT's `Wqkv`.
+    """(module, query attr, key attr) for every module that owns a query and a key projection,
+    (module, fused attr, "") for DeBERTa's `in_proj` and ModernBERT's `Wqkv`, or (module, INTERFACE, "")
+    for a decoder's attention, read where it computes its scores (`_reading_scores`).
 
     ALBERT shares one layer across depth, so it appears once here and its hooks fire
     once per layer; we therefore record in call order, not per module.
@@ -87,6 +91,9 @@ def find_attention_modules(model) -> list[tuple[object, str, str]]:
 
     found = []
     for module in model.modules():
+        if _scores_through_interface(module):
+            found.append((module, INTERFACE, ""))
+            continue
         for fused in ("in_proj", "Wqkv"):
             if isinstance(getattr(module, fused, None), torch.nn.Linear):
                 found.append((module, fused, ""))
@@ -167,7 +174,9 @@ def _install(owner, query_name: str, key_name: str, heads: int, calls: list[_Cal
         call.queries, call.keys = queries[0].float(), keys[0].float()
 
     handles = [owner.register_forward_pre_hook(start, with_kwargs=True)]
-    if key_name:
+    if query_name == INTERFACE:
+        pass  # filled by `_reading_scores`
+    elif key_name:
         handles.append(getattr(owner, query_name).register_forward_hook(projection("queries")))
         handles.append(getattr(owner, key_name).register_forward_hook(projection("keys")))
     else:
@@ -237,22 +246,52 @@ def capture_qk(model, enabled: bool = True) -> Iterator[QKCapture]:
     if not modules:
         raise ValueError(f"{type(model).__name__}: no self-attention with query/key projections found")
     capture = QKCapture(heads=_head_count(model))
-    handles: list = []
-    stack: list = []
-    for owner, query_name, key_name in modules:
-        handles += _install(owner, query_name, key_name, capture.heads, capture._calls)
-        terms = _position_terms(owner, capture.heads, capture._calls)
-        terms.__enter__()
-        stack.append(terms)
-    try:
+    with ExitStack() as stack:
+        for owner, query_name, key_name in modules:
+            for handle in _install(owner, query_name, key_name, capture.heads, capture._calls):
+                stack.callback(handle.remove)
+            stack.enter_context(_position_terms(owner, capture.heads, capture._calls))
+        for python_module in {sys.modules[type(owner).__module__] for owner, name, _ in modules if name == INTERFACE}:
+            stack.enter_context(_reading_scores(python_module, capture.heads, capture._calls))
         yield capture
-    finally:
-        for handle in handles:
-            handle.remove()
-        for terms in reversed(stack):
-            terms.__exit__(None, None, None)
     if capture._calls:
         _collect(capture, modules[0][0])
+
+
+def _scores_through_interface(module) -> bool:
+    """Whether `module` is a decoder's self-attention that computes its scores with its model file's
+    `eager_attention_forward` (GPT-2's `c_attn`, Llama-style `q_proj`/`o_proj`)."""
+    if not getattr(module, "is_causal", False) or getattr(module, "is_cross_attention", False):
+        return False
+    has_projections = hasattr(module, "c_attn") or (hasattr(module, "q_proj") and hasattr(module, "o_proj"))
+    return has_projections and hasattr(sys.modules.get(type(module).__module__), INTERFACE)
+
+
+@contextmanager
+def _reading_scores(python_module, heads: int, calls: list[_Call]) -> Iterator[None]:
+    """While active, the model file's eager attention function also records what it computes the scores
+    from: the queries and keys as the model uses them (rotary positions applied, each key/value head
+    repeated for the query heads that share it, as transformers' repeat_kv does), its scaling and its mask
+    (a decoder's causal mask: key j is visible to query i only when j <= i)."""
+    original = getattr(python_module, INTERFACE)
+
+    def recorded(module, query, key, value, attention_mask, *args, **kwargs):
+        call = calls[-1]
+        keys = key[0].detach().float()
+        call.queries = query[0].detach().float()
+        call.keys = keys.repeat_interleave(heads // keys.shape[0], dim=0) if keys.shape[0] != heads else keys
+        scaling = kwargs.get("scaling", args[0] if args else None)
+        call.scaling = float(scaling) if scaling is not None else None
+        call.visible = _visible(attention_mask)
+        if kwargs.get("softcap"):  # Gemma 2 squashes its scores with tanh: not a sum of terms
+            call.unsupported = "softcap"
+        return original(module, query, key, value, attention_mask, *args, **kwargs)
+
+    setattr(python_module, INTERFACE, recorded)
+    try:
+        yield
+    finally:
+        setattr(python_module, INTERFACE, original)
 
 
 def _collect(capture: QKCapture, owner) -> None:
@@ -263,6 +302,14 @@ def _collect(capture: QKCapture, owner) -> None:
     capture.queries = torch.stack([call.queries for call in calls]).cpu().numpy().astype(np.float32)
     capture.keys = torch.stack([call.keys for call in calls]).cpu().numpy().astype(np.float32)
     capture.scaling = _scaling(owner, capture.queries.shape[-1])
+    given = {call.scaling for call in calls if call.scaling is not None}
+    if len(given) > 1:
+        raise ValueError(f"the layers scale q . k differently ({sorted(given)}); the query/key view takes one factor")
+    if given:
+        capture.scaling = given.pop()
+    unsupported = next((call.unsupported for call in calls if call.unsupported), None)
+    if unsupported:
+        raise ValueError(f"the model's scores use {unsupported}, which the query/key view cannot show")
     names = sorted(calls[0].terms, key=lambda name: (TERM_ORDER.index(name) if name in TERM_ORDER else len(TERM_ORDER),
                                                      name))
     capture.terms = {name: torch.stack([call.terms[name] for call in calls]).cpu().numpy().astype(np.float32)

@@ -50,7 +50,7 @@ def value_norms(model) -> Iterator[NormCapture]:
     every depth, so the order, not the module, says the depth).
     """
     from reportgen.errors import ModelError
-    from reportgen.model.head_sites import locate
+    from reportgen.model.head_sites import locate, projection_weight
 
     capture, handles = NormCapture(), []
     try:
@@ -74,9 +74,8 @@ def value_norms(model) -> Iterator[NormCapture]:
     if len(capture._values) != sites.n_layers:
         raise RuntimeError(f"expected one value projection per layer ({sites.n_layers}), "
                            f"saw {len(capture._values)}")
-    norms = [np.linalg.norm(head_outputs(values.float().cpu().numpy(),
-                                         sites.out_proj[depth].weight.detach().float().cpu().numpy(), sites.heads),
-                            axis=-1)
+    weights = [projection_weight(projection).detach().float().cpu().numpy() for projection in sites.out_proj]
+    norms = [np.linalg.norm(head_outputs(values.float().cpu().numpy(), weights[depth], sites.heads), axis=-1)
              for depth, values in enumerate(capture._values)]
     capture.norms = np.stack(norms).astype(np.float32)
     capture._values.clear()

@@ -37,15 +37,20 @@ SUPPORTED_ENCODERS = {
     "ernie": "ERNIE", "megatron-bert": "Megatron-BERT", "mpnet": "MPNet", "modernbert": "ModernBERT",
 }
 SUPPORTED_NAMES = ", ".join(SUPPORTED_ENCODERS.values())
+# Decoder families whose attention the quick view and the notebook views show (tests/quickview/
+# test_decoder_views.py); builds do not analyse decoders yet, so `reportgen build` refuses them.
+VIEWABLE_DECODERS = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "gemma": "Gemma"}
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (embedded)"
 
 
 @dataclass(frozen=True)
 class FilePolicy:
-    """What a model directory may contain: the config keys `trust_remote_code` and `allow_pickle`."""
+    """What a model directory may contain (the config keys `trust_remote_code` and `allow_pickle`), and
+    whether the caller shows decoders (VIEWABLE_DECODERS: the quick view and notebook views do)."""
 
     trust_remote_code: bool = False
     allow_pickle: bool = False
+    decoders: bool = False
 
 
 _STRICT = FilePolicy()  # the default: no model code, no pickle
@@ -53,9 +58,10 @@ _policy: ContextVar[FilePolicy] = ContextVar("reportgen_model_policy", default=_
 
 
 @contextmanager
-def file_policy(trust_remote_code: bool = False, allow_pickle: bool = False) -> Iterator[FilePolicy]:
+def file_policy(trust_remote_code: bool = False, allow_pickle: bool = False,
+                decoders: bool = False) -> Iterator[FilePolicy]:
     """Within the block, `resolve` and `load` (and the ablation's model loading) follow these settings."""
-    token = _policy.set(FilePolicy(bool(trust_remote_code), bool(allow_pickle)))
+    token = _policy.set(FilePolicy(bool(trust_remote_code), bool(allow_pickle), bool(decoders)))
     try:
         yield _policy.get()
     finally:
@@ -144,10 +150,13 @@ def _custom_code(path: Path, cfg: dict) -> str | None:
     return None
 
 
-def _check_family(path: Path, cfg: dict) -> None:
-    """Refuse, from config.json alone, a model that is not one of the supported encoder families or
-    uses a setting reportgen cannot analyse exactly: one line that names the supported families."""
+def _check_family(path: Path, cfg: dict, decoders: bool = False) -> None:
+    """Refuse, from config.json alone, a model that is not one of the supported encoder families (or,
+    with `decoders`, of VIEWABLE_DECODERS) or uses a setting reportgen cannot analyse exactly: one line
+    that names the supported families."""
     model_type = cfg.get("model_type")
+    if decoders and model_type in VIEWABLE_DECODERS and not cfg.get("is_encoder_decoder"):
+        return
     if model_type is None:
         raise ModelError(f"{path / 'config.json'}: has no model_type, so the architecture is unknown; a "
                          "transformers model saves it (e.g. \"model_type\": \"bert\")")
@@ -173,8 +182,10 @@ def _check_family(path: Path, cfg: dict) -> None:
         kind = "is a decoder (causal LM)"
     else:
         kind = "is not an architecture reportgen supports"
+    shown = f"; `reportgen view` and the notebook views show {', '.join(VIEWABLE_DECODERS.values())} too"
     raise ModelError(f"model directory {path}: model type '{model_type}' {kind}; reportgen analyses the "
-                     f"self-attention of these encoders: {SUPPORTED_NAMES}")
+                     f"self-attention of these encoders: {SUPPORTED_NAMES}"
+                     + (shown if model_type in VIEWABLE_DECODERS else ""))
 
 
 def _unsupported_setting(cfg: dict) -> str | None:
@@ -200,7 +211,7 @@ def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCh
     if why_code and not policy.trust_remote_code:
         raise ModelError(f"model directory {path}: {why_code}; reportgen does not run a model's own code "
                          "unless the config sets trust_remote_code: true")
-    _check_family(path, cfg)
+    _check_family(path, cfg, policy.decoders)
     read_shape(path)
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise ModelError(f"model directory {path} has no tokenizer (none of {', '.join(TOKENIZER_FILES[:3])}, ...); "
@@ -215,6 +226,11 @@ def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCh
             raise ModelError(f"model directory {path}: weights only as pickle ({pickles[0]}), which can run code "
                              "when loaded; convert them to safetensors, or set allow_pickle: true in the config")
     return DirectoryCheck(use_safetensors=bool(safetensors), trust_remote_code=bool(why_code), config=cfg)
+
+
+def is_decoder(path: Path) -> bool:
+    """Whether the model directory holds one of the decoder families (causal self-attention)."""
+    return _read_config(path).get("model_type") in VIEWABLE_DECODERS
 
 
 def check_masking(path: Path, method: str) -> None:
@@ -300,9 +316,10 @@ def fingerprint(hashes: dict[str, str]) -> str:
 def read_shape(path: Path) -> tuple[str, int, int, int]:
     """(model_type, layers, heads, hidden) from config.json, without loading weights."""
     cfg = _read_config(path)
-    layers = cfg.get("num_hidden_layers", cfg.get("n_layers"))
-    heads = cfg.get("num_attention_heads", cfg.get("n_heads"))
-    hidden = cfg.get("hidden_size", cfg.get("dim"))
+    # BERT's names, DistilBERT's, GPT-2's
+    layers = next((cfg[key] for key in ("num_hidden_layers", "n_layers", "n_layer") if key in cfg), None)
+    heads = next((cfg[key] for key in ("num_attention_heads", "n_heads", "n_head") if key in cfg), None)
+    hidden = next((cfg[key] for key in ("hidden_size", "dim", "n_embd") if key in cfg), None)
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in (layers, heads, hidden)):
         raise ModelError(f"{path / 'config.json'}: not an encoder config reportgen knows (no layer/head counts)")
     for key, value in (("num_hidden_layers", layers), ("num_attention_heads", heads), ("hidden_size", hidden)):

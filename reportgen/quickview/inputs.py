@@ -61,7 +61,8 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
     settings = load_config(config)
     spec = _spec(text, pair)
     try:
-        name, path = loading.resolve(model or settings.model)
+        with _policy(settings):
+            name, path = loading.resolve(model or settings.model)
     except ModelError as err:  # said as the user gave it: --model / model=, or the config's field
         raise ModelError(str(err).replace("(config field 'model')", "(--model)") if model else str(err)) from None
     max_length, length_note = loading.clamp_max_length(path, settings.max_length)
@@ -96,10 +97,24 @@ def _loaded(path: Path, settings) -> Callable[[ExampleSpec, int], ExampleRun]:
         if light is not None:
             _LOADED[key] = light.run
         else:
-            with loading.file_policy(settings.trust_remote_code, settings.allow_pickle):
+            with _policy(settings):
                 net, tokenizer = loading.load(path, settings.device)
-            _LOADED[key] = lambda spec, max_length: run_example(net, tokenizer, spec, max_length, keep_qk=True)
+
+            def run(spec: ExampleSpec, max_length: int) -> ExampleRun:
+                if spec.pair is not None and loading.is_decoder(path) and tokenizer.sep_token is None:
+                    raise DataError(f"pair: {path.name} is a decoder whose tokenizer has no separator token, so "
+                                    "the two texts would read as one; give one text")
+                return run_example(net, tokenizer, spec, max_length, keep_qk=True)
+
+            _LOADED[key] = run
     return _LOADED[key]
+
+
+def _policy(settings):
+    """The config's file policy, with decoders accepted: the quick view shows their attention."""
+    from reportgen.model import loading
+
+    return loading.file_policy(settings.trust_remote_code, settings.allow_pickle, decoders=True)
 
 
 def _as_array(layer: Any, index: int) -> np.ndarray:

@@ -279,7 +279,8 @@ CASES: list[Case] = [
          "download it first or give a local directory"),
     Case("model-decoder", "not an encoder: a GPT-2 saved with a tokenizer", {"model": "./models/gpt2"},
          errors.EXIT_MODEL, "model directory <dir>/models/gpt2: model type 'gpt2' is a decoder (causal LM); "
-         f"reportgen analyses the self-attention of these encoders: {SUPPORTED}"),
+         f"reportgen analyses the self-attention of these encoders: {SUPPORTED}; `reportgen view` and the "
+         "notebook views show GPT-2, Llama, Qwen2, Mistral, Gemma too"),
     Case("model-unsupported-encoder", "an encoder transformers knows but reportgen does not support (Funnel)",
          {"model": "./models/funnel"}, errors.EXIT_MODEL,
          "model directory <dir>/models/funnel: model type 'funnel' is not an architecture reportgen supports; "

@@ -1,0 +1,131 @@
+"""Decoders in `reportgen view` (issue 31, first part): GPT-2 and the Llama family (Llama, Qwen2, Mistral,
+Gemma) on tiny random checkpoints with a byte-level BPE tokenizer trained here.
+
+Each family's single file holds the model's own attention (within the 8-bit step, read here with
+transformers), nothing above the diagonal (a token sees only itself and what precedes it), contributions,
+and a query/key view whose check passes with the causal mask (Mistral's sliding window too), rotary
+positions and shared key/value heads. `reportgen build` still refuses decoders, in one line that says
+the quick view shows them, and a pair is refused for a tokenizer without a separator.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TEXT = "the cat sat on the mat. the cat sat on the"
+STEP = 0.5 / 255  # the 8-bit encoding's bound on each weight (reportgen/site/views.py)
+CORPUS = ["the cat sat on the mat.", "a dog was in the garden.", "the cat and the dog sat on the mat.",
+          "i bought fresh strawberries at the store.", "the store was closed on monday."]
+SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+             initializer_range=0.3, max_position_embeddings=128)
+FAMILIES = {  # model_type -> (config class, model class, extra config)
+    "gpt2": ("GPT2Config", "GPT2Model", {}),
+    "llama": ("LlamaConfig", "LlamaModel", {"num_key_value_heads": 2}),
+    "qwen2": ("Qwen2Config", "Qwen2Model", {"num_key_value_heads": 2}),
+    "mistral": ("MistralConfig", "MistralModel", {"num_key_value_heads": 1, "sliding_window": 6}),
+    "gemma": ("GemmaConfig", "GemmaModel", {"num_key_value_heads": 2, "head_dim": 8}),
+}
+
+
+def make_decoder(family: str, target: Path) -> Path:
+    """A random decoder of `family` with a byte-level BPE tokenizer (an end-of-text token, no separator)."""
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator(CORPUS, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|endoftext|>",
+                                                eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+    fast.model_input_names = ["input_ids", "attention_mask"]
+    fast.save_pretrained(target)
+    config_class, model_class, extra = FAMILIES[family]
+    if family == "gpt2":
+        config = transformers.GPT2Config(vocab_size=len(fast), n_embd=32, n_layer=2, n_head=4, n_positions=128,
+                                         initializer_range=0.3, bos_token_id=0, eos_token_id=0)
+    else:
+        config = getattr(transformers, config_class)(vocab_size=len(fast), bos_token_id=0, eos_token_id=0,
+                                                     pad_token_id=0, **SHAPE, **extra)
+    torch.manual_seed(0)
+    getattr(transformers, model_class)(config).save_pretrained(target)
+    return target
+
+
+@pytest.fixture(scope="module")
+def decoders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("decoders")
+    return {family: make_decoder(family, root / family) for family in FAMILIES}
+
+
+def model_attention(path: Path, text: str) -> np.ndarray:
+    """[L, H, T, T] read here with transformers, not through reportgen."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    with torch.no_grad():
+        out = model(**tokenizer(text, return_tensors="pt"), output_attentions=True)
+    return torch.stack(out.attentions)[:, 0].numpy()
+
+
+def reportgen(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reportgen", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_decoders_view_holds_its_causal_attention_contributions_and_a_passing_query_key_check(family, decoders):
+    from reportgen.quickview.inputs import run_text
+    from reportgen.site import views
+
+    with pytest.warns(UserWarning, match="max_length"):  # the default 512 against the model's 128 positions
+        quick = run_text(TEXT, model=str(decoders[family]))
+    run = quick.run
+    attention = model_attention(decoders[family], TEXT)
+    assert np.abs(run.attention - attention).max() < 1e-5
+    upper = np.triu(np.ones(attention.shape[-2:], dtype=bool), 1)
+    assert run.attention[..., upper].max() == 0  # a token attends only to itself and what precedes it
+    assert run.value_norms is not None and run.value_norms.shape == attention.shape[:3]
+    payload = views.combined_payload(run)
+    decoded = views.decode_attention(payload["attention"])
+    assert np.abs(decoded - attention).max() <= STEP + 1e-6
+    check = payload["qk"]["check"]
+    assert check["difference"] <= check["rounding"], check
+    masked = [views.decode_visible(layer, run.n_tokens) for layer in payload["qk"]["visible"]]
+    window = 6 if family == "mistral" else run.n_tokens  # Mistral's sliding window: keys i-5..i
+    keys = np.arange(run.n_tokens)
+    expected = (keys[None, :] <= keys[:, None]) & (keys[None, :] > keys[:, None] - window)
+    assert all((layer == expected).all() for layer in masked)
+
+
+def test_the_command_writes_a_decoders_view_and_refuses_what_it_cannot_show(decoders, tmp_path):
+    done = reportgen(tmp_path, "view", TEXT, "--model", str(decoders["gpt2"]), "--out", "gpt2.html")
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "gpt2.html").read_text(encoding="utf-8")
+    payload = json.loads(re.search(r'id="rgv-data">(.*?)</script>', page, re.S).group(1))
+    assert payload["qk"]["check"]["difference"] <= payload["qk"]["check"]["rounding"]
+    pair = reportgen(tmp_path, "view", "the cat sat", "--pair", "on the mat", "--model", str(decoders["gpt2"]),
+                     "--out", "pair.html")
+    assert pair.returncode == 4 and not (tmp_path / "pair.html").exists()
+    assert pair.stderr.strip().splitlines()[-1] == (
+        "error: pair: gpt2 is a decoder whose tokenizer has no separator token, so the two texts would read as "
+        "one; give one text")
+    (tmp_path / "reportgen.yaml").write_text(f"model: {decoders['llama']}\nexamples: [{{text: {TEXT}}}]\n",
+                                             encoding="utf-8")
+    build = reportgen(tmp_path, "build")
+    assert build.returncode == 3 and not (tmp_path / "site").exists()
+    assert "model type 'llama' is a decoder (causal LM)" in build.stderr
+    assert "`reportgen view` and the notebook views show GPT-2, Llama, Qwen2, Mistral, Gemma too" in build.stderr

@@ -129,3 +129,14 @@ def test_the_command_writes_a_decoders_view_and_refuses_what_it_cannot_show(deco
     assert build.returncode == 3 and not (tmp_path / "site").exists()
     assert "model type 'llama' is a decoder (causal LM)" in build.stderr
     assert "`reportgen view` and the notebook views show GPT-2, Llama, Qwen2, Mistral, Gemma too" in build.stderr
+
+
+def test_a_notebook_shows_a_decoder(decoders):
+    import reportgen
+
+    with pytest.warns(UserWarning, match="max_length"):
+        view = reportgen.show(TEXT, model=str(decoders["llama"]), view="qk")
+    html = view._repr_html_()
+    payload = json.loads(re.search(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S).group(1))
+    assert payload["qk"]["check"]["difference"] <= payload["qk"]["check"]["rounding"]
+    assert any(layer is not None for layer in payload["qk"]["visible"])  # the causal mask travels with it

@@ -10,6 +10,7 @@ data it needs (Kobayashi, Kuribayashi, Yokoi and Inui 2020: ||A[i, j] f(x_j)|| =
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -54,3 +55,36 @@ def shares(attention: np.ndarray, norms: np.ndarray) -> tuple[np.ndarray, np.nda
     safe = np.where(totals > 0, totals, 1.0)[..., None]
     out = np.where(totals[..., None] > 0, amounts / safe, attention)
     return out.astype(np.float32), totals.astype(np.float32)
+
+
+# -- the induction test's input (Olsson et al. 2022; scored by reportgen.patterns.decoder.induction) --------------
+MIN_INDUCTION_N = 3  # n = 2 puts the induction key q - n + 1 on q - 1 (previous token), n = 1 on q itself
+
+def induction_tokens(vocab_size: int, n: int, batch: int, seed: int, exclude: Iterable[int] = ()) -> np.ndarray:
+    """[batch, n] int64: the random tokens r of the induction test, drawn with replacement.
+
+    Uniform over range(vocab_size) minus the special ids in `exclude` (BOS, EOS, PAD...; ids outside
+    the vocabulary are ignored), so a copy cannot contain a token the model treats specially. Uses
+    numpy's Generator (PCG64) seeded with `seed`: the same seed gives the same tokens.
+    """
+    if vocab_size < 1 or batch < 1:
+        raise ValueError(f"vocab_size and batch must be at least 1, not {vocab_size} and {batch}")
+    if n < MIN_INDUCTION_N:
+        raise ValueError(f"induction needs n >= {MIN_INDUCTION_N}, not n = {n}")
+    allowed = np.setdiff1d(np.arange(vocab_size, dtype=np.int64), np.asarray(list(exclude), dtype=np.int64))
+    if allowed.size == 0:
+        raise ValueError(f"every id of the vocabulary of {vocab_size} is excluded: no token left to draw")
+    rng = np.random.default_rng(seed)
+    return allowed[rng.integers(0, allowed.size, size=(batch, n))]
+
+
+def induction_input(r: np.ndarray, bos_id: int) -> np.ndarray:
+    """[BOS] + r + r along the last axis: [batch, n] -> [batch, 2n + 1] ids ([n] -> [2n + 1]).
+
+    BOS at position 0, the first copy at 1..n, the second at n+1..2n: the layout `induction` reads.
+    """
+    r = np.asarray(r)
+    if r.ndim not in (1, 2) or r.shape[-1] < 1:
+        raise ValueError(f"r must be [n] or [batch, n], not {r.shape}")
+    bos = np.full(r.shape[:-1] + (1,), bos_id, dtype=r.dtype)
+    return np.concatenate([bos, r, r], axis=-1)

@@ -48,13 +48,14 @@ and summed; the only Python loops are over the sequences given. Imports numpy on
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from reportgen.runs import MIN_INDUCTION_N, induction_input, induction_tokens  # noqa: F401 - the input it reads
+
 CAUSAL_TOLERANCE = 1e-6  # largest |weight| above the diagonal accepted as float noise
-MIN_INDUCTION_N = 3  # n = 2 puts the induction key q - n + 1 on q - 1 (previous token), n = 1 on q itself
 
 AttentionInput = np.ndarray | Sequence[np.ndarray]
 TokenIdsInput = np.ndarray | Sequence[Any]
@@ -322,39 +323,6 @@ def nulls(length: int | Sequence[int], token_ids: TokenIdsInput | None = None,
     if n is not None:
         out["induction"] = _cells_null([_induction_cells(2 * n + 1, n)])
     return out
-
-
-# ---------------------------------------------------------------- the induction input
-
-
-def induction_tokens(vocab_size: int, n: int, batch: int, seed: int, exclude: Iterable[int] = ()) -> np.ndarray:
-    """[batch, n] int64: the random tokens r of the induction test, drawn with replacement.
-
-    Uniform over range(vocab_size) minus the special ids in `exclude` (BOS, EOS, PAD...; ids outside
-    the vocabulary are ignored), so a copy cannot contain a token the model treats specially. Uses
-    numpy's Generator (PCG64) seeded with `seed`: the same seed gives the same tokens.
-    """
-    if vocab_size < 1 or batch < 1:
-        raise ValueError(f"vocab_size and batch must be at least 1, not {vocab_size} and {batch}")
-    if n < MIN_INDUCTION_N:
-        raise ValueError(f"induction needs n >= {MIN_INDUCTION_N}, not n = {n}")
-    allowed = np.setdiff1d(np.arange(vocab_size, dtype=np.int64), np.asarray(list(exclude), dtype=np.int64))
-    if allowed.size == 0:
-        raise ValueError(f"every id of the vocabulary of {vocab_size} is excluded: no token left to draw")
-    rng = np.random.default_rng(seed)
-    return allowed[rng.integers(0, allowed.size, size=(batch, n))]
-
-
-def induction_input(r: np.ndarray, bos_id: int) -> np.ndarray:
-    """[BOS] + r + r along the last axis: [batch, n] -> [batch, 2n + 1] ids ([n] -> [2n + 1]).
-
-    BOS at position 0, the first copy at 1..n, the second at n+1..2n: the layout `induction` reads.
-    """
-    r = np.asarray(r)
-    if r.ndim not in (1, 2) or r.shape[-1] < 1:
-        raise ValueError(f"r must be [n] or [batch, n], not {r.shape}")
-    bos = np.full(r.shape[:-1] + (1,), bos_id, dtype=r.dtype)
-    return np.concatenate([bos, r, r], axis=-1)
 
 
 # ---------------------------------------------------------------- one entry point

@@ -169,3 +169,28 @@ def test_value_norms_follow_each_query_heads_shared_value_head(name):
         by_hand = torch.stack([(per_query_head[:, h] @ weight[:, h * dim:(h + 1) * dim].T).norm(dim=-1)
                                for h in range(heads)])
     assert np.allclose(capture.norms[LAYER], by_hand.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_induction_run_repeats_random_tokens_after_the_begin_token():
+    from reportgen.model.induction import induction_length, run_induction
+    from reportgen.patterns.decoder import induction
+
+    class Tokenizer:  # what run_induction reads of a tokenizer
+        bos_token_id, eos_token_id, all_special_ids = None, 0, [0, 1]
+
+        def __len__(self):
+            return 99
+
+    model = _model("llama")
+    n = induction_length(64)
+    assert n == 31 and induction_length(None) == 50
+    run = run_induction(model, Tokenizer(), n=n, batch=2, seed=3)
+    assert run.ids.shape == (2, 2 * n + 1) and (run.ids[:, 0] == 0).all()
+    assert (run.ids[:, 1:n + 1] == run.ids[:, n + 1:]).all() and not np.isin(run.ids[:, 1:], [0, 1]).any()
+    assert run.attention.shape == (2, 3, 4, 2 * n + 1, 2 * n + 1)
+    score = induction(run.attention, n)  # a random model: no head attends by induction
+    assert score.shape == (3, 4) and score.max() < 0.5
+    again = run_induction(model, Tokenizer(), n=n, batch=2, seed=3)
+    assert (again.ids == run.ids).all() and np.allclose(again.attention, run.attention)
+    with pytest.raises(ValueError, match="too few for the induction test"):
+        induction_length(6)

@@ -536,3 +536,18 @@ def data_error(call: Callable[[], object]) -> str:
     assert isinstance(err, DataError), f"expected a DataError, got {err!r}"
     assert "\n" not in str(err) and err.exit_code == 4
     return str(err)
+
+
+# -- README sections generated from tests (the bad-inputs table, the support table) ----------------------
+def readme_section(text: str, start: str, end: str) -> str:
+    """The README text between the `start` and `end` markers, without the blank lines around it."""
+    first, last = text.index(start) + len(start), text.index(end)
+    return text[first:last].strip("\n") + "\n"
+
+
+def write_readme_section(start: str, end: str, rendered: str) -> None:
+    """Put `rendered` between the markers of README.md."""
+    readme = ROOT / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    first, last = text.index(start) + len(start), text.index(end)
+    readme.write_text(text[:first] + "\n" + rendered + text[last:], encoding="utf-8")

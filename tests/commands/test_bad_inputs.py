@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from reportgen import errors
-from tests.helpers import ROOT, Case, check_report, is_progress, symlink, tree
+from tests.helpers import ROOT, Case, check_report, is_progress, readme_section, symlink, tree, write_readme_section
 
 README = ROOT / "README.md"
 START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
@@ -505,15 +505,8 @@ def render_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_section(text: str) -> str:
-    start, end = text.index(START) + len(START), text.index(END)
-    return text[start:end].strip("\n") + "\n"
-
-
 def write_readme() -> None:
-    text = README.read_text(encoding="utf-8")
-    start, end = text.index(START) + len(START), text.index(END)
-    README.write_text(text[:start] + "\n" + render_table() + text[end:], encoding="utf-8")
+    write_readme_section(START, END, render_table())
 
 
 # -- the project: tiny models, a good site ------------------------------------------------------------
@@ -715,7 +708,7 @@ def test_readme_table_is_generated_from_the_cases():
         write_readme()
         text = README.read_text(encoding="utf-8")
     assert START in text and END in text, "README.md lacks the bad-inputs markers"
-    assert readme_section(text) == render_table(), (
+    assert readme_section(text, START, END) == render_table(), (
         "README table is stale: run `python -m tests.commands.test_bad_inputs --write`")
 
 

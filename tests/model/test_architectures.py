@@ -57,8 +57,10 @@ from tests.helpers import (
     TWO_EXAMPLES,
     build_tiny_site,
     check_report,
+    readme_section,
     tiny_config,
     write_graded_pairs,
+    write_readme_section,
 )
 
 README = ROOT / "README.md"
@@ -118,21 +120,14 @@ def render_support_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme_section(text: str) -> str:
-    start, end = text.index(START) + len(START), text.index(END)
-    return text[start:end].strip("\n") + "\n"
-
-
 def write_readme() -> None:
-    text = README.read_text(encoding="utf-8")
-    start, end = text.index(START) + len(START), text.index(END)
-    README.write_text(text[:start] + "\n" + render_support_table() + text[end:], encoding="utf-8")
+    write_readme_section(START, END, render_support_table())
 
 
 def test_readme_support_table_is_generated_from_the_tests():
     text = README.read_text(encoding="utf-8")
     assert START in text and END in text, "README.md lacks the support-table markers"
-    assert readme_section(text) == render_support_table(), (
+    assert readme_section(text, START, END) == render_support_table(), (
         "README support table is stale: run `python -m tests.model.test_architectures --write`")
 
 

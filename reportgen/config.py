@@ -194,10 +194,12 @@ class AblationSettings(Strict):
     """The `ablation:` section: the task, its data and the head-ablation experiments."""
 
     enabled: bool
-    task: Literal["similarity", "classification", "mlm"]
+    task: Literal["similarity", "classification", "mlm", "causal_lm"] = Field(
+        description="similarity | classification | mlm (masked-token accuracy) | causal_lm (next-token "
+                    "cross-entropy of a decoder, lower is better; also its perplexity).")
     data: str = Field(min_length=1, description='"builtin" (the demo relevance set) or a CSV/TSV/JSONL file, or '
-                                                'a TXT file of one text per line (only for task mlm, which reads '
-                                                'nothing but texts).')
+                                                'a TXT file of one text per line (only for tasks mlm and causal_lm, '
+                                                'which read nothing but texts).')
     format: Format = Field(description="txt | csv | tsv | jsonl; auto = from the file suffix (.txt, .csv, .tsv, "
                                        ".jsonl, ...).")
     header: bool

@@ -4,7 +4,7 @@ Columns are chosen by name (needs a header, or JSON objects) or by 0-based index
 TSV is split on tabs with no quote processing at all, because real benchmark files
 (STS-B, GLUE) contain unbalanced quotes that a CSV reader would swallow across lines.
 A .txt file is one text per line (blank and whitespace-only lines skipped, no header): it
-holds a single column, so it serves a task that reads only texts (mlm), and a task that
+holds a single column, so it serves a task that reads only texts (mlm, causal_lm), and a task that
 needs pairs, scores or labels is told which columns it needs.
 Every problem the user can fix raises a one-line `DataError` that names the file and,
 where there is one, the line and the column.

@@ -275,7 +275,7 @@ class PatternStatistics(Record):
 
 # -- head ablation (ablation.py) --------------------------------------------------------------------
 class AblationTask(Record):
-    type: Literal["similarity", "classification", "mlm"]
+    type: Literal["similarity", "classification", "mlm", "causal_lm"]
     data: str  # "builtin" or the data file, relative to the config file
     examples: int
     distinct_texts: int

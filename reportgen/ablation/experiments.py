@@ -119,7 +119,8 @@ METHOD_NOTES = {"zero": "zero: head output removed (Michel et al. 2019)",
                 "uniform": "uniform: head attention replaced by 1/n over non-padding keys (Kovaleva et al. 2019)"}
 LOSSES = {"similarity": "squared error of the calibrated cosine (a * cosine + b, fitted once by least squares on the "
                         "unmasked model) vs the grade rescaled to [0, 1]", "classification": "cross-entropy",
-          "mlm": "cross-entropy over masked tokens"}
+          "mlm": "cross-entropy over masked tokens",
+          "causal_lm": "next-token cross-entropy, token-weighted over all predicted tokens"}
 
 
 # -- numbers as the report holds them ---------------------------------------------------------------
@@ -355,22 +356,30 @@ def _metric(ctx: Context, outputs: np.ndarray) -> np.ndarray:
 
 
 def _non_inferiority(ctx: Context, fractions: list[float], outputs: np.ndarray) -> NonInferiority:
-    """Per fraction, the paired bootstrap CI of the relative change (pairs pooled) against -margin.
+    """Per fraction, the paired bootstrap CI of the relative change (pairs pooled) against the margin: above
+    -margin for a metric where higher is better, below +margin for one where lower is better (a loss).
 
     The fractions are tested in increasing order and the claim stops at the first that fails: a
     fixed-sequence procedure, which keeps the family-wise error at the level of one test without
-    a correction (Maurer, Hothorn and Lehmacher 1995). Each test is one-sided at 2.5% (the lower
-    end of a two-sided 95% interval).
+    a correction (Maurer, Hothorn and Lehmacher 1995). Each test is one-sided at 2.5% (the
+    worse end of a two-sided 95% interval).
     """
     settings, scale = ctx.settings, abs(ctx.base_value)
+    higher = ctx.task.higher_is_better[ctx.task.primary]
+
+    def worse_gain(low: float, high: float) -> float:
+        """The worse end of a CI of a change, read as a gain (positive is better, whichever way the metric points)."""
+        return low if higher else -high
+
     pooled, worst, worst_ci = [], [], []
     for ci, per_pair in paired_change_cis(ctx.task, ctx.base_outputs, outputs, settings.bootstrap_samples, ctx.seed):
-        lows = np.array([low for low, _ in per_pair], dtype=np.float64)
-        index = int(np.nanargmin(lows)) if np.isfinite(lows).any() else None
+        worse_ends = np.array([worse_gain(low, high) for low, high in per_pair], dtype=np.float64)
+        index = int(np.nanargmin(worse_ends)) if np.isfinite(worse_ends).any() else None
         pooled.append(np.array(ci) / scale)
         worst.append(index)
         worst_ci.append(np.array(per_pair[index]) / scale if index is not None else np.full(2, np.nan))
-    passes = [bool(np.isfinite(low) and low > -settings.margin) for low, _ in pooled]
+    passes = [bool(np.isfinite(worse_gain(low, high)) and worse_gain(low, high) > -settings.margin)
+              for low, high in pooled]
     up_to = 0.0
     for fraction, ok in zip(fractions, passes, strict=True):
         if not ok:
@@ -380,7 +389,8 @@ def _non_inferiority(ctx: Context, fractions: list[float], outputs: np.ndarray) 
         margin=settings.margin, confidence=0.95, bootstrap_samples=settings.bootstrap_samples,
         change_ci=_numbers(pooled), worst=worst, worst_ci=_numbers(worst_ci), non_inferior=passes, up_to=up_to,
         test=f"paired percentile bootstrap over examples ({settings.bootstrap_samples} resamples): the 95% CI of the "
-             f"relative change lies above -{100 * settings.margin:g}%, fractions tested in increasing order")
+             f"relative change lies {'above -' if higher else 'below +'}{100 * settings.margin:g}%, fractions tested "
+             "in increasing order")
 
 
 def _paired_comparison(ctx: Context, labels: tuple[str, str], fractions: list[float], first: np.ndarray,

@@ -1,4 +1,4 @@
-"""The tasks a head ablation is measured on: similarity, classification, masked LM.
+"""The tasks a head ablation is measured on: similarity, classification, masked LM, causal LM.
 
 A task turns its data into *units* (the distinct token sequences the model must
 encode: in a similarity set one sentence appears in many pairs, so it is one unit)
@@ -11,6 +11,11 @@ Per-example outputs (columns):
 - similarity: [cosine]                      metric Spearman (also Pearson) vs the gold grade
 - classification: [predicted label, loss]   metric accuracy (also macro-F1, MCC)
 - mlm: [masked tokens, correct, loss sum]   metric masked-token accuracy (also loss)
+- causal_lm: [predicted tokens, loss sum]   metric next-token cross-entropy (also perplexity); lower is better
+
+The language-model tasks pool over tokens: a metric is its sum over the examples' tokens divided by
+their count (token-weighted, so a long text weighs more than a short one), also under every bootstrap
+resample and permutation swap, which is why their per-example outputs are counts and sums, not means.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from reportgen.model.loading import (
 from reportgen.model.run import clip
 from reportgen.stats import pearson_rows, rank_rows
 
-TaskKind = Literal["similarity", "classification", "mlm"]
+TaskKind = Literal["similarity", "classification", "mlm", "causal_lm"]
 BUILTIN_COLUMNS = {"text_a": "query", "text_b": "title", "score": "grade"}
 
 ROLES: dict[str, dict[str, Column | None]] = {
@@ -51,6 +56,7 @@ ROLES: dict[str, dict[str, Column | None]] = {
     "similarity": {"text_a": "sentence1", "text_b": "sentence2", "score": "score"},
     "classification": {"text": "text", "pair": None, "label": "label"},
     "mlm": {"text": "text"},
+    "causal_lm": {"text": "text"},
 }
 OPTIONAL_ROLES = {"pair"}
 
@@ -96,6 +102,7 @@ class Task:
     gold: np.ndarray  # [examples] gold score / label index (zeros for mlm)
     settings: dict = field(default_factory=dict)  # what defines the task, for the cache key
     calibration: tuple[float, float] | None = None  # (slope, intercept) of the similarity loss, once fitted
+    pad_id: int | None = None  # the id padding is filled with; None: the tokenizer's pad token, else 0
 
     primary: ClassVar[str] = ""
     metric_names: ClassVar[tuple[str, ...]] = ()
@@ -119,7 +126,8 @@ class Task:
         ids = np.asarray(unit_ids, dtype=np.int64)
         sequences = [self.units[i] for i in ids]
         shape = (len(sequences), max(len(seq["input_ids"]) for seq in sequences))
-        inputs = {"input_ids": torch.full(shape, self.tokenizer.pad_token_id or 0, dtype=torch.long),
+        pad = self.pad_id if self.pad_id is not None else self.tokenizer.pad_token_id or 0
+        inputs = {"input_ids": torch.full(shape, pad, dtype=torch.long),
                   "attention_mask": torch.zeros(shape, dtype=torch.long)}
         has_types = "token_type_ids" in sequences[0]
         if has_types:
@@ -403,6 +411,53 @@ class MaskedLMTask(Task):
             return {"accuracy": out[..., 1].sum(-1) / masked, "loss": out[..., 2].sum(-1) / masked}
 
 
+def next_token_losses(logits: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """[rows, 2]: each row's count of predicted tokens and the sum of their next-token cross-entropy.
+
+    Position t predicts token t + 1: the labels are the input ids with padding as -100, shifted by
+    one, as transformers' causal-LM loss takes them. Padding is never a label, and a real token never
+    sees the padding after it (right padding, causal attention), so a row's numbers are those of its
+    text alone, however the batch is padded."""
+    labels = input_ids.masked_fill(attention_mask == 0, -100)[:, 1:]
+    predicted = labels != -100
+    token_loss = F.cross_entropy(logits[:, :-1].transpose(1, 2).float(), labels, reduction="none", ignore_index=-100)
+    return torch.stack([predicted.sum(1).to(token_loss.dtype), token_loss.sum(1)], dim=-1)
+
+
+class CausalLMTask(Task):
+    """Next-token prediction: the mean cross-entropy of every token given those before it, pooled over
+    all predicted tokens of all texts (token-weighted), and its perplexity exp(loss). Lower is better:
+    a head whose masking raises the loss is one the model needs (`higher_is_better` says so to the
+    statistics and findings). Per-example outputs: [predicted tokens, loss sum], as for mlm."""
+
+    primary = "loss"
+    metric_names = ("loss", "perplexity")
+    higher_is_better = {"loss": False, "perplexity": False}
+
+    def unit_outputs(self, batch: Batch) -> torch.Tensor:
+        inputs = batch.inputs
+        # no cache: nothing is generated, and the engine may skip layers (replaying) that would fill it
+        logits = self.model(**inputs, use_cache=False).logits
+        return next_token_losses(logits, inputs["input_ids"], inputs["attention_mask"])
+
+    def example_outputs(self, unit_out: torch.Tensor) -> torch.Tensor:
+        return unit_out[torch.as_tensor(self.example_units[:, 0], device=unit_out.device)]
+
+    def loss(self, unit_out: torch.Tensor) -> torch.Tensor:
+        out = self.example_outputs(unit_out)
+        return out[:, 1].sum() / out[:, 0].sum()
+
+    def _why_undefined(self, outputs: np.ndarray) -> str | None:
+        return "no text has a token to predict" if outputs[:, 0].sum() == 0 else None
+
+    def metrics(self, out: np.ndarray, _gold: np.ndarray) -> dict[str, np.ndarray]:
+        # No gold column: each text's next tokens are the answers, already scored in the outputs.
+        predicted = out[..., 0].sum(-1)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            loss = out[..., 1].sum(-1) / predicted
+            return {"loss": loss, "perplexity": np.exp(loss)}
+
+
 # -- building a task from the config -----------------------------------------------------------
 def resolve_columns(kind: str, columns: Mapping[str, Column | None] | None) -> dict[str, Column | None]:
     """Role -> column for the task: the config's columns over the task's default names, checked."""
@@ -419,15 +474,49 @@ def resolve_columns(kind: str, columns: Mapping[str, Column | None] | None) -> d
     return out
 
 
+def is_decoder(config: Mapping) -> bool:
+    """Whether a model config (config.json's keys) describes a decoder, whose tokens each see only the
+    ones before them: a type transformers has a causal LM but no masked LM for (GPT-2, Llama, ...),
+    or an encoder type configured as a decoder (is_decoder). An encoder-decoder is not one."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if config.get("is_encoder_decoder"):
+        return False
+    model_type = config.get("model_type")
+    return bool(config.get("is_decoder")) or (
+        model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+
+def _check_causal(model_dir: Path) -> None:
+    """Task causal_lm predicts each token from the ones before it: an encoder sees the whole text, so
+    its "next-token loss" would be measured with the answer in view (transformers would even load
+    BERT as a BertLMHeadModel). Refused from config.json, before anything is loaded."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # pretrained_kwargs checked it; from_pretrained says what is wrong
+    if not isinstance(config, dict) or is_decoder(config):
+        return
+    kind = "an encoder-decoder" if config.get("is_encoder_decoder") else "an encoder, which sees the whole text"
+    raise ModelError(f"model directory {model_dir}: model type '{config.get('model_type')}' is {kind}; task "
+                     "'causal_lm' predicts each token from the ones before it and needs a decoder (causal LM); "
+                     "for a masked-LM encoder use task 'mlm'")
+
+
 def _load_model(kind: str, model_dir: Path, device: str) -> tuple[torch.nn.Module, object]:
-    from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSequenceClassification
 
     auto_class = {"similarity": AutoModel, "classification": AutoModelForSequenceClassification,
-                  "mlm": AutoModelForMaskedLM}[kind]
+                  "mlm": AutoModelForMaskedLM, "causal_lm": AutoModelForCausalLM}[kind]
     quiet_transformers()
     device = resolve_device(device)
     # The same refusals as the model stage: custom code only if trusted, pickle only if allowed.
     kwargs = pretrained_kwargs(model_dir)
+    if kind == "causal_lm":
+        _check_causal(model_dir)
     tokenizer = load_tokenizer(model_dir, kwargs["trust_remote_code"])
     try:
         model, info = auto_class.from_pretrained(model_dir, output_loading_info=True, ignore_mismatched_sizes=True,
@@ -450,10 +539,29 @@ def _check_head(kind: str, model_dir: Path, model, info: dict) -> None:
         return
     prefix = getattr(model, "base_model_prefix", "")
     head = sorted(k for k in info.get("missing_keys") or () if not (prefix and k.startswith(prefix + ".")))
+    if head and kind == "causal_lm":
+        raise ModelError(f"model directory {model_dir}: has no trained causal-LM head (missing {head[0]}); task "
+                         "'causal_lm' needs the language-model head's weights (a checkpoint saved with its LM head)")
     if head:
         name = "classification" if kind == "classification" else "masked-LM"
         raise ModelError(f"model directory {model_dir}: has no trained {name} head (missing {head[0]}); "
                          f"task '{kind}' needs a fine-tuned model")
+
+
+def _decoder_classifier_pad(model, model_dir: Path) -> int | None:
+    """The padding id of a decoder's sequence classifier (GPT2ForSequenceClassification,
+    LlamaForSequenceClassification, ...), None for an encoder's. Such a model reads each text's last
+    token that is not config.pad_token_id, so the batches must be padded with that id; without one it
+    takes the last position of every row, which only batches of one text allow: refused."""
+    config = model.config
+    if not is_decoder(config.to_dict()):
+        return None
+    pad = getattr(config, "pad_token_id", None)
+    if pad is None:
+        raise ModelError(f"model directory {model_dir}: config.json has no pad_token_id, which "
+                         f"{type(model).__name__} needs to find each text's last token in a padded batch; "
+                         "set it (usually to the eos_token_id the model was fine-tuned with)")
+    return int(pad)
 
 
 def _encode(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None,
@@ -472,17 +580,37 @@ def _encode(tokenizer, texts: Sequence[str], pairs: Sequence[str] | None,
     return units, cut | (lengths > max_length)
 
 
+def _shown_source(source: str) -> str:
+    """The data as a published warning names it: the file's name, not its path."""
+    return "the builtin set" if Path(source) == BUILTIN_DATA else Path(source).name
+
+
 def _warn_truncated(truncated: np.ndarray, rows: Rows, source: str, max_length: int) -> None:
     """Say how many inputs were cut to ablation.max_length, and where the first one is (the texts of a
     similarity pair are two inputs of one row)."""
     if not truncated.any():
         return
     line = rows.lines[int(np.flatnonzero(truncated)[0]) % len(rows)]
-    # the file's name, not its path: the warning is published with the report
-    name = "the builtin set" if Path(source) == BUILTIN_DATA else Path(source).name
+    name = _shown_source(source)
     warnings.warn(f"ablation: {int(truncated.sum())} of {len(truncated)} task inputs are longer than "
                   f"{max_length} tokens and were truncated, the first on line {line} of {name} "
                   "(config field 'ablation.max_length')", stacklevel=1)
+
+
+def _predicting(encoded: list[dict[str, list[int]]], rows: Rows, source: str) -> np.ndarray:
+    """Which texts have a token to predict (two tokens or more, special tokens included, as the model
+    sees them). A text of one token predicts nothing: left out with a warning naming the first;
+    none left is the user's mistake."""
+    kept = np.array([len(unit["input_ids"]) > 1 for unit in encoded], dtype=bool)
+    if not kept.any():
+        raise DataError(f"{rows.path}: every text is a single token, so there is nothing to predict; task "
+                        "causal_lm scores each token from the ones before it and needs texts of two tokens or more")
+    if not kept.all():
+        line = rows.lines[int(np.flatnonzero(~kept)[0])]
+        warnings.warn(f"ablation: {int((~kept).sum())} of {len(kept)} texts are a single token, which leaves "
+                      f"nothing to predict, and were left out, the first on line {line} of {_shown_source(source)} "
+                      "(task causal_lm)", stacklevel=1)
+    return kept
 
 
 def _dedupe(encoded: list[dict[str, list[int]]]) -> tuple[list[dict[str, list[int]]], np.ndarray]:
@@ -581,7 +709,7 @@ def load_task(
 ) -> Task:
     """Load the model class the task needs from `model_dir` and the task's data ("builtin" = demo set)."""
     if kind not in ROLES:
-        raise ConfigError(f"ablation.task: unknown task '{kind}' (similarity, classification, mlm)")
+        raise ConfigError(f"ablation.task: unknown task '{kind}' ({', '.join(ROLES)})")
     rows, columns, source = _read_rows(kind, data, fmt, header, columns, limit)
     # The file's texts and scores are checked before the model is loaded: a mistake in it is
     # reported at once (labels need the model's label set, so they are checked after).
@@ -603,13 +731,27 @@ def load_task(
         settings["pooling"] = pooling_modes(Path(model_dir))
         sentences = np.stack([index[:len(rows)], index[len(rows):]], 1)  # each pair's two units
         return SimilarityTask(kind, model, tokenizer, units, sentences, gold, settings)
+    decoder_pad = _decoder_classifier_pad(model, Path(model_dir)) if kind == "classification" else None
     if kind == "classification":
         labels, classes = _label_indices(rows, "label", model)
         encoded, truncated = _encode(tokenizer, texts, pairs, max_length)
+        if decoder_pad is not None:  # a decoder has no segments (GPT-2 would add a token embedding per type id)
+            encoded = [{"input_ids": unit["input_ids"]} for unit in encoded]
         _warn_truncated(truncated, rows, source, max_length)
         units, index = _dedupe(encoded)
         settings["classes"] = classes
-        return ClassificationTask(kind, model, tokenizer, units, index[:, None], labels.astype(np.float64), settings)
+        return ClassificationTask(kind, model, tokenizer, units, index[:, None], labels.astype(np.float64), settings,
+                                  pad_id=decoder_pad)
+    if kind == "causal_lm":
+        encoded, truncated = _encode(tokenizer, texts, None, max_length)
+        _warn_truncated(truncated, rows, source, max_length)
+        kept = _predicting(encoded, rows, source)
+        # the ids alone: a decoder has no segments (GPT-2 would add a token embedding per type id)
+        units, index = _dedupe([{"input_ids": unit["input_ids"]}
+                                for unit, keep in zip(encoded, kept, strict=True) if keep])
+        # Any id pads (GPT-2 has no pad token): the attention mask hides it and it is never a label.
+        pad = next((i for i in (tokenizer.pad_token_id, tokenizer.eos_token_id) if i is not None), 0)
+        return CausalLMTask(kind, model, tokenizer, units, index[:, None], np.zeros(len(index)), settings, pad_id=pad)
     encoded, truncated = _masked_units(tokenizer, model_dir, texts, max_length, mlm_probability, mlm_seed)
     _warn_truncated(truncated, rows, source, max_length)
     units, index = _dedupe(encoded)

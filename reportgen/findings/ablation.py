@@ -54,10 +54,17 @@ def _baseline(ablation: Ablation) -> Finding:
                      test=base.ci_method, ci=ci)
 
 
+def _gains(delta: np.ndarray, higher: bool) -> np.ndarray:
+    """Changes read as gains: positive is better, whichever way the metric points (a loss rising is a cost)."""
+    return delta if higher else -delta
+
+
 def _single_heads(ablation: Ablation) -> Finding:
     tests, metric = ablation.single_heads, ablation.task.metric
     said = names.metric(metric)  # as the pages write it
+    higher = ablation.task.higher_is_better[metric]
     delta = grid(tests.delta)
+    gain = _gains(delta, higher)
     runs = tests.permutations
 
     def numbers(layer: int, head: int) -> dict:
@@ -72,13 +79,15 @@ def _single_heads(ablation: Ablation) -> Finding:
         return p_text(h["p"], h["raw"], runs, tests.alpha)
 
     heads = sorted((numbers(int(layer), int(head)) for layer, head in np.argwhere(tests.significant)),
-                   key=lambda x: x["delta"])
+                   key=lambda x: x["delta"] if higher else -x["delta"])  # the most harmful first
 
     def extreme(index) -> dict:
         return numbers(int(index[0]), int(index[1]))
 
-    worst = extreme(np.unravel_index(np.nanargmin(delta), delta.shape))
-    best = extreme(np.unravel_index(np.nanargmax(delta), delta.shape))
+    worst = extreme(np.unravel_index(np.nanargmin(gain), gain.shape))
+    best = extreme(np.unravel_index(np.nanargmax(gain), gain.shape))
+    # a drop in a score, a rise in a loss
+    worse_word, better_word = ("drop", "gain") if higher else (f"rise in {said}", f"fall in {said}")
     correction, total = tests.correction.capitalize(), int(delta.size)
     s = Sentence()
     if heads:
@@ -91,11 +100,12 @@ def _single_heads(ablation: Ablation) -> Finding:
                          for i, h in enumerate(shown)) + ".")
     else:
         s.strong(f"No single head changes {said} significantly when masked alone").text(
-            f" ({tests.test}, {correction}-corrected over {total} heads, alpha {tests.alpha}). The largest drop is "
-            f"{changed(worst)} ({head_name(worst)}, corrected {p_of(worst)}); the largest gain {changed(best)} "
-            f"({head_name(best)}, {p_of(best)}).")
+            f" ({tests.test}, {correction}-corrected over {total} heads, alpha {tests.alpha}). The largest "
+            f"{worse_word} is {changed(worst)} ({head_name(worst)}, corrected {p_of(worst)}); the largest "
+            f"{better_word} {changed(best)} ({head_name(best)}, {p_of(best)}).")
     numbers = {"metric": metric, "significant": heads[:SHOWN_SIGNIFICANT], "count": len(heads), "total": total,
-               "alpha": tests.alpha, "correction": tests.correction, "worst": worst, "best": best}
+               "alpha": tests.alpha, "correction": tests.correction, "worst": worst, "best": best,
+               "higher_is_better": higher}
     return s.finding("ablation-single-heads", "ablation", bool(heads), _chart("ablation-single-heads"), numbers,
                      test=tests.test, p_value=(heads[0] if heads else worst)["p"])
 
@@ -104,6 +114,7 @@ def _random_fraction(ablation: Ablation) -> Finding:
     """Non-inferiority, not "inside the baseline's CI" (REFERENCE, "Claims and the test that answers them")."""
     sweep, metric = ablation.random_fraction, ablation.task.metric
     said = names.metric(metric)  # as the pages write it
+    higher = ablation.task.higher_is_better[metric]
     test = sweep.non_inferiority
     seeds = len(sweep.seeds)
     index = {fraction: i for i, fraction in enumerate(sweep.fractions)}
@@ -112,10 +123,12 @@ def _random_fraction(ablation: Ablation) -> Finding:
     if test.up_to > 0:
         at = index[test.up_to]
         worst = test.worst[at]
-        s.strong(f"Up to {percent(test.up_to)} of the heads can be masked at random losing less than "
-                 f"{margin(test.margin)} of {said}:").text(
+        cost = (f"losing less than {margin(test.margin)} of {said}" if higher
+                else f"raising {said} by less than {margin(test.margin)}")
+        bound = f"above -{margin(test.margin)}" if higher else f"below +{margin(test.margin)}"
+        s.strong(f"Up to {percent(test.up_to)} of the heads can be masked at random {cost}:").text(
             f" at every fraction up to {percent(test.up_to)}, the paired 95% CI of the relative change "
-            f"({seeds} seed{plural(seeds, 's')} pooled) lies above -{margin(test.margin)}; at {percent(test.up_to)} "
+            f"({seeds} seed{plural(seeds, 's')} pooled) lies {bound}; at {percent(test.up_to)} "
             f"it is {interval(test.change_ci[at])}")
         if worst is not None and seeds > 1:
             s.text(f" (worst seed, {sweep.seeds[worst]}: {interval(test.worst_ci[at])})")
@@ -127,7 +140,7 @@ def _random_fraction(ablation: Ablation) -> Finding:
         s.text(f" At {percent(failing)} the CI is {interval(test.change_ci[index[failing]])}.")
     s.text(f" Test: {test.test}.")
     numbers = {"metric": metric, "up_to": test.up_to, "margin": test.margin, "seeds": seeds, "failing": failing,
-               "ci": test.change_ci[index[test.up_to]] if test.up_to > 0 else None}
+               "ci": test.change_ci[index[test.up_to]] if test.up_to > 0 else None, "higher_is_better": higher}
     return s.finding("ablation-random-fraction", "ablation", test.up_to > 0, _chart("ablation-random-fraction"),
                      numbers, test=test.test, ci=numbers["ci"])
 
@@ -193,10 +206,11 @@ def _importance(ablation: Ablation) -> Finding:
             f"{p_number(area.p_value, alpha)}")
     rank += f", the smallest {orders} orders can give)" if area.p_value <= area.floor * (1 + 1e-9) else ")"
     s = Sentence()
+    kept = "higher" if higher else "lower"
     if supported:
-        s.strong(f"Pruning the least important heads first keeps {said} higher than random pruning orders:")
+        s.strong(f"Pruning the least important heads first keeps {said} {kept} than random pruning orders:")
     else:
-        s.strong(f"Pruning by importance is not shown to keep {said} higher than random pruning orders:")
+        s.strong(f"Pruning by importance is not shown to keep {said} {kept} than random pruning orders:")
     s.text(f" {rank}")
     if better:
         s.text(f"; it is significantly better at {fractions_list(better)} of the heads")
@@ -219,13 +233,14 @@ def _whole_layers(ablation: Ablation) -> Finding:
     tests, metric = ablation.whole_layers, ablation.task.metric
     said = names.metric(metric)  # as the pages write it
     delta = np.array(tests.delta, dtype=float)
+    gain = _gains(delta, ablation.task.higher_is_better[metric])
 
     def layer_numbers(layer: int) -> dict:
         return {"layer": layer, "delta": float(delta[layer]), "relative": tests.relative[layer],
                 "significant": tests.significant[layer], "p": tests.p_adjusted[layer], "raw": tests.p_value[layer]}
 
-    worst, best = layer_numbers(int(np.nanargmin(delta))), layer_numbers(int(np.nanargmax(delta)))
-    improves = bool(best["delta"] > 0)
+    worst, best = layer_numbers(int(np.nanargmin(gain))), layer_numbers(int(np.nanargmax(gain)))
+    improves = bool(gain[best["layer"]] > 0)
     s = Sentence().strong(f"Removing layer {worst['layer']} costs most:").text(
         f" {change_with_absolute(worst['relative'], worst['delta'], said)}, "
         f"{'significant' if worst['significant'] else 'not significant'} (corrected "

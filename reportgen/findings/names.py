@@ -97,8 +97,9 @@ NULL_HEADS = {"uniform": "uniform head", "previous": "pure previous-token head",
 SEED_PATTERNS = ("previous_token", "next_token", "same_token", "other_segment", "within_word", "delimiter")
 
 METRICS = {"spearman": "Spearman", "pearson": "Pearson", "accuracy": "accuracy", "macro_f1": "macro-F1",
-           "mcc": "MCC", "loss": "loss"}
-TASK_TYPES = {"similarity": "similarity", "classification": "classification", "mlm": "masked-token prediction"}
+           "mcc": "MCC", "loss": "loss", "perplexity": "perplexity"}
+TASK_TYPES = {"similarity": "similarity", "classification": "classification", "mlm": "masked-token prediction",
+              "causal_lm": "next-token prediction"}
 BUILTIN_DATA = "the built-in query-title relevance set"
 
 

@@ -48,8 +48,8 @@ TERMS: tuple[Term, ...] = (
          "A change is significant when its stated test, after the stated correction for many tests, gives a "
          "p-value below alpha (0.05 unless the page says otherwise). Not significant does not mean no change: "
          "the data could not tell."),
-    # The task metrics (reportgen/ablation/tasks.py: similarity, classification, masked-token prediction); the
-    # ids are the metric keys of names.METRICS, with "-" for "_".
+    # The task metrics (reportgen/ablation/tasks.py: similarity, classification, masked-token and next-token
+    # prediction); the ids are the metric keys of names.METRICS, with "-" for "_".
     Term("spearman", "Spearman correlation", ("Spearman",),
          "How well the model's scores rank the examples as the gold grades do: the correlation between the "
          "ranks of the two, from -1 to 1. 1: the same order as the grades; 0: no relation. Only the order of "
@@ -70,7 +70,9 @@ TERMS: tuple[Term, ...] = (
     Term("loss", "Loss", ("cross-entropy",),
          "The task's loss: for classification and masked-token prediction the mean cross-entropy, -ln of the "
          "probability the model gives the right answer (lower is better); for similarity the squared error "
-         "between the (calibrated) similarity and the gold grade scaled to 0-1."),
+         "between the (calibrated) similarity and the gold grade scaled to 0-1; for next-token prediction "
+         "(a decoder) the cross-entropy of each token given the ones before it, averaged over all predicted "
+         "tokens, and its perplexity is exp(loss)."),
     # How attention is measured, and how the tests decide.
     Term("entropy", "Entropy", ("entropy", "entropies"),
          "How spread one token's attention is: -sum of a ln a over its weights a, in nats, averaged over the "

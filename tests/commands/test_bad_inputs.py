@@ -220,6 +220,14 @@ CASES: list[Case] = [
          ablation(task="classification"), errors.EXIT_CONFIG,
          "task-without-data.yaml: field 'ablation.data': the builtin demo set is a similarity task; "
          "task 'classification' needs a data file (or set ablation.enabled: false)"),
+    Case("task-unknown", "an ablation task reportgen does not have (`task: causal`)", ablation(task="causal"),
+         errors.EXIT_CONFIG, "task-unknown.yaml: field 'ablation.task': Input should be 'similarity', "
+         "'classification', 'mlm' or 'causal_lm'"),
+    Case("task-causal-lm-on-encoder", "`task: causal_lm` on an encoder (the tiny BERT)",
+         ablation(task="causal_lm", data="data/texts.txt"), errors.EXIT_MODEL,
+         "model directory <dir>/models/tiny: model type 'bert' is an encoder, which sees the whole text; task "
+         "'causal_lm' predicts each token from the ones before it and needs a decoder (causal LM); for a masked-LM "
+         "encoder use task 'mlm'", files={"data/texts.txt": "the cat sat on the mat.\na dog was in the garden.\n"}),
     Case("config-nul", "a NUL character in a config string", {"ablation": {"data": "data/a\x00b.tsv"}},
          errors.EXIT_CONFIG, "config-nul.yaml: field 'ablation.data': Value error, the text holds a NUL "
          "character (\\x00)"),

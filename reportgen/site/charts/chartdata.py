@@ -221,6 +221,7 @@ def ablation_charts(ablation: Ablation) -> dict:
     """Chart specs for each ablation experiment that ran; heads link to their view on example 1."""
     out = {}
     metric = names.metric(ablation.task.metric)  # as the pages write it
+    higher = ablation.task.higher_is_better[ablation.task.metric]
     if ablation.single_heads:
         tests = ablation.single_heads
         rows = vegalite.head_rows(tests.relative, delta=tests.delta, metric=tests.value, p_adjusted=tests.p_adjusted,
@@ -228,7 +229,7 @@ def ablation_charts(ablation: Ablation) -> dict:
         for row in rows:
             row["url"] = head_link(0, row["layer"], row["head"])
         out["single_heads"] = vegalite.delta_heatmap(rows, f"Change in {metric} with one head masked",
-                                                     f"change in {metric}")
+                                                     f"change in {metric}", higher)
     if ablation.whole_layers:
         tests = ablation.whole_layers
         rows = [{"layer": layer, "value": tests.relative[index], "delta": tests.delta[index],
@@ -236,7 +237,7 @@ def ablation_charts(ablation: Ablation) -> dict:
                  "url": model_link(layer)}
                 for index, layer in enumerate(tests.layers)]
         out["whole_layers"] = vegalite.layer_bars(rows, f"Change in {metric} with a whole layer masked",
-                                                  f"change in {metric}")
+                                                  f"change in {metric}", higher)
     if ablation.random_fraction:
         sweep = ablation.random_fraction
         out["random_fraction"] = vegalite.metric_curves(
@@ -246,7 +247,7 @@ def ablation_charts(ablation: Ablation) -> dict:
     if ablation.layer_halves:
         out["layer_halves"] = _layer_halves_chart(ablation.layer_halves, metric)
     if ablation.importance:
-        out.update(_importance_charts(ablation.importance, metric))
+        out.update(_importance_charts(ablation.importance, metric, higher))
     if ablation.head_pairs:
         out["head_pairs"] = _head_pairs_chart(ablation.head_pairs, metric)
     return out
@@ -281,13 +282,18 @@ def _reference_lines(ablation: Ablation) -> dict:
             out["band"] = {"low": (low - base.value) / abs(base.value), "high": (high - base.value) / abs(base.value),
                            "label": "baseline 95% CI"}
     if sweep is not None:
-        out["rules"] = _margin_rule(sweep.non_inferiority)
+        out["rules"] = _margin_rule(sweep.non_inferiority, ablation.task.higher_is_better[ablation.task.metric])
     return out
 
 
-def _margin_rule(test: NonInferiority | None) -> list[dict]:
-    """The non-inferiority margin as a labelled line of a relative-change chart."""
-    return [] if test is None else [{"y": -test.margin, "label": f"margin -{formatting.margin(test.margin)}"}]
+def _margin_rule(test: NonInferiority | None, higher_is_better: bool = True) -> list[dict]:
+    """The non-inferiority margin as a labelled line of a relative-change chart: below 0 where higher is
+    better, above 0 where lower is (a loss)."""
+    if test is None:
+        return []
+    if higher_is_better:
+        return [{"y": -test.margin, "label": f"margin -{formatting.margin(test.margin)}"}]
+    return [{"y": test.margin, "label": f"margin +{formatting.margin(test.margin)}"}]
 
 
 def _layer_halves_chart(halves: LayerHalves, metric: str) -> dict:
@@ -297,7 +303,7 @@ def _layer_halves_chart(halves: LayerHalves, metric: str) -> dict:
                                 "share of all heads masked", f"change in {metric}")
 
 
-def _importance_charts(importance: Importance, metric: str) -> dict:
+def _importance_charts(importance: Importance, metric: str, higher_is_better: bool = True) -> dict:
     rows = vegalite.head_rows(importance.importance)
     for row in rows:
         row["url"] = head_link(0, row["layer"], row["head"])
@@ -313,7 +319,8 @@ def _importance_charts(importance: Importance, metric: str) -> dict:
               for i, f in enumerate(pruning.fractions)]
     return {"importance": vegalite.head_heatmap(rows, "Head importance (Michel et al. 2019)", "importance"),
             "pruning": vegalite.metric_curves(curve, f"Pruning: change in {metric}", "heads pruned",
-                                            f"change in {metric}", rules=_margin_rule(importance.non_inferiority))}
+                                            f"change in {metric}",
+                                            rules=_margin_rule(importance.non_inferiority, higher_is_better))}
 
 
 def _curve_rows(fractions: list[float], sweep: Sweep, group: str, baseline: float | None) -> list[dict]:

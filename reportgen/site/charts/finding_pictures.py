@@ -114,6 +114,11 @@ def _metric(ablation: Ablation) -> str:
     return names.metric(ablation.task.metric)
 
 
+def _higher(ablation: Ablation) -> bool:
+    """Whether a higher value of the primary metric is better (a loss: lower is)."""
+    return ablation.task.higher_is_better[ablation.task.metric]
+
+
 def _experiment(report: Report, name: str):
     """An ablation experiment's record, or None where ablation or the experiment was off."""
     return getattr(report.ablation, name) if report.ablation else None
@@ -137,11 +142,14 @@ def random_fraction(report: Report, _finding: Finding) -> dict | None:
     points = {"mark": {"type": "point"}, "encoding": {"x": x, "y": y, "color": {
         "condition": {"test": "datum.ok", "value": BLUE}, "value": RED}}}
     margin = formatting.margin(test.margin)
-    layers = [band, *_rule(0.0, GREY), *_rule(-test.margin, RED, [3, 2], f"\u2212{margin} margin"),
+    higher = _higher(report.ablation)
+    sign, side = ("\u2212", "below") if higher else ("+", "above")
+    layers = [band, *_rule(0.0, GREY), *_rule(-test.margin if higher else test.margin, RED, [3, 2],
+                                              f"{sign}{margin} margin"),
               {"mark": {"type": "line", "color": BLUE}, "encoding": {"x": x, "y": y}}, points]
     return _picture(rows, layers, f"Relative change in {_metric(report.ablation)} with heads masked at random: "
-                    f"mean over seeds, the paired 95% CI as the band, red points where the CI reaches below the "
-                    f"\u2212{margin} margin (dashed).")
+                    f"mean over seeds, the paired 95% CI as the band, red points where the CI reaches {side} the "
+                    f"{sign}{margin} margin (dashed).")
 
 
 def layer_halves(report: Report, _finding: Finding) -> dict | None:
@@ -178,19 +186,24 @@ def single_heads(report: Report, finding: Finding) -> dict | None:
     if not rows:
         return None
     extent = max(MIN_EXTENT, *(abs(row["value"]) for row in rows))
-    outline = "significant heads" if numbers.get("significant") else "the largest drop and gain"
+    higher = _higher(report.ablation)
+    outline = "significant heads" if numbers.get("significant") else (
+        "the largest drop and gain" if higher else "the largest rise and fall")
+    colours = "red: a loss, blue: a gain" if higher else "red: a rise, worse; blue: a fall, better"
     description = (f"Relative change in {_metric(report.ablation)} with one head masked, per layer and head "
-                   f"(red: a loss, blue: a gain); outlined: {outline}.")
-    return _head_grid(rows, report.layers, report.heads, (-extent, extent), description)
+                   f"({colours}); outlined: {outline}.")
+    return _head_grid(rows, report.layers, report.heads, (-extent, extent), description, reverse=not higher)
 
 
-def _head_grid(rows: list[dict], layers: int, heads: int, domain: tuple[float, float], description: str) -> dict:
-    """A layers x heads heatmap of `value` with the rows marked `named` outlined."""
+def _head_grid(rows: list[dict], layers: int, heads: int, domain: tuple[float, float], description: str,
+               reverse: bool = False) -> dict:
+    """A layers x heads heatmap of `value` with the rows marked `named` outlined; `reverse`: blue for
+    negative values (a change in a metric where lower is better)."""
     step = max(3, min(HEATMAP_WIDTH // heads, HEATMAP_HEIGHT // layers, MAX_CELL))  # whole pixels: shorter paths
     x = {"field": "head", "type": "ordinal", "title": "head", "axis": {"values": _ticks(heads), "labelAngle": 0}}
     y = {"field": "layer", "type": "ordinal", "title": "layer", "axis": {"values": _ticks(layers)}}
     colour = {"field": "value", "type": "quantitative", "title": None,  # the caption says what it is
-              "scale": {"scheme": "redblue", "domain": list(domain)},
+              "scale": {"scheme": "redblue", "domain": list(domain), **({"reverse": True} if reverse else {})},
               "legend": {"orient": "right", "gradientLength": max(40, step * layers), "gradientThickness": 8,
                          "tickCount": 3, "format": ".1~%"}}
     cells = {"mark": {"type": "rect"}, "encoding": {"x": x, "y": y, "color": colour}}
@@ -212,8 +225,9 @@ def whole_layers(report: Report, _finding: Finding) -> dict | None:
         return None
     x = {"field": "layer", "type": "ordinal", "title": "layer masked", "axis": {"labelAngle": 0}}
     y = _y_change("value", f"change in {_metric(report.ablation)}")
+    worse = "datum.value < 0" if _higher(report.ablation) else "datum.value > 0"
     bars = {"mark": {"type": "bar"}, "encoding": {"x": x, "y": y, "color": {
-        "condition": {"test": "datum.value < 0", "value": RED}, "value": BLUE}}}
+        "condition": {"test": worse, "value": RED}, "value": BLUE}}}
     stars = {"mark": {"type": "text", "text": "*", "fontSize": 12, "baseline": "middle", "dy": 4},
              "transform": [{"filter": "datum.significant"}], "encoding": {"x": x, "y": y}}
     return _picture(rows, [bars, *_rule(0.0, GREY), stars],
@@ -242,7 +256,8 @@ def importance(report: Report, _finding: Finding) -> dict | None:
     band = {"mark": {"type": "area", "color": GREY, "opacity": 0.25}, "transform": [
         {"filter": "isValid(datum.low) && isValid(datum.high)"}], "encoding": {"x": x, "y": {**y, "field": "low"},
                                                                                "y2": {"field": "high"}}}
-    margin = [] if ranked.non_inferiority is None else _rule(-ranked.non_inferiority.margin, RED, [3, 2])
+    margin = [] if ranked.non_inferiority is None else _rule(
+        (-1 if _higher(report.ablation) else 1) * ranked.non_inferiority.margin, RED, [3, 2])
     lines = {"mark": {"type": "line"}, "encoding": {"x": x, "y": y, "color": _legend_colours(groups, [BLUE, GREY])}}
     return _picture(rows, [band, *_rule(0.0, GREY), *margin, lines],
                     f"Relative change in {_metric(report.ablation)} as heads are pruned least important first "

@@ -201,9 +201,9 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, l
     return with_rows(chart.properties(width=alt.Step(14), height=alt.Step(14)), rows, description, len(tokens))
 
 
-def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
-    """Layers x heads of a relative change in the metric (diverging colours around 0, in percent);
-    significant cells starred.
+def delta_heatmap(rows: list[dict], title: str, label: str, higher_is_better: bool = True) -> dict:
+    """Layers x heads of a relative change in the metric (diverging colours around 0, in percent, red for
+    worse: a fall where higher is better, a rise where lower is better, as for a loss); significant cells starred.
 
     Rows: {"layer", "head", "value" (relative change), "delta" (absolute change), "significant", ...tooltip
     fields, optional "url"}. The star is drawn on top of its cell, so it carries the cell's tooltip and
@@ -220,12 +220,14 @@ def delta_heatmap(rows: list[dict], title: str, label: str) -> dict:
     base = alt.Chart(ROWS, title=title).encode(
         x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"), tooltip=tooltip, **link)
     cells = base.mark_rect(**mark).encode(
-        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent]),
+        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent],
+                                                                **({} if higher_is_better else {"reverse": True})),
                         legend=alt.Legend(format="%")))
     stars = base.mark_text(text="*", fontSize=16, baseline="middle", **mark).transform_filter("datum.significant")
     starred = [_head(row) for row in rows if row.get("significant")]
-    description = (f"{title}: a heatmap of the {label}, in percent, for each of {_grid_size(rows)}, red for a "
-                   f"loss and blue for a gain; {extremes(rows, _head, formatting.change)}; significant: "
+    colours = "red for a loss and blue for a gain" if higher_is_better else "red for a rise (worse) and blue for a fall"
+    description = (f"{title}: a heatmap of the {label}, in percent, for each of {_grid_size(rows)}, "
+                   f"{colours}; {extremes(rows, _head, formatting.change)}; significant: "
                    f"{', '.join(starred) if starred else 'none'}.")
     return with_rows((cells + stars).properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows, description,
                      len({row["head"] for row in rows}))
@@ -322,9 +324,9 @@ def _curve_summary(rows: list[dict], group: str) -> str:
     return f"{group}: {formatting.change(last['mean'])} at {formatting.percent(last['x'])}"
 
 
-def layer_bars(rows: list[dict], title: str, label: str) -> dict:
-    """One bar per layer: the relative change in the metric, in percent, with that whole layer masked;
-    significant bars starred.
+def layer_bars(rows: list[dict], title: str, label: str, higher_is_better: bool = True) -> dict:
+    """One bar per layer: the relative change in the metric, in percent, with that whole layer masked, red
+    where it is worse (a fall, or a rise where lower is better); significant bars starred.
 
     Rows: {"layer", "value" (relative change), "delta" (absolute change), "p_adjusted", "significant",
     optional "url"}. A row's "url" (the model view at that layer) makes its bar a link; its star carries
@@ -340,7 +342,8 @@ def layer_bars(rows: list[dict], title: str, label: str) -> dict:
                  alt.Tooltip("significant:N")], **link)
     bars = base.mark_bar(**mark).encode(
         y=alt.Y("value:Q", title=label, axis=alt.Axis(format="%")),
-        color=alt.condition("datum.value < 0", alt.value("#c62828"), alt.value("#1565c0")))
+        color=alt.condition("datum.value < 0" if higher_is_better else "datum.value > 0", alt.value("#c62828"),
+                            alt.value("#1565c0")))
     stars = base.mark_text(text="*", dy=-8, fontSize=16, **mark).encode(y="value:Q").transform_filter(
         "datum.significant")
     starred = [str(row["layer"]) for row in rows if row.get("significant")]

@@ -27,6 +27,8 @@ from reportgen.ablation.engine import Engine, evaluate_plain
 from reportgen.ablation.tasks import CausalLMTask, load_task
 from reportgen.errors import EXIT_DATA, EXIT_MODEL, DataError, ModelError
 
+pytestmark = pytest.mark.slow  # training two tokenizers and saving two models take ~7 s, too much for the fast tier
+
 TEXTS = ["the cat sat on the mat", "a dog ran in the park", "the sun is hot today", "she bought fresh red berries",
          "the dog sat on the cat and the mat", "it was a red car", "he ran to the store at noon",
          "the cat sat on the mat", "a ball", "the store is on the hill by the park"]

@@ -367,7 +367,6 @@ def _train(model_dir: Path, steps: int = 150) -> None:
     model.eval().save_pretrained(model_dir)
 
 
-@pytest.mark.slow
 @pytest.mark.usefixtures("admitted")
 def test_ablation_stage_reports_a_rising_loss_as_a_cost(tmp_path, text_file):
     from reportgen.ablation.experiments import run_ablations

@@ -67,7 +67,9 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
         raise ModelError(str(err).replace("(config field 'model')", "(--model)") if model else str(err)) from None
     max_length, length_note = loading.clamp_max_length(path, settings.max_length)
     run = _loaded(Path(path), settings)(spec, max_length)
-    notes = [length_note] if length_note else []
+    # The default max_length above the model's limit is no news to someone who set neither: say it only
+    # when a config file set it (the truncation itself is said below either way).
+    notes = [length_note] if length_note and settings.config_file is not None else []
     if run.truncated:
         notes.append(f"the input was truncated to {max_length} tokens (config field 'max_length')")
     if run.n_tokens > QK_MAX_TOKENS:

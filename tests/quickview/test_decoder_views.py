@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -91,7 +92,8 @@ def test_a_decoders_view_holds_its_causal_attention_contributions_and_a_passing_
     from reportgen.quickview.inputs import run_text
     from reportgen.site import views
 
-    with pytest.warns(UserWarning, match="max_length"):  # the default 512 against the model's 128 positions
+    with warnings.catch_warnings():  # nothing cut, and no config set max_length: nothing to say
+        warnings.simplefilter("error")
         quick = run_text(TEXT, model=str(decoders[family]))
     run = quick.run
     attention = model_attention(decoders[family], TEXT)
@@ -134,9 +136,17 @@ def test_the_command_writes_a_decoders_view_and_refuses_what_it_cannot_show(deco
 def test_a_notebook_shows_a_decoder(decoders):
     import reportgen
 
-    with pytest.warns(UserWarning, match="max_length"):
-        view = reportgen.show(TEXT, model=str(decoders["llama"]), view="qk")
+    view = reportgen.show(TEXT, model=str(decoders["llama"]), view="qk")
     html = view._repr_html_()
     payload = json.loads(re.search(r'<script type="application/json"[^>]*>(.*?)</script>', html, re.S).group(1))
     assert payload["qk"]["check"]["difference"] <= payload["qk"]["check"]["rounding"]
     assert any(layer is not None for layer in payload["qk"]["visible"])  # the causal mask travels with it
+
+
+def test_a_config_that_asks_more_tokens_than_the_model_takes_is_told_so(decoders, tmp_path):
+    from reportgen.quickview.inputs import run_text
+
+    config = tmp_path / "reportgen.yaml"
+    config.write_text(f"model: {decoders['gpt2']}\nmax_length: 512\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="config field 'max_length' is 512 but the model takes at most 128"):
+        run_text(TEXT, config=config)

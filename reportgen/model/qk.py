@@ -19,6 +19,10 @@ on the page come from the real forward pass. What each family puts into the scor
 - ModernBERT (`Wqkv`, fused as [q | k | v] over all heads): rotary positions (Su et al. 2021)
   applied to q and k by the model's own `apply_rotary_pos_emb`, so q . k of the stored vectors
   already holds them; local layers mask every key outside a sliding window ("visible").
+- Decoders (GPT-2, Llama, Qwen2, Mistral, Gemma): read inside their model file's
+  `eager_attention_forward`, which gets q and k as the scores use them (rotary applied), the
+  causal mask (Mistral's sliding window in it) and the scaling; a key/value head shared by
+  several query heads (grouped-query attention) is repeated for each, as transformers' repeat_kv does.
 """
 
 from __future__ import annotations

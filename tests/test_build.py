@@ -110,6 +110,7 @@ def test_cli_bad_config_is_one_line_and_keeps_the_old_site(project):
     assert tree(project / "site") == before
 
 
+@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 def test_cli_version_and_schema(tmp_path):
     from reportgen import __version__
 

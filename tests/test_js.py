@@ -20,6 +20,7 @@ from tests.helpers import ROOT
 SCRIPTS = ROOT / "site_src" / "assets" / "javascripts"
 
 
+@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 def test_node_unit_tests_pass():
     node = shutil.which("node")
     if node is None:

@@ -160,6 +160,7 @@ def test_each_stage_says_what_it_takes_and_gives(stage):
     assert doc and len(doc.split()) >= 25, stage
 
 
+@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 def test_the_site_stage_runs_without_torch_or_an_analysis_loaded():
     """Transitively too: importing every module of site/ (and what they import) loads neither torch nor
     the model, pattern or ablation code."""

@@ -93,6 +93,7 @@ def _settings(data: Path) -> AblationSettings:
     return AblationSettings.model_validate(raw)
 
 
+@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 def test_training_moves_the_classifier_head(trained):
     recipe, result, model_dir, _, untrained = trained
     saved = AutoModelForSequenceClassification.from_pretrained(model_dir)
@@ -111,6 +112,7 @@ def test_training_moves_the_classifier_head(trained):
     assert result.stopped_by == "epochs" and result.steps == EPOCHS * len(rows) // 5
 
 
+@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 def test_ablation_numbers_match_an_independent_computation(trained, tmp_path):
     _, _, model_dir, data, _ = trained
     rows = _rows()

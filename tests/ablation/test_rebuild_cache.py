@@ -289,6 +289,7 @@ def _reference_ci(task, base: np.ndarray, masked: np.ndarray, samples: int, seed
     return bounds(change.mean(1)), [bounds(change[:, pair]) for pair in range(change.shape[1])]
 
 
+@pytest.mark.slow  # many resamples: over half a second of the fast tier
 @pytest.mark.parametrize("pairs", [1, 3, 20])
 def test_batched_bootstrap_intervals_equal_one_set_at_a_time(pairs):
     rng = np.random.default_rng(pairs)

@@ -83,6 +83,7 @@ def test_a_failed_build_keeps_the_previous_record_too(project):
     assert not record.complete and record.entries == {f"runs/{KEYS[0]}.npz", f"runs/{KEYS[1]}.npz"}
 
 
+@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 def test_prune_removes_what_the_latest_build_did_not_use(project):
     stage_record = f"ablation/{FP}/record-{KEYS[5]}.json"  # a warm build reads the ablation stage's record only
     record_a_build(project, f"runs/{KEYS[0]}.npz", f"info/{KEYS[2]}.json", stage_record)

@@ -87,6 +87,7 @@ def test_a_burst_of_changes_is_one_rebuild_and_a_change_during_a_rebuild_is_not_
     assert found == [[files[0]]]
 
 
+@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 def test_new_roots_start_from_their_current_state(tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a sentence\n")
@@ -320,6 +321,7 @@ MALFORMED = ["/index.html%00.txt", "/%00", "/assets/%00style.css", "/" + "a" * 5
              "/index.html%", "/assets/../../outside"]
 
 
+@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 @pytest.mark.parametrize("live", [True, False], ids=["serve --watch", "serve"])
 def test_every_malformed_address_gets_an_http_status(tmp_path, live):
     """A NUL byte once ended the request with no answer and a traceback (issue 27): each address here

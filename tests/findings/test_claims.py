@@ -76,6 +76,7 @@ def test_layer_halves_with_no_spread_over_seeds_claim_only_what_the_paired_test_
 
 
 # -- claim 2: "costs nothing" -------------------------------------------------------------------------------
+@pytest.mark.slow  # many resamples: over half a second of the fast tier
 def test_inside_the_baseline_ci_but_significantly_worse_is_not_called_harmless():
     task = _task(1)
     base = _noisy(task, 1.5, 11)
@@ -97,6 +98,7 @@ def test_inside_the_baseline_ci_but_significantly_worse_is_not_called_harmless()
     assert not finding.supported and "not shown to cost less than 1%" in finding.sentence
 
 
+@pytest.mark.slow  # many resamples: over half a second of the fast tier
 def test_a_change_within_the_margin_is_called_harmless_and_the_sequence_stops_at_the_first_failure():
     task = _task(2)
     base = _noisy(task, 1.0, 21)
@@ -135,6 +137,7 @@ def _pruning(ctx: Context, curve_noise: list[float], orders: int = 20) -> Import
         non_inferiority=ablation._non_inferiority(ctx, fractions, pruned[:, None]))
 
 
+@pytest.mark.slow  # many resamples: over half a second of the fast tier
 def test_a_pruning_curve_one_step_better_by_chance_is_not_a_finding():
     task = _task(3)
     ctx = _context(task, _noisy(task, 1.0, 31))

@@ -85,6 +85,7 @@ def test_jieba_word_ids_group_the_characters_of_each_word(char_tokenizer):
     assert inner[0] == inner[1] and inner[1] != inner[2]  # 北 京 | 今
 
 
+@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 def test_word_level_run_joins_the_characters_into_jieba_words(char_tokenizer):
     for spec in SPECS:
         run = resegment(tokenised_run(char_tokenizer, spec), "jieba")

@@ -80,6 +80,7 @@ def head_rows_with(urls: str) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 @pytest.mark.parametrize("urls", ["all", "some", "none"])
 def test_every_chart_kind_points_only_where_it_links(urls):
     rows = head_rows_with(urls)

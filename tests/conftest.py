@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import http.server
-import json
 import os
 import subprocess
 import sys
@@ -115,15 +114,11 @@ def task_sites(tmp_path_factory) -> dict[str, Path]:
     """Tiny random-BERT sites of the two other tasks, built once per run on first use (a few seconds each):
     "classification" (a sequence classifier, graded pairs as labels) and "mlm" (a masked-LM head,
     the examples' texts). Their pages name and explain other metrics than the default's Spearman."""
-    from tests.helpers import GRADED_PAIRS, build_tiny_site, make_ablation_bert, tiny_config
+    from tests.helpers import build_tiny_site, make_ablation_bert, tiny_config, write_labelled_pairs, write_sentences
 
     root = tmp_path_factory.mktemp("task-sites")
-    labelled = root / "pairs.tsv"
-    labelled.write_text("text\tpair\tlabel\n" + "".join(f"{a}\t{b}\t{int(score >= 3)}\n"
-                                                      for a, b, score in GRADED_PAIRS), encoding="utf-8")
-    sentences = root / "sentences.jsonl"
-    sentences.write_text("".join(json.dumps({"text": text}) + "\n" for a, b, _ in GRADED_PAIRS for text in (a, b)),
-                         encoding="utf-8")
+    labelled = write_labelled_pairs(root / "pairs.tsv")
+    sentences = write_sentences(root / "sentences.jsonl")
     tasks = {"classification": ("BertForSequenceClassification", {"num_labels": 2}, labelled),
              "mlm": ("BertForMaskedLM", {}, sentences)}
     sites = {}

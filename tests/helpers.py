@@ -13,6 +13,7 @@ that need them, so importing this module stays cheap.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -152,6 +153,20 @@ def make_ablation_bert(root: Path, cls_name: str = "BertModel", **extra) -> Path
     for name in EMBEDDED_TOKENIZER_FILES:
         shutil.copy(embedded_model_dir() / name, root / name)
     return root
+
+
+def write_labelled_pairs(path: Path) -> Path:
+    """GRADED_PAIRS as a classification task's TSV: text, pair and label = grade >= 3."""
+    path.write_text("text\tpair\tlabel\n" + "".join(f"{a}\t{b}\t{int(score >= 3)}\n" for a, b, score in GRADED_PAIRS),
+                    encoding="utf-8")
+    return path
+
+
+def write_sentences(path: Path) -> Path:
+    """The texts of GRADED_PAIRS as JSONL, one {"text": ...} a line (a masked-LM task's data)."""
+    path.write_text("".join(json.dumps({"text": text}) + "\n" for a, b, _ in GRADED_PAIRS for text in (a, b)),
+                    encoding="utf-8")
+    return path
 
 
 def write_graded_pairs(path: Path, pairs=GRADED_PAIRS) -> Path:

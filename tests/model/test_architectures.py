@@ -51,7 +51,6 @@ from tests.architectures import (
     shape_text,
 )
 from tests.helpers import (
-    GRADED_PAIRS,
     ROOT,
     SINGLE_HEADS_ABLATION,
     TWO_EXAMPLES,
@@ -60,7 +59,9 @@ from tests.helpers import (
     readme_section,
     tiny_config,
     write_graded_pairs,
+    write_labelled_pairs,
     write_readme_section,
+    write_sentences,
 )
 
 README = ROOT / "README.md"
@@ -188,13 +189,9 @@ def task_data(workdir) -> dict[str, Path]:
     (classification) and their texts (masked LM)."""
     folder = workdir / "data"
     folder.mkdir()
-    labelled = folder / "labelled.tsv"
-    labelled.write_text("text\tpair\tlabel\n" + "".join(f"{a}\t{b}\t{int(score >= 3)}\n"
-                                                      for a, b, score in GRADED_PAIRS), encoding="utf-8")
-    texts = folder / "texts.jsonl"
-    texts.write_text("".join(json.dumps({"text": text}) + "\n" for a, b, _ in GRADED_PAIRS for text in (a, b)),
-                     encoding="utf-8")
-    return {"similarity": write_graded_pairs(folder / "pairs.tsv"), "classification": labelled, "mlm": texts}
+    return {"similarity": write_graded_pairs(folder / "pairs.tsv"),
+            "classification": write_labelled_pairs(folder / "labelled.tsv"),
+            "mlm": write_sentences(folder / "texts.jsonl")}
 
 
 @pytest.fixture(scope="session")

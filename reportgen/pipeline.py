@@ -17,21 +17,23 @@ from pathlib import Path
 from reportgen import __version__, findings
 from reportgen.cache import usage
 from reportgen.cache.store import Cache, key_of
-from reportgen.config import BUILTIN_DATA, Config, PatternSettings
+from reportgen.config import BUILTIN_DATA, Config, PatternSettings, builtin_examples
 from reportgen.datafiles import open_data_file
-from reportgen.errors import DataError
+from reportgen.errors import ConfigError, DataError
 from reportgen.findings.claims import claim_checks
 from reportgen.model import loading
 from reportgen.model.loading import ModelInfo
 from reportgen.model.run import run_example
 from reportgen.patterns.corpus import iter_corpus
+from reportgen.patterns.decoder import causal_entropy
 from reportgen.patterns.per_example import patterns_and_labels
 from reportgen.patterns.statistics import RESULT_VERSION as PATTERNS_VERSION
-from reportgen.patterns.statistics import PatternAccumulator, entropy
+from reportgen.patterns.statistics import PatternAccumulator, clean, entropy
 from reportgen.progress import Callback, silent
 from reportgen.report import (
     Ablation,
     Comparison,
+    DecoderStatistics,
     Example,
     ExampleViews,
     Manifest,
@@ -73,6 +75,7 @@ class ModelStage:
     load: LazyModel
     max_length: int  # the config's, or less when the model takes fewer tokens
     warnings: list[str] = field(default_factory=list)
+    decoder: bool = False  # causal self-attention (GPT-2, the Llama family): the decoder atlas applies
 
 
 def run_key(fingerprint: str, spec, max_length: int) -> str:
@@ -92,6 +95,11 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     name, path = loading.resolve(model_spec or config.model)
     if config.ablation.enabled:
         loading.check_masking(path, config.ablation.method)
+    decoder = loading.is_decoder(path)
+    notes = []
+    if decoder:
+        check_decoder_settings(config, model_spec)
+        specs, notes = decoder_examples(specs, config.source)
     # Never ask the model for more tokens than its position embeddings hold.
     max_length, length_note = loading.clamp_max_length(path, config.max_length)
     file_hashes = loading.file_hashes(path)
@@ -109,20 +117,58 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
         # come from this build's config (a renamed model directory shows its new name).
         cache.put_json("info", key_of("info", fingerprint),
                        {k: v for k, v in info.items() if k not in ("name", "path")})
+        if decoder:
+            check_pairs(tokenizer, [specs[i] for i in missing], config.source)
         for done, i in enumerate(missing, 1):
             runs[i] = run_example(net, tokenizer, specs[i], max_length, keep_qk=True)
             if runs[i].n_tokens > views.QK_MAX_TOKENS:  # the q/k page is built only for short examples
                 runs[i].extras.clear()
             cache.put_run(keys[i], runs[i])
             progress("Running examples", done, len(missing))
-    notes = [length_note] if length_note else []
+    notes += [length_note] if length_note else []
     notes += [f"example {i + 1} was truncated to {max_length} tokens (config field 'max_length')"
               for i, r in enumerate(runs) if r.truncated]
     for note in notes:
         warnings.warn(note, stacklevel=2)
     info = {**info, "name": name, "path": str(path)}
     return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, path,
-                      fingerprint, file_hashes, load, max_length, notes)
+                      fingerprint, file_hashes, load, max_length, notes, decoder)
+
+
+def check_decoder_settings(config: Config, model_spec: str | None) -> None:
+    """What a decoder's build cannot do yet, refused before any work: a comparison (its pages are the
+    encoder atlas's) and seed 004's claims (about a BERT-style encoder's heads)."""
+    if model_spec is not None or config.compare is not None:
+        raise ConfigError(f"{config.source}: field 'compare': comparing models is for encoders; "
+                          "a decoder's build has no comparison yet (remove 'compare')")
+    if config.claims is not None:
+        raise ConfigError(f"{config.source}: field 'claims': seed 004's claims are about an encoder's heads; "
+                          "remove 'claims' for a decoder")
+
+
+def decoder_examples(specs: list, source: str) -> tuple[list, list[str]]:
+    """The examples a decoder reads: the built-in examples with a second sentence are left out (a decoder
+    reads one text; a pair would need a separator most decoder tokenizers lack), with a note saying so."""
+    builtin = builtin_examples()
+    kept = [spec for spec in specs if spec.pair is None or spec not in builtin]
+    dropped = len(specs) - len(kept)
+    if not kept:
+        raise DataError(f"{source}: field 'examples': a decoder reads one text per example and every example is a "
+                        "built-in pair; give examples of your own")
+    notes = [f"{dropped} built-in example{'s' * (dropped > 1)} with a second sentence left out: a decoder reads "
+             "one text"] if dropped else []
+    return kept, notes
+
+
+def check_pairs(tokenizer, specs: list, source: str) -> None:
+    """A pair reaches a decoder only joined as its tokenizer joins two texts, which needs a separator token."""
+    if tokenizer.sep_token is not None:
+        return
+    for spec in specs:
+        if spec.pair is not None:
+            raise DataError(f"{source}: field 'examples': the example {spec.name or spec.text[:40]!r} has a "
+                            "'pair', and this decoder's tokenizer has no separator token to join the two; "
+                            "give one text")
 
 
 def run_patterns(config: Config, stage: ModelStage, progress: Callback = silent) -> PatternStatistics:
@@ -156,6 +202,57 @@ def _pattern_statistics(config: Config, stage: ModelStage, progress: Callback) -
             accumulator.add(run_example(net, tokenizer, spec, stage.max_length), linkable=False)
             progress("Corpus patterns", done, total)
     return accumulator.result()
+
+
+DECODER_PATTERNS_VERSION = 1  # part of the decoder atlas's cache key: bump when it measures something else
+INDUCTION_SEED = 0  # the induction test's random tokens (reportgen.model.induction)
+
+
+def run_decoder_patterns(config: Config, stage: ModelStage, progress: Callback = silent) -> DecoderStatistics:
+    """The decoder atlas over the examples, the corpus and the induction test, cached as a whole (the
+    induction test's model run with it)."""
+    from reportgen.model.induction import INDUCTION_BATCH, INDUCTION_N
+
+    settings = config.patterns
+    corpus_hashes = [_file_hash(f.path, "corpus file") for f in settings.corpus]
+    key = key_of("decoder-patterns", DECODER_PATTERNS_VERSION, stage.fingerprint,
+                 [(r.spec.text, r.spec.pair) for r in stage.runs], corpus_hashes,
+                 settings.model_dump(mode="json"), stage.max_length, INDUCTION_N, INDUCTION_BATCH, INDUCTION_SEED)
+    cache = Cache(config.cache_dir)
+    cached = cache.get_json("patterns", key)
+    if cached is None:
+        cached = _decoder_statistics(config, stage, progress)
+        cache.put_json("patterns", key, cached)
+    statistics = DecoderStatistics.model_validate(cached)
+    if statistics.induction_missing:
+        stage.warnings.append(statistics.induction_missing)
+        warnings.warn(statistics.induction_missing, stacklevel=2)
+    return statistics
+
+
+def _decoder_statistics(config: Config, stage: ModelStage, progress: Callback) -> dict:
+    """The examples' runs, the corpus sentences' (run one at a time, not kept) and the induction test's."""
+    from reportgen.model.induction import begin_token, induction_length, run_induction
+    from reportgen.patterns.decoder_atlas import decoder_atlas
+
+    runs = list(stage.runs)
+    net, tokenizer = stage.load()
+    if config.patterns.corpus:
+        total = sum(1 for _ in iter_corpus(config.patterns.corpus))
+        for done, spec in enumerate(iter_corpus(config.patterns.corpus), 1):
+            runs.append(run_example(net, tokenizer, spec, stage.max_length))
+            progress("Corpus patterns", done, total)
+    progress("Induction test", 0, 1)
+    try:
+        begin_token(tokenizer)
+        test = run_induction(net, tokenizer, induction_length(stage.max_length), seed=INDUCTION_SEED)
+    except ValueError as err:
+        missing = f"the induction test did not run: {err}"
+        result = decoder_atlas(runs, None, None, config.patterns, linkable=len(stage.runs))
+        return {**result, "induction_missing": missing}
+    progress("Induction test", 1, 1)
+    described = {"n": test.n, "sequences": len(test.ids), "seed": test.seed, "tokens": int(test.ids.shape[1])}
+    return decoder_atlas(runs, test.attention, described, config.patterns, linkable=len(stage.runs))
 
 
 def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent) -> Ablation | None:
@@ -223,10 +320,13 @@ def versions() -> dict[str, str]:
             "transformers": transformers.__version__, "reportgen": __version__}
 
 
-def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics, ablation: Ablation | None,
-                comparison: Comparison | None, manifest: Manifest, reproducible: bool) -> Report:
-    """Everything the site shows, findings included: templates and charts read only this."""
+def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics | DecoderStatistics,
+                ablation: Ablation | None, comparison: Comparison | None, manifest: Manifest,
+                reproducible: bool) -> Report:
+    """Everything the site shows, findings included: templates and charts read only this. `statistics` is
+    the encoder atlas, or for a decoder the decoder atlas."""
     found = findings.all_findings(statistics, ablation)
+    decoder = statistics if isinstance(statistics, DecoderStatistics) else None
     return Report(
         title=config.title,
         site_url=config.site_url,
@@ -235,8 +335,11 @@ def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics
         model=model_summary(stage.info),
         layers=stage.info.layers,
         heads=stage.info.heads,
-        examples=[describe_example(i, run, config.patterns) for i, run in enumerate(stage.runs, 1)],
-        statistics=statistics,
+        examples=[describe_example(i, run, config.patterns, decoder is not None)
+                  for i, run in enumerate(stage.runs, 1)],
+        architecture="decoder" if decoder is not None else "encoder",
+        statistics=None if decoder is not None else statistics,
+        decoder=decoder,
         ablation=ablation,
         comparison=comparison,
         findings=found,
@@ -247,22 +350,29 @@ def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics
     )
 
 
-def describe_example(number: int, run: ExampleRun, settings: PatternSettings | None = None) -> Example:
+def describe_example(number: int, run: ExampleRun, settings: PatternSettings | None = None,
+                     decoder: bool = False) -> Example:
     """One example as its page shows it, with the heads that show each seed pattern most on it and each
-    head's label on it (computed here, from `settings` as the pattern statistics are, so the site only renders)."""
-    found, labels = patterns_and_labels(run, settings)
+    head's label on it (computed here, from `settings` as the pattern statistics are, so the site only renders).
+    A decoder's example has its heads' decoder labels and no seed patterns (they are an encoder's)."""
+    if decoder:
+        from reportgen.patterns.decoder_atlas import example_labels
+
+        found, labels = [], example_labels(run, settings)
+    else:
+        found, labels = patterns_and_labels(run, settings)
     return Example(id=number, name=run.spec.name, text=run.spec.text, pair=run.spec.pair, n_tokens=run.n_tokens,
                    truncated=run.truncated, page=f"example-{number}.html",
                    qk_page=f"example-{number}-qk.html" if "queries" in run.extras else None,
-                   entropy=entropy(run.attention).round(4).tolist(),
+                   entropy=clean((causal_entropy(run.attention) if decoder else entropy(run.attention)).round(4)),
                    patterns=found, labels=labels)
 
 
-def example_views(runs: list[ExampleRun], statistics: PatternStatistics) -> list[ExampleViews]:
+def example_views(runs: list[ExampleRun], statistics: PatternStatistics | DecoderStatistics) -> list[ExampleViews]:
     """What the pages draw of each example: encoded attention for the views, and the attention
     matrices of the heads the patterns page names (its strongest heads on short examples)."""
     wanted: dict[int, set[tuple[int, int]]] = {}
-    for heads in statistics.top_heads.values():
+    for heads in statistics.top_heads.values() if isinstance(statistics, PatternStatistics) else ():
         for head in heads:
             if head.example >= 0 and runs[head.example].n_tokens <= MATRIX_MAX_TOKENS:
                 wanted.setdefault(head.example, set()).add((head.layer, head.head))
@@ -311,7 +421,7 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     # cache_usage records which cache entries this build used, for `reportgen cache prune`.
     # With ablation.ray the Ray cluster is joined (or started) first: one that cannot be reached fails before any work.
     ray = config.ablation.ray if config.ablation.enabled else None
-    with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle),
+    with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle, decoders=True),
           usage.recording(config), ray_runner.connected(ray)):
         return _build(config, target, reproducible, progress, writer)
 
@@ -347,7 +457,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
     Cache(config.cache_dir).sweep()  # temp files of killed builds (never anything else)
     stage = run_model(config, progress)
     lap("model")
-    statistics = run_patterns(config, stage, progress)
+    statistics = (run_decoder_patterns if stage.decoder else run_patterns)(config, stage, progress)
     lap("patterns")
     ablation = run_ablation(config, stage, progress)
     lap("ablation")

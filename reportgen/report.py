@@ -29,7 +29,7 @@ from reportgen.errors import DataError, ReportgenError
 if TYPE_CHECKING:
     import pandas
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: `decoder` (a decoder's statistics), and `statistics` null for a decoder
 
 Number = float | None
 Grid = list[list[Number]]  # [layer][head]
@@ -271,6 +271,63 @@ class PatternStatistics(Record):
     # The same statistics on contribution shares; None where the model's value norms are unknown
     # (a layout whose heads reportgen cannot locate, or attention that did not come from a model run).
     contribution: ContributionStatistics | None = None
+
+
+# -- decoder heads (patterns/decoder_atlas.py) ------------------------------------------------------
+class DecoderStatistic(Record):
+    """One decoder statistic per head (reportgen/patterns/decoder.py), with the uniform causal head's score.
+
+    `mean` pools every qualifying query of every input (a long input counts by its queries); `std`, `min`
+    and `max` are over the inputs' own scores. For induction the inputs are the test's random sequences,
+    which have no page, so `example` is -1 throughout.
+    """
+
+    mean: Grid
+    std: Grid
+    min: Grid
+    max: Grid
+    example: list[list[int]]  # 0-based index of the example where the head shows it most; -1: none
+    example_value: Grid
+    count: int  # inputs it applies to
+    queries: int  # queries the means are over
+    null: Number  # the uniform causal head (1/(q+1) on each key 0..q) on the same queries
+
+
+class InductionTest(Record):
+    """The induction test's input (Olsson et al. 2022): [BOS] + r + r, r random tokens of the vocabulary."""
+
+    n: int  # random tokens per copy
+    sequences: int
+    seed: int
+    tokens: int  # 2n + 1 per sequence
+
+
+class DecoderCounts(Record):
+    examples: int  # the examples (each has a page)
+    inputs: int  # the examples and the corpus sentences
+    tokens: int
+    layers: int
+    heads: int
+
+
+class DecoderStatistics(Record):
+    """What a decoder's heads do (causal self-attention): the decoder patterns of ../shared/REFERENCE.md, each
+    with its causal null. A statistic that does not apply to these inputs is absent (null), never 0."""
+
+    previous_token: DecoderStatistic
+    sink: DecoderStatistic
+    causal_entropy: DecoderStatistic
+    duplicate_token: DecoderStatistic | None = None  # null when no example repeats a token
+    induction: DecoderStatistic | None = None  # null when the induction test could not run
+    induction_test: InductionTest | None = None
+    induction_missing: str | None = None  # why the induction test did not run, when it did not
+    labels: list[list[str]]  # each head's dominant pattern, or "mixed"
+    patterns: list[list[list[str]]]  # every pattern each head passes, strongest first
+    label_counts: dict[str, int]
+    label_stats: dict[str, str]  # label -> the statistic behind it
+    thresholds: dict[str, float]  # label -> the threshold its statistic's mean must exceed
+    top_heads: dict[str, list[TopHead]]
+    counts: DecoderCounts
 
 
 # -- head ablation (ablation.py) --------------------------------------------------------------------
@@ -597,7 +654,7 @@ class Manifest(Record):
 class Report(Record):
     """What `reportgen build` measured: every number on the site, and nothing else."""
 
-    schema_version: Literal[2] = SCHEMA_VERSION
+    schema_version: Literal[3] = SCHEMA_VERSION
     title: str
     site_url: str | None
     built: str | None  # UTC time of the build; None in a --reproducible build
@@ -606,7 +663,9 @@ class Report(Record):
     layers: int
     heads: int
     examples: list[Example]
-    statistics: PatternStatistics
+    architecture: Literal["encoder", "decoder"] = "encoder"  # a decoder's heads see only the keys up to the query
+    statistics: PatternStatistics | None  # the encoder atlas; null for a decoder
+    decoder: DecoderStatistics | None = None  # the decoder atlas; null for an encoder
     ablation: Ablation | None
     comparison: Comparison | None = None
     findings: list[Finding]
@@ -614,6 +673,11 @@ class Report(Record):
     headline: Headline
     warnings: list[str]
     manifest: Manifest
+
+    @property
+    def atlas(self) -> PatternStatistics | DecoderStatistics:
+        """The heads' pattern statistics whatever the architecture: the encoder atlas, or a decoder's."""
+        return self.decoder if self.decoder is not None else self.statistics
 
     def to_json(self) -> str:
         """report.json: sorted keys, no NaN (a number that is not one is null)."""

@@ -127,18 +127,18 @@ def write(path: Path, content: str | bytes) -> Path:
 
 
 @pytest.mark.parametrize("content, problem", [
-    ('{"schema_version": 1, "title": "old"}', "schema version 1, this reportgen reads 2; rebuild the site with "
+    ('{"schema_version": 1, "title": "old"}', "schema version 1, this reportgen reads 3; rebuild the site with "
                                               "this reportgen"),
-    ('{"schema_version": 3}', "schema version 3, this reportgen reads 2; upgrade reportgen to read it"),
-    ('{"schema_version": "2"}', 'schema version "2", this reportgen reads 2; rebuild the site with this reportgen'),
+    ('{"schema_version": 4}', "schema version 4, this reportgen reads 3; upgrade reportgen to read it"),
+    ('{"schema_version": "3"}', 'schema version "3", this reportgen reads 3; rebuild the site with this reportgen'),
     ('{"title": "x"}', "not a reportgen report (no schema_version at the top level)"),
     ("[1, 2]", "not a reportgen report (no schema_version at the top level)"),
     ("<html></html>", "not valid JSON (Expecting value at line 1, column 1), so not a reportgen report.json"),
-    ('{"schema_version": 2,', "not valid JSON (Expecting property name enclosed in double quotes at line 1, "
+    ('{"schema_version": 3,', "not valid JSON (Expecting property name enclosed in double quotes at line 1, "
                               "column 22), so not a reportgen report.json"),
     (b'{"title": "\xe9"}', "not UTF-8 text (byte 0xe9 at offset 11), so not a reportgen report.json"),
     ("", "not valid JSON (Expecting value at line 1, column 1), so not a reportgen report.json"),
-    ('{"schema_version": 2, "title": "x"}', "not a valid report of schema version 2: key 'site_url': Field required "
+    ('{"schema_version": 3, "title": "x"}', "not a valid report of schema version 3: key 'site_url': Field required "
                                             "(and 12 more problems)"),
 ])
 def test_load_refuses_what_is_not_a_report_of_this_version(tmp_path, content, problem):
@@ -151,7 +151,7 @@ def test_load_refuses_what_is_not_a_report_of_this_version(tmp_path, content, pr
 def test_the_version_is_checked_before_the_records(tmp_path):
     """A report of another version is named as one, however much of the rest differs."""
     path = write(tmp_path / "report.json", json.dumps({"schema_version": SCHEMA_VERSION - 1, "heads": "many"}))
-    with pytest.raises(DataError, match="schema version 1, this reportgen reads 2"):
+    with pytest.raises(DataError, match=f"schema version {SCHEMA_VERSION - 1}, this reportgen reads {SCHEMA_VERSION}"):
         Report.load(str(path))
 
 

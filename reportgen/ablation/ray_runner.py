@@ -16,6 +16,7 @@ one line and exit 3 before any model work.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
@@ -133,8 +134,8 @@ class WorkerSpec:
 
         self.model_dir, self.settings, self.device = model_dir, settings, device
         self.fingerprint, self.data_hash = fingerprint, data_hash
-        policy = current_policy()  # the build's trust_remote_code / allow_pickle hold on the workers too
-        self.policy = (policy.trust_remote_code, policy.allow_pickle)
+        # the build's trust_remote_code / allow_pickle (and the families it admits) hold on the workers too
+        self.policy = dataclasses.asdict(current_policy())
 
 
 class MaskWorker:
@@ -150,7 +151,7 @@ class MaskWorker:
         if spec.device == "cpu":
             torch.set_num_threads(1)  # one CPU per actor (`_actor_class`): the actors share the machine's cores
         loading.quiet_transformers()
-        with loading.file_policy(*spec.policy):
+        with loading.file_policy(**spec.policy):
             self.task = load_ablation_task(Path(spec.model_dir), spec.settings, device=spec.device)
             self.fingerprint = loading.fingerprint(loading.file_hashes(Path(spec.model_dir)))
         budget = token_budget(self.task, spec.settings) if spec.device == "cuda" else spec.settings.batch_tokens

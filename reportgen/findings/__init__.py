@@ -10,17 +10,22 @@ such, never left out. The findings page only prints what is here.
 from __future__ import annotations
 
 from reportgen.findings.ablation import ablation_findings
+from reportgen.findings.decoder import decoder_findings
 from reportgen.findings.patterns import PATTERN_FINDINGS, pattern_findings
-from reportgen.report import Ablation, Finding, Headline, PatternStatistics
+from reportgen.report import Ablation, DecoderStatistics, Finding, Headline, PatternStatistics
 
-__all__ = ["PATTERN_FINDINGS", "ablation_findings", "all_findings", "headline", "pattern_findings"]
-
-
-def all_findings(statistics: PatternStatistics, ablation: Ablation | None) -> list[Finding]:
-    return pattern_findings(statistics) + (ablation_findings(ablation) if ablation else [])
+__all__ = ["PATTERN_FINDINGS", "ablation_findings", "all_findings", "decoder_findings", "headline",
+           "pattern_findings"]
 
 
-def headline(statistics: PatternStatistics, findings: list[Finding]) -> Headline:
+def all_findings(statistics: PatternStatistics | DecoderStatistics, ablation: Ablation | None) -> list[Finding]:
+    """The pattern findings (an encoder's or a decoder's), then the ablation's."""
+    decoder = isinstance(statistics, DecoderStatistics)
+    patterns = decoder_findings(statistics) if decoder else pattern_findings(statistics)
+    return patterns + (ablation_findings(ablation) if ablation else [])
+
+
+def headline(statistics: PatternStatistics | DecoderStatistics, findings: list[Finding]) -> Headline:
     """The few numbers at the top of the report."""
     by_id = {f.id: f for f in findings}
     single = by_id.get("ablation-single-heads")

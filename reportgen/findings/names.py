@@ -86,6 +86,16 @@ PATTERNS: dict[str, PatternName] = {
     "max_weight": PatternName("Largest weight", "The largest weight of a token's attention, averaged over tokens."),
     "broad": PatternName("Broad attention", "Attention spread over many tokens (a high effective share).",
                          "effective-share", colour="#a03d5c"),
+    # Decoder heads (causal self-attention; /work/shared/REFERENCE.md, "Decoder heads")
+    "induction": PatternName(
+        "Induction", "On random tokens repeated, attention from a token's repeat on the token that followed its "
+        "earlier occurrence (Olsson et al. 2022).", "induction-test", colour="#b2182b"),
+    "duplicate_token": PatternName("Duplicate token", "Attention on the earlier occurrences of the token itself.",
+                                   colour="#1b7837"),
+    "sink": PatternName("Attention sink", "Attention on the first token, whatever it is (Xiao et al. 2023).",
+                        colour="#5d4037"),
+    "causal_entropy": PatternName("Causal entropy", "How spread the attention over the visible tokens is, in nats.",
+                                  "entropy", "nats"),
     "mixed": PatternName("Mixed", "No single pattern passes its threshold.", colour="#8c8c8c"),
 }
 

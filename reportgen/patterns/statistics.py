@@ -375,14 +375,14 @@ class _Running:
         return np.where(self.count > 0, array, np.nan)
 
 
-def _clean(value: Any) -> Any:
+def clean(value: Any) -> Any:
     """Numbers rounded to DIGITS, NaN/inf as None, numpy types as plain Python: JSON-able."""
     if isinstance(value, np.ndarray):
-        return _clean(value.tolist())
+        return clean(value.tolist())
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [clean(v) for v in value]
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: clean(v) for k, v in value.items()}
     if isinstance(value, str):
         return str(value)
     if isinstance(value, (bool, np.bool_)):
@@ -506,7 +506,7 @@ class PatternAccumulator:
         out["contribution"] = self._contribution_result()
         out["conventions"] = conventions(self.settings)
         out["settings"] = self.settings.model_dump(mode="json")
-        return _clean(out)
+        return clean(out)
 
     def _summary(self, stat: int) -> dict[str, Any]:
         """Mean, std, min, max over examples of statistic `stat` per head, and its strongest example."""

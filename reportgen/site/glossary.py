@@ -99,6 +99,19 @@ TERMS: tuple[Term, ...] = (
          "What a head with a known simple pattern scores on the same inputs: a uniform head (1/n on every "
          "token), a pure previous-token head and a pure next-token head. A pattern score says something about "
          "a head only where it differs from these."),
+    Term("induction-test", "Induction test", ("induction test", "induction head", "induction heads"),
+         "Olsson et al. (2022)'s test for an induction head, in a decoder: the model reads a start token and a "
+         "sequence of random tokens twice; at each token of the second copy, the test measures the weight on "
+         "the token that followed the same token in the first copy. Random tokens leave a head nothing to go on "
+         "but the repeat, so a high score means the head completes repeated patterns ([A][B] ... [A] -> [B])."),
+    Term("causal-null", "Uniform causal head", ("uniform causal head", "causal null"),
+         "The null of a decoder's heads: a decoder's token sees only itself and the tokens before it, so the "
+         "uniform head puts 1/(q+1) on each of the q+1 tokens it sees (not 1/n on all n). Every decoder score "
+         "is shown beside what this head scores on the same tokens."),
+    Term("perplexity", "Perplexity", ("perplexity",),
+         "exp(loss) of next-token prediction: the number of equally likely tokens the model is, on average, as "
+         "unsure as choosing among. Lower is better; a model that guesses uniformly over a vocabulary of V "
+         "tokens has a perplexity of V."),
     Term("boundary-selectivity", "Boundary selectivity", ("boundary selectivity",),
          "The mean weight on a neighbouring token in the same word minus the mean weight on a neighbouring "
          "token across a word boundary. Any purely positional head scores 0, because it weighs a neighbour "

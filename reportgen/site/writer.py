@@ -62,11 +62,15 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                  task_data=names.task_data(report.ablation.task.data) if report.ablation else None,
                  head_maps=findings_figures(report, docs / "charts", cache),  # the head map(s), the first's PNG
                  pictures=finding_pictures.rendered(report, cache))  # finding id -> its picture (inline SVG)
-    pages.render(env, "statistics.md.j2", docs / "statistics.md", recorder, report=report, stats=stats,
-                 charts=chartdata.statistics_charts(stats))
-    pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
-                 sections=chartdata.pattern_sections(stats, example_views),
-                 conventions=chartdata.conventions(stats), similarity=chartdata.similarity_chart(stats))
+    if report.decoder is not None:  # a decoder's own atlas: its patterns and their causal nulls
+        pages.render(env, "decoder_patterns.md.j2", docs / "patterns.md", recorder, report=report,
+                     stats=report.decoder, sections=chartdata.decoder_sections(report.decoder))
+    else:
+        pages.render(env, "statistics.md.j2", docs / "statistics.md", recorder, report=report, stats=stats,
+                     charts=chartdata.statistics_charts(stats))
+        pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
+                     sections=chartdata.pattern_sections(stats, example_views),
+                     conventions=chartdata.conventions(stats), similarity=chartdata.similarity_chart(stats))
     write_glossary(env, docs)
     if report.ablation:
         pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report,
@@ -80,13 +84,13 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                  config_yaml=Markup(html.escape(yaml.safe_dump(manifest["config"], sort_keys=True,
                                                                allow_unicode=True))))
     example_nav = [{"All examples": "examples.md"}]
-    selectivity = stats.settings["thresholds"].get("boundary_selectivity")
+    selectivity = stats.settings["thresholds"].get("boundary_selectivity") if stats else None
     for done, (example, example_view) in enumerate(zip(report.examples, example_views, strict=True), 1):
         example_nav.append({nav_label(example): write_example(env, recorder, docs, example, example_view,
                                                               selectivity, report, cache)})
         progress("Writing pages", done, len(example_views))
     exports.export_charts(recorder.recorded, docs / "charts", progress, cache)
-    return [{"Findings": "index.md"}, {"Attention statistics": "statistics.md"},
+    return [{"Findings": "index.md"}, *([{"Attention statistics": "statistics.md"}] if stats else []),
             {"Attention patterns": "patterns.md"},
             *([{"Head ablation": "ablation.md"}] if report.ablation else []),
             *([{"Model comparison": "compare.md"}] if report.comparison else []),
@@ -163,7 +167,8 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
                  views=Markup(view_files.example_html(docs, example.id, example_view.payload,
                                                           qk_href=example.qk_page)),
                  contributions="contributions" in example_view.payload,
-                 qk_max_tokens=views.QK_MAX_TOKENS, ln_n=math.log(example.n_tokens),
+                 qk_max_tokens=views.QK_MAX_TOKENS, ln_n=uniform_entropy(example.n_tokens, report.decoder is not None),
+                 decoder=report.decoder is not None,
                  patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
                  selectivity=selectivity, summary_chart=chartdata.example_entropy_chart(example.entropy),
                  head_map=example_figure(report, example, docs / "charts", cache))
@@ -173,6 +178,14 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
                      masked=any(layer is not None for layer in example_view.qk_payload.get("visible", [])),
                      qk=Markup(view_files.example_html(docs, example.id, example_view.qk_payload, qk=True)))
     return page
+
+
+def uniform_entropy(tokens: int, causal: bool) -> float:
+    """A uniform head's entropy, the example page's reference: ln n, or for a decoder's head, which sees
+    q + 1 tokens at token q, the mean of ln(q + 1) over the tokens after the first."""
+    if not causal:
+        return math.log(tokens)
+    return sum(math.log(seen) for seen in range(2, tokens + 1)) / max(tokens - 1, 1)
 
 
 def example_pattern(index: int, found: ExamplePattern) -> dict:

@@ -18,6 +18,7 @@ import pytest
 from reportgen.config import ExampleSpec
 from reportgen.findings import names
 from reportgen.patterns import statistics as patterns
+from reportgen.patterns.decoder_atlas import DECODER_LABELS
 from reportgen.patterns.per_example import patterns_and_labels
 from reportgen.report import HeadTests, Report, head_link
 from reportgen.runs import ExampleRun
@@ -50,7 +51,7 @@ def report(tmp_path_factory, tiny_model) -> Report:
 # -- the colour table --------------------------------------------------------------------------------
 def test_every_label_has_one_distinct_colour_and_no_pattern_is_grey():
     colours = names.label_colours()
-    assert set(colours) == set(patterns.LABELS)
+    assert set(colours) == set(patterns.LABELS) | set(DECODER_LABELS)
     assert len(set(colours.values())) == len(colours)
     assert all(re.fullmatch(r"#[0-9a-f]{6}", colour) for colour in colours.values())
     grey = colours["mixed"]

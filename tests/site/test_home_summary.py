@@ -66,7 +66,8 @@ def report(task: dict | None, found: list[Finding], title: str = "Attention repo
     ablation = None if task is None else {"task": {"type": "similarity", "data": "builtin", "examples": 500,
                                                    "metric": "spearman", **task}, "experiments": ["single_heads"]}
     return {"title": title, "model": {"name": "tiny-bert", "model_type": "bert", "parameters": 1000},
-            "layers": 12, "heads": 12, "statistics": {"counts": {"examples": 40}}, "ablation": ablation,
+            "layers": 12, "heads": 12, "statistics": {"counts": {"examples": 40}}, "decoder": None,
+            "ablation": ablation,
             "claims": None, "examples": [1, 2], "versions": {"torch": "2", "transformers": "4", "reportgen": "0",
                                                               "python": "3"}, "built": None, "warnings": [],
             "findings": found}

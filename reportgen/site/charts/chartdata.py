@@ -11,6 +11,7 @@ from markupsafe import Markup
 from reportgen.findings import formatting, names
 from reportgen.report import (
     Ablation,
+    DecoderStatistics,
     DelimiterContribution,
     ExampleViews,
     HeadPairs,
@@ -92,6 +93,44 @@ def strongest_links(rows: list[dict], examples: list[list[int]], mode: str | Non
         if example is not None and example >= 0:
             row["url"] = head_link(example, row["layer"], row["head"], mode=mode)
     return rows
+
+
+# A decoder's patterns page, one section per statistic: (report key, anchor, what it measures).
+DECODER_SECTIONS = [
+    ("induction", "induction",
+     "Olsson et al. (2022)'s induction test: the model reads a start token and {n} random tokens twice; at each "
+     "token of the second copy, the weight on the token that followed the same token in the first copy. "
+     "Random tokens leave a head nothing to go on but the repeat. Spread over the test's {sequences} sequences."),
+    ("previous_token", "previous-token", "Mean attention on the token just before, over every token but the first."),
+    ("duplicate_token", "duplicate-token",
+     "Attention from a token on its own earlier occurrences, over the tokens that occurred before in the same input."),
+    ("sink", "sink", "Attention on the first token, whatever it is: an attention sink (Xiao et al. 2023) when large."),
+    ("causal_entropy", "entropy",
+     "Mean entropy of the attention rows over the tokens each one sees, in nats (no smoothing); a uniform causal "
+     "head's is the mean of ln(q+1)."),
+]
+
+
+def decoder_sections(stats: DecoderStatistics) -> list[dict]:
+    """The decoder atlas per statistic that was measured: heatmap, top heads with their strongest example, null."""
+    out = []
+    for key, anchor, description in DECODER_SECTIONS:
+        statistic = stats[key]
+        if statistic is None:
+            continue
+        test = stats.induction_test
+        scale = names.pattern(key).scale
+        rows = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std), statistic.example)
+        spread = "std over sequences" if key == "induction" else "std over inputs"
+        top = [dict(head.model_dump(), url=Markup(_source_link(head.example, head.layer, head.head))
+                    if head.example >= 0 else None) for head in stats.top_heads.get(key, [])[:TOP_HEADS]]
+        out.append({"key": key, "id": anchor, "title": names.name(key),
+                    "description": prose(description.format(n=test.n if test else 0,
+                                                            sequences=test.sequences if test else 0)),
+                    "heatmap": vegalite.head_heatmap(rows, names.name(key), LEGEND[scale], {"std": spread},
+                                                     names.domain(key)),
+                    "null": statistic.null, "queries": statistic.queries, "top": top, "scale": scale})
+    return out
 
 
 def statistics_charts(stats: PatternStatistics) -> dict:

@@ -56,7 +56,8 @@ def pictures(report: Report) -> dict[str, dict]:
     """Vega-Lite specs by finding id, for the findings the report has and that have something to draw."""
     out = {}
     for finding in report.findings:
-        draw = _DRAWERS.get(finding.id)
+        draw = decoder_pattern if report.decoder is not None and finding.id in _DECODER_DRAWERS else (
+            _DRAWERS.get(finding.id))
         spec = draw(report, finding) if draw else None
         if spec is not None:
             out[finding.id] = spec
@@ -350,6 +351,21 @@ def delimiter_contribution(report: Report, _finding: Finding) -> dict | None:
                     "attention weight there (grey) and the share of what it passes on from there (blue).")
 
 
+def decoder_pattern(report: Report, finding: Finding) -> dict | None:
+    """A decoder pattern's heads: each head's mean share on the pattern's keys, by layer, beside the uniform
+    causal head's."""
+    numbers = finding.numbers
+    statistic = report.decoder[numbers["stat"]]
+    if statistic is None:
+        return None
+    name = names.name(numbers["stat"]).lower()
+    return _head_strip(statistic, _named(numbers), numbers["threshold"], numbers.get("null"), f"{name} share",
+                       f"{names.name(numbers['stat'])} score per head (dots) and mean per layer (bars); dashed: the "
+                       f"threshold {numbers['threshold']}, dotted: a uniform causal head; in red the heads the "
+                       "finding names.")
+
+
+_DECODER_DRAWERS = {"patterns-induction", "patterns-previous-token", "patterns-duplicate-token", "patterns-sink"}
 _DRAWERS: dict[str, Callable[[Report, Finding], dict | None]] = {
     "patterns-previous-token": positional, "patterns-next-token": positional, "patterns-delimiter": delimiter,
     "patterns-delimiter-contribution": delimiter_contribution, "patterns-broad": broad,

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from reportgen.report import Ablation, Example, HeadTests, PatternStatistics, Report, head_link
+from reportgen.report import Ablation, DecoderStatistics, Example, HeadTests, PatternStatistics, Report, head_link
 
+Atlas = PatternStatistics | DecoderStatistics
 # The statistic whose strongest example a "mixed" head links to (the head-similarity map does the same).
 MIXED_STATISTIC = "entropy"
 # The section of the comparison page (chartdata.comparison_sections) that shows each label's statistic
@@ -83,16 +84,22 @@ def _single_heads(ablation: Ablation | None) -> HeadTests | None:
     return ablation.single_heads if ablation is not None else None
 
 
-def statistic_of(statistics: PatternStatistics, label: str) -> str | None:
+def statistic_of(statistics: Atlas, label: str) -> str | None:
     """The statistic a label rests on (broad: the effective share); None for "mixed"."""
     return statistics.label_stats.get(label)
 
 
-def strongest_view(statistics: PatternStatistics) -> Callable[[int, int, str], str]:
+def entropy_of(statistics: Atlas) -> str:
+    """The atlas's entropy statistic: a decoder's is over the visible prefix (`causal_entropy`)."""
+    return "causal_entropy" if isinstance(statistics, DecoderStatistics) else MIXED_STATISTIC
+
+
+def strongest_view(statistics: Atlas) -> Callable[[int, int, str], str]:
     """(layer, head, label) -> the head view on the example where the head shows its label's statistic
-    most (statistics.<stat>.example; an example page exists for each, -1 falls back to the first)."""
+    most (statistics.<stat>.example; an example page exists for each, -1 (none, or the induction test's
+    sequences, which have no page) falls back to the first)."""
     def link(layer: int, head: int, label: str) -> str:
-        example = statistics[statistic_of(statistics, label) or MIXED_STATISTIC].example[layer][head]
+        example = statistics[statistic_of(statistics, label) or entropy_of(statistics)].example[layer][head]
         return head_link(max(example, 0), layer, head)
     return link
 
@@ -108,18 +115,19 @@ def same_page_view(layer: int, head: int, _label: str) -> str:
     return "#" + head_link(0, layer, head).partition("#")[2]
 
 
-def model_map(statistics: PatternStatistics, ablation: Ablation | None, map_id: str, model: str,
+def model_map(statistics: Atlas, ablation: Ablation | None, map_id: str, model: str,
               link: Callable[[int, int, str], str]) -> HeadMap:
     """A model's map: labels and values from the statistics' means over the inputs."""
     tests = _single_heads(ablation)
+    entropy = statistics[entropy_of(statistics)].mean
+    share = statistics.effective_share.mean if isinstance(statistics, PatternStatistics) else None
     cells = []
     for layer, row in enumerate(statistics.labels):
         for head, label in enumerate(row):
             statistic = statistic_of(statistics, label)
             cells.append(Cell(layer=layer, head=head, label=label, statistic=statistic,
                               value=statistics[statistic].mean[layer][head] if statistic else None,
-                              entropy=statistics.entropy.mean[layer][head],
-                              effective_share=statistics.effective_share.mean[layer][head],
+                              entropy=entropy[layer][head], effective_share=share[layer][head] if share else None,
                               masking=masking(tests, layer, head), link=link(layer, head, label)))
     return HeadMap(id=map_id, model=model, scope="inputs", layers=len(statistics.labels),
                    heads=len(statistics.labels[0]), metric=ablation.task.metric if tests else None, cells=cells)
@@ -127,8 +135,7 @@ def model_map(statistics: PatternStatistics, ablation: Ablation | None, map_id: 
 
 def findings_maps(report: Report) -> list[HeadMap]:
     """The findings page's maps: the model's, then the comparison model's when the config has one."""
-    maps = [model_map(report.statistics, report.ablation, "head-map", report.model.name,
-                      strongest_view(report.statistics))]
+    maps = [model_map(report.atlas, report.ablation, "head-map", report.model.name, strongest_view(report.atlas))]
     if report.comparison is not None:
         other = report.comparison
         maps.append(model_map(other.statistics, other.ablation, "head-map-compare", other.model.name,
@@ -140,7 +147,7 @@ def example_map(report: Report, example: Example) -> HeadMap:
     """An example's map: each head's label on that example alone, the entropy there, the single-head
     masking result of the task (the same for every example), linked to the head view on its page."""
     tests = _single_heads(report.ablation)
-    cells = [Cell(layer=layer, head=head, label=label, statistic=statistic_of(report.statistics, label),
+    cells = [Cell(layer=layer, head=head, label=label, statistic=statistic_of(report.atlas, label),
                   value=None, entropy=example.entropy[layer][head], effective_share=None,
                   masking=masking(tests, layer, head), link=same_page_view(layer, head, label))
              for layer, row in enumerate(example.labels) for head, label in enumerate(row)]

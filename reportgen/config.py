@@ -144,7 +144,8 @@ class Thresholds(Strict):
     within_word: float = Field(ge=0, le=1, description="Mass on the other pieces of the same word.")
     boundary_selectivity: float = Field(ge=0, le=1, description="Within word also needs this much more "
                                         "weight on a neighbour in the same word than across a word boundary.")
-    # Decoders (issue 31; the previous token uses `positional`):
+    # Decoders (issue 31):
+    previous_token: float = Field(ge=0, le=1, description="Decoders: mass on the previous token above this.")
     induction: float = Field(ge=0, le=1, description="Decoders: induction score (Olsson et al. 2022) above this.")
     duplicate_token: float = Field(ge=0, le=1, description="Decoders: mass on the earlier occurrences of the "
                                                            "query's token above this.")

@@ -113,7 +113,8 @@ def default_site(tmp_path_factory) -> Path:
 def task_sites(tmp_path_factory) -> dict[str, Path]:
     """Tiny random-BERT sites of the two other tasks, built once per run on first use (a few seconds each):
     "classification" (a sequence classifier, graded pairs as labels) and "mlm" (a masked-LM head,
-    the examples' texts). Their pages name and explain other metrics than the default's Spearman."""
+    the examples' texts), and "causal_lm", a tiny GPT-2's (a decoder's pages). Their pages name and explain
+    other metrics than the default's Spearman."""
     from tests.helpers import build_tiny_site, make_ablation_bert, tiny_config, write_labelled_pairs, write_sentences
 
     root = tmp_path_factory.mktemp("task-sites")
@@ -128,7 +129,23 @@ def task_sites(tmp_path_factory) -> dict[str, Path]:
                     "permutations": 100}
         (root / task).mkdir()
         sites[task] = build_tiny_site(root / task, tiny_config(model, title=f"A {task} model", ablation=ablation))
+    sites["causal_lm"] = _decoder_site(root / "causal_lm")
     return sites
+
+
+def _decoder_site(root: Path) -> Path:
+    """A tiny random GPT-2's site with its causal-LM ablation on the examples' texts (a decoder's pages)."""
+    from tests.decoder_checkpoints import make_decoder
+    from tests.helpers import build_tiny_site, tiny_config
+
+    model = make_decoder("gpt2", root / "model", causal_lm=True)
+    (root / "texts.txt").write_text("the cat sat on the mat.\na dog was in the garden.\nthe store was closed.\n",
+                                    encoding="utf-8")
+    examples = [{"name": "a repeat", "text": "the cat sat on the mat. the cat sat on the mat."},
+                {"text": "a dog was in the garden."}]
+    ablation = {"task": "causal_lm", "data": "texts.txt", "seeds": [0], "fractions": [0.0, 0.5],
+                "bootstrap_samples": 100, "permutations": 100}
+    return build_tiny_site(root, tiny_config(model, title="A decoder", examples=examples, ablation=ablation))
 
 
 @pytest.fixture(scope="session")

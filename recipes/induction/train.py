@@ -11,8 +11,9 @@ here, within minutes on two CPU cores, and measures every head before and after 
 It writes into OUT: model/ (the trained GPT2LMHeadModel, config.json + model.safetensors, and its fast
 word-level tokenizer, which AutoModelForCausalLM / AutoTokenizer load), init/ (the same network before
 training, the untrained control) and measured.json (every head's induction and previous-token score
-before and after, their causal nulls, the training time, steps and loss). model/ and init/ are ignored
-by git; measured.json is the record the README quotes.
+before and after, their causal nulls, the training time, steps and loss), and texts.txt (200 held-out
+stories, the data of the site's causal-LM ablation). model/, init/ and texts.txt are ignored by git;
+measured.json is the record the README quotes.
 
 Attention-only in a GPT-2 checkpoint: every layer's MLP output projection (mlp.c_proj, weight and bias)
 is set to zero and frozen (requires_grad False), so each MLP adds exactly 0 to the residual stream; the
@@ -312,7 +313,18 @@ def _run(args: argparse.Namespace) -> dict:
                     "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
     }
     (out / "measured.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_texts(out / "texts.txt", args.seed + 2)
     return result
+
+
+STORIES = 200  # held-out stories for the site's causal-LM ablation (reportgen.yaml, ablation.data)
+
+
+def write_texts(path: Path, seed: int) -> None:
+    """Held-out template stories, one a line (a seed training never used): names, objects and places come back
+    in each story, so an induction head helps predict them and masking it should cost loss."""
+    rng = np.random.default_rng(seed)
+    path.write_text("".join(" ".join(data.story(rng)) + "\n" for _ in range(STORIES)), encoding="utf-8")
 
 
 def _shown(path: Path) -> str:

@@ -7,11 +7,11 @@ pages can treat both alike: a mean per head (pooled over every qualifying query,
 `decoder.decoder_head_statistics` does), the spread over the inputs (each input's own score), the example
 where the head shows it most (a page exists for each example), and a label per head from thresholds.
 
-Labels: a head passes a pattern when its mean is above the pattern's threshold (config
-`patterns.thresholds`: `positional` for the previous token as for encoders, `induction`, `duplicate_token`
-and `sink` of their own); its label is the passing pattern with the largest value / threshold, "mixed" where
-none passes (as `statistics.label_heads`). Induction comes from the induction test's random sequences, not from
-the examples, so a head's induction score has no example of its own; its spread is over those sequences.
+Labels: a head passes a pattern when its mean is above the pattern's threshold (config `patterns.thresholds`:
+`previous_token`, `induction`, `duplicate_token` and `sink`, the decoders' own); its label is the passing
+pattern with the largest value / threshold, "mixed" where none passes (as `statistics.label_heads`).
+Induction comes from the induction test's random sequences, not from the examples, so a head's induction
+score has no example of its own; its spread is over those sequences.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ EXAMPLE_STATS = ("previous_token", "duplicate_token", "sink", "causal_entropy") 
 
 def thresholds_of(thresholds: Thresholds) -> dict[str, float]:
     """The threshold each decoder label is held to."""
-    return {"induction": thresholds.induction, "previous_token": thresholds.positional,
+    return {"induction": thresholds.induction, "previous_token": thresholds.previous_token,
             "duplicate_token": thresholds.duplicate_token, "sink": thresholds.sink}
 
 

@@ -50,6 +50,9 @@ from tests.architectures import (
     describe,
     shape_text,
 )
+from tests.decoder_checkpoints import FAMILIES as DECODER_FAMILIES
+from tests.decoder_checkpoints import NAMES as DECODER_NAMES
+from tests.decoder_checkpoints import render_decoder_table
 from tests.helpers import (
     ROOT,
     SINGLE_HEADS_ABLATION,
@@ -121,8 +124,21 @@ def render_support_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+DECODERS_START, DECODERS_END = "<!-- decoders:start -->", "<!-- decoders:end -->"
+
+
 def write_readme() -> None:
     write_readme_section(START, END, render_support_table())
+    write_readme_section(DECODERS_START, DECODERS_END, render_decoder_table())
+
+
+def test_readme_decoder_table_is_generated_from_the_decoder_tests():
+    from reportgen.model.loading import VIEWABLE_DECODERS
+
+    text = README.read_text(encoding="utf-8")
+    assert readme_section(text, DECODERS_START, DECODERS_END) == render_decoder_table(), (
+        "README decoder table is stale: run `python -m tests.model.test_architectures --write`")
+    assert set(DECODER_FAMILIES) == set(VIEWABLE_DECODERS) and DECODER_NAMES == VIEWABLE_DECODERS
 
 
 def test_readme_support_table_is_generated_from_the_tests():

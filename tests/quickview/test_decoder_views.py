@@ -4,8 +4,8 @@ Gemma) on tiny random checkpoints with a byte-level BPE tokenizer trained here.
 Each family's single file holds the model's own attention (within the 8-bit step, read here with
 transformers), nothing above the diagonal (a token sees only itself and what precedes it), contributions,
 and a query/key view whose check passes with the causal mask (Mistral's sliding window too), rotary
-positions and shared key/value heads. `reportgen build` still refuses decoders, in one line that says
-the quick view shows them, and a pair is refused for a tokenizer without a separator.
+positions and shared key/value heads; a pair is refused for a tokenizer without a separator. Builds of
+decoders are tested in tests/test_decoder_build.py.
 """
 
 from __future__ import annotations
@@ -20,50 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.decoder_checkpoints import FAMILIES, make_decoder
+
 pytestmark = pytest.mark.slow
 
 TEXT = "the cat sat on the mat. the cat sat on the"
 STEP = 0.5 / 255  # the 8-bit encoding's bound on each weight (reportgen/site/views.py)
-CORPUS = ["the cat sat on the mat.", "a dog was in the garden.", "the cat and the dog sat on the mat.",
-          "i bought fresh strawberries at the store.", "the store was closed on monday."]
-SHAPE = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
-             initializer_range=0.3, max_position_embeddings=128)
-FAMILIES = {  # model_type -> (config class, model class, extra config)
-    "gpt2": ("GPT2Config", "GPT2Model", {}),
-    "llama": ("LlamaConfig", "LlamaModel", {"num_key_value_heads": 2}),
-    "qwen2": ("Qwen2Config", "Qwen2Model", {"num_key_value_heads": 2}),
-    "mistral": ("MistralConfig", "MistralModel", {"num_key_value_heads": 1, "sliding_window": 6}),
-    "gemma": ("GemmaConfig", "GemmaModel", {"num_key_value_heads": 2, "head_dim": 8}),
-}
-
-
-def make_decoder(family: str, target: Path) -> Path:
-    """A random decoder of `family` with a byte-level BPE tokenizer (an end-of-text token, no separator)."""
-    import torch
-    import transformers
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(CORPUS, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|endoftext|>",
-                                                eos_token="<|endoftext|>", unk_token="<|endoftext|>")
-    fast.model_input_names = ["input_ids", "attention_mask"]
-    fast.save_pretrained(target)
-    config_class, model_class, extra = FAMILIES[family]
-    if family == "gpt2":
-        config = transformers.GPT2Config(vocab_size=len(fast), n_embd=32, n_layer=2, n_head=4, n_positions=128,
-                                         initializer_range=0.3, bos_token_id=0, eos_token_id=0)
-    else:
-        config = getattr(transformers, config_class)(vocab_size=len(fast), bos_token_id=0, eos_token_id=0,
-                                                     pad_token_id=0, **SHAPE, **extra)
-    torch.manual_seed(0)
-    getattr(transformers, model_class)(config).save_pretrained(target)
-    return target
-
-
 @pytest.fixture(scope="module")
 def decoders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("decoders")
@@ -125,12 +87,6 @@ def test_the_command_writes_a_decoders_view_and_refuses_what_it_cannot_show(deco
     assert pair.stderr.strip().splitlines()[-1] == (
         "error: pair: gpt2 is a decoder whose tokenizer has no separator token, so the two texts would read as "
         "one; give one text")
-    (tmp_path / "reportgen.yaml").write_text(f"model: {decoders['llama']}\nexamples: [{{text: {TEXT}}}]\n",
-                                             encoding="utf-8")
-    build = reportgen(tmp_path, "build")
-    assert build.returncode == 3 and not (tmp_path / "site").exists()
-    assert "model type 'llama' is a decoder (causal LM)" in build.stderr
-    assert "`reportgen view` and the notebook views show GPT-2, Llama, Qwen2, Mistral, Gemma too" in build.stderr
 
 
 def test_a_notebook_shows_a_decoder(decoders):

@@ -229,3 +229,27 @@ def test_a_short_run_forms_an_induction_head_that_the_untrained_model_lacks(trai
     assert measured["summary"]["before_best_induction"]["score"] < THRESHOLD
     assert np.max(measured["after"]["induction"]) == pytest.approx(induction.max(), abs=0.1)
     assert measured["summary"]["expected_outcome"] is True
+
+
+@pytest.mark.slow
+def test_the_recipes_site_names_the_induction_and_previous_token_heads(trained):
+    """The recipe's own reportgen.yaml, built on the short run's model: its findings name a layer-1 induction head
+    and a layer-0 previous-token head (each above its threshold, beside the uniform causal head), the head map
+    labels them, and the causal-LM ablation on the held-out stories ran."""
+    import shutil
+
+    from reportgen.config import load_config
+    from reportgen.pipeline import build
+
+    out, _, _ = trained
+    shutil.copy(RECIPE / "reportgen.yaml", out / "reportgen.yaml")
+    report = build(load_config(out / "reportgen.yaml")).report
+    found = {finding.id: finding for finding in report.findings}
+    induction, previous = found["patterns-induction"], found["patterns-previous-token"]
+    assert induction.supported and induction.numbers["heads"][0]["layer"] == 1, induction.sentence
+    assert previous.supported and any(head["layer"] == 0 for head in previous.numbers["heads"]), previous.sentence
+    top = induction.numbers["heads"][0]
+    assert induction.sentence.startswith(f"Layer 1 head {top['head']} is an induction head: {top['value']:.2f}")
+    assert report.decoder.labels[1][top["head"]] == "induction"
+    assert report.ablation.task.type == "causal_lm" and report.ablation.single_heads is not None
+    assert (out / "site" / "patterns.html").is_file() and (out / "site" / "ablation.html").is_file()

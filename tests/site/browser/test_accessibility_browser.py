@@ -1,7 +1,7 @@
 """Issue 28: axe-core (the engine the `axe-playwright-python` wheel carries) finds no serious or critical
 violation on the pages a reader opens first, at a laptop and a phone size, on the default site and on a
-classification and a masked-LM site: text contrast, links told apart from text by more than colour,
-names for dialogs, controls and charts, scrolling regions reachable from the keyboard.
+classification, a masked-LM and a decoder's (causal-LM) site: text contrast, links told apart from text by
+more than colour, names for dialogs, controls and charts, scrolling regions reachable from the keyboard.
 
 The pages are opened from file://, as readers open a downloaded site, with their strict
 Content-Security-Policy in force (axe itself runs through the DevTools protocol, which it does not govern).
@@ -57,7 +57,7 @@ def test_the_default_site_has_no_serious_accessibility_violation(browser, defaul
     assert not found, "\n".join(found)
 
 
-@pytest.mark.parametrize("task", ["classification", "mlm"])
+@pytest.mark.parametrize("task", ["classification", "mlm", "causal_lm"])
 @pytest.mark.parametrize("viewport", VIEWPORTS)
 def test_a_site_of_another_task_has_none_either(browser, task_sites, task, viewport):
     found = serious_violations(browser, task_sites[task], viewport)

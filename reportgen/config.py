@@ -200,9 +200,11 @@ class AblationSettings(Strict):
     """The `ablation:` section: the task, its data and the head-ablation experiments."""
 
     enabled: bool
-    task: Literal["similarity", "classification", "mlm", "causal_lm"] = Field(
+    task: Literal["similarity", "classification", "mlm", "causal_lm", "seq2seq"] = Field(
         description="similarity | classification | mlm (masked-token accuracy) | causal_lm (next-token "
-                    "cross-entropy of a decoder, lower is better; also its perplexity).")
+                    "cross-entropy of a decoder, lower is better; also its perplexity) | seq2seq (target-token "
+                    "cross-entropy of an encoder-decoder given the source, teacher-forced, over `source`/`target` "
+                    "pairs; lower is better; also its perplexity).")
     data: str = Field(min_length=1, description='"builtin" (the demo relevance set) or a CSV/TSV/JSONL file, or '
                                                 'a TXT file of one text per line (only for tasks mlm and causal_lm, '
                                                 'which read nothing but texts).')

@@ -318,6 +318,7 @@ class DecoderStatistics(Record):
     sink: DecoderStatistic
     causal_entropy: DecoderStatistic
     duplicate_token: DecoderStatistic | None = None  # null when no example repeats a token
+    bos_delimiter: DecoderStatistic | None = None  # special tokens, '.' and ','; null when no input has one
     induction: DecoderStatistic | None = None  # null when the induction test could not run
     induction_test: InductionTest | None = None
     induction_missing: str | None = None  # why the induction test did not run, when it did not
@@ -332,7 +333,7 @@ class DecoderStatistics(Record):
 
 # -- head ablation (ablation.py) --------------------------------------------------------------------
 class AblationTask(Record):
-    type: Literal["similarity", "classification", "mlm", "causal_lm"]
+    type: Literal["similarity", "classification", "mlm", "causal_lm", "seq2seq"]
     data: str  # "builtin" or the data file, relative to the config file
     examples: int
     distinct_texts: int
@@ -724,6 +725,9 @@ class Report(Record):
         - `layer`, `head`: 0-based, as on the site.
         - `label`: the head's main pattern, the key of `statistics.labels` ("previous_token", ...,
           "mixed" where no pattern passes its threshold): what colours the head map.
+        - for a decoder, instead of the encoder statistics below: each statistic of `decoder`
+          (`previous_token`, `sink`, `causal_entropy`, `duplicate_token`, `induction`) and `<statistic>_null`,
+          the uniform causal head's score on the same tokens; NaN for a statistic that was not measured.
         - for each pattern statistic of `statistics` (`previous_token`, `next_token`, `cls_sep`,
           `same_token`, `within_word`, `entropy`, ...): `<statistic>`, the head's mean over the inputs,
           and `<statistic>_null`, what a uniform head scores on the same inputs (`statistics.nulls`;
@@ -740,11 +744,16 @@ class Report(Record):
             import pandas
         except ImportError:
             raise MissingExtra('Report.heads_frame needs pandas: pip install "reportgen[pandas]"') from None
-        statistics = self.statistics
+        statistics = self.atlas
         cells = [(layer, head) for layer in range(self.layers) for head in range(self.heads)]
         columns: dict[str, list[Any]] = {"layer": [layer for layer, _ in cells], "head": [head for _, head in cells],
                                          "label": [statistics.labels[layer][head] for layer, head in cells]}
-        for name in head_statistics():
+        if self.decoder is not None:
+            for name in decoder_statistics():
+                statistic = getattr(self.decoder, name)
+                columns[name] = _per_head(statistic.mean, cells) if statistic else [float("nan")] * len(cells)
+                columns[f"{name}_null"] = [_number(statistic.null if statistic else None)] * len(cells)
+        for name in head_statistics() if self.decoder is None else ():
             columns[name] = _per_head(getattr(statistics, name).mean, cells)
             null = statistics.nulls.get(name)
             columns[f"{name}_null"] = [_number(null.uniform if null is not None else None)] * len(cells)
@@ -767,6 +776,12 @@ def head_statistics() -> list[str]:
     """The per-head pattern statistics of `PatternStatistics`, in its order (the columns of `heads_frame`)."""
     return [name for name, info in PatternStatistics.model_fields.items()
             if isinstance(info.annotation, type) and issubclass(info.annotation, HeadStatistic)]
+
+
+def decoder_statistics() -> list[str]:
+    """The per-head statistics of `DecoderStatistics`, in its order (a decoder's columns of `heads_frame`)."""
+    return [name for name, info in DecoderStatistics.model_fields.items()
+            if DecoderStatistic in (info.annotation, *getattr(info.annotation, "__args__", ()))]
 
 
 def _per_head(grid: list[list[Number]], cells: list[tuple[int, int]]) -> list[float]:

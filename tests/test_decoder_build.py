@@ -35,7 +35,8 @@ ABLATION = {"task": "causal_lm", "data": "texts.txt", "seeds": [0], "fractions":
                             "whole_layers": True, "importance": False}}
 TEXTS = ["the cat sat on the mat.", "a dog was in the garden.", "the store was closed on monday.",
          "i bought fresh strawberries at the store."]
-DECODER_FINDINGS = {"patterns-induction", "patterns-previous-token", "patterns-duplicate-token", "patterns-sink"}
+DECODER_FINDINGS = {"patterns-induction", "patterns-previous-token", "patterns-duplicate-token", "patterns-sink",
+                    "patterns-delimiter"}
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +151,7 @@ def test_the_pages_are_a_decoders(sites):
     _, site = sites["llama"]
     assert not (site / "statistics.html").exists()
     patterns = (site / "patterns.html").read_text(encoding="utf-8")
-    for anchor in ("labels", "induction", "previous-token", "duplicate-token", "sink", "entropy"):
+    for anchor in ("labels", "induction", "previous-token", "duplicate-token", "sink", "delimiter", "entropy"):
         assert f'id="{anchor}"' in patterns, anchor
     assert "uniform causal head" in patterns and "Next token" not in patterns
     example = (site / "example-1.html").read_text(encoding="utf-8")

@@ -14,7 +14,9 @@ share of the output projection (`HeadMasker.resuming`), which skips layer l's Q,
 projections and attention too; otherwise it replays the outputs of layers below l
 (`HeadMasker.replaying`), (5) stacks several masks in one forward when batches are small,
 and (6) answers the all-ones mask from the recording pass itself.
-`evaluate_plain` is the straightforward way, kept to check that both agree.
+`evaluate_plain` is the straightforward way, kept to check that both agree. An encoder-decoder's layers
+do not run in the flat order of its masks (`reportgen.model.head_sites`), so for it (4) is off: every
+masked forward runs from the start.
 
 Every finished mask's per-example outputs are stored under the cache directory, keyed
 by model fingerprint, data hash, method, mask and code version, so an interrupted run resumes;
@@ -164,7 +166,10 @@ class Engine:
 
     def _affordable_depth(self) -> int:
         """How many layers' recordings (float32, every batch) fit in `record_bytes`. Replaying
-        never needs the last layer's output; resuming needs the last layer's attention."""
+        never needs the last layer's output; resuming needs the last layer's attention. Nothing for an
+        encoder-decoder, whose layers do not run in flat order."""
+        if not self.masker.can_replay:
+            return 0
         hidden = self.task.model.config.hidden_size
         tokens = sum(batch.tokens for batch in self.batches)
         if self.resumes:
@@ -228,8 +233,10 @@ class Engine:
 
         One gate per (token, head) is multiplied into the mask; the absolute gradient is
         summed over all real tokens and divided by their number (their code's per-token
-        variant). The loss depends on the gates only through the unit outputs, so we take
-        d loss / d unit outputs once on the whole set and back-propagate it batch by batch.
+        variant). An encoder-decoder's encoder layers count the source's tokens, its decoder
+        self- and cross-attention layers the decoder input's (`_gate_tokens`). The loss depends
+        on the gates only through the unit outputs, so we take d loss / d unit outputs once on
+        the whole set and back-propagate it batch by batch.
         """
         with _deterministic():
             return self._importance(mask)
@@ -241,18 +248,33 @@ class Engine:
             self.task.loss(units).backward()
             upstream = units.grad
         total = torch.zeros(self.layers, self.heads, dtype=torch.float64, device=self.task.device)
-        tokens = 0
+        tokens = torch.zeros(self.layers, dtype=torch.float64, device=self.task.device)
         for batch in self.batches:
-            attention_mask = batch.inputs["attention_mask"]
-            gates = torch.ones(self.layers, batch.rows, attention_mask.shape[1], self.heads, device=self.task.device,
+            real = _gate_tokens(batch, self.masker.sites.groups)  # [layers, rows, tokens]
+            gates = torch.ones(self.layers, batch.rows, real.shape[-1], self.heads, device=self.task.device,
                                requires_grad=True)
             with self.masker.masking(mask_tensor), self.masker.gated(gates), torch.enable_grad():
                 out = self.task.unit_outputs(batch).float()
                 (out * upstream[torch.as_tensor(batch.units, device=out.device)]).sum().backward()
-            real = attention_mask.to(torch.float64)[None, :, :, None]
-            total += (gates.grad.abs().to(torch.float64) * real).sum(dim=(1, 2))
-            tokens += int(attention_mask.sum())
-        return (total / max(tokens, 1)).cpu().numpy()
+            total += (gates.grad.abs().to(torch.float64) * real[..., None]).sum(dim=(1, 2))
+            tokens += real.sum(dim=(1, 2))
+        return (total / tokens.clamp_min(1)[:, None]).cpu().numpy()
+
+
+def _gate_tokens(batch: Batch, groups: Sequence[str]) -> torch.Tensor:
+    """[layers, rows, tokens] float64: 1 at the real tokens whose per-token gates each layer's heads read,
+    over the widest stream. A one-stack model's layers read its one input; an encoder-decoder's encoder
+    layers read the source, its decoder self- and cross-attention layers the decoder input (the gates of
+    a shorter stream are its first tokens: `reportgen.model.masking.head_gates`)."""
+    source = batch.inputs["attention_mask"]
+    target = batch.inputs.get("decoder_attention_mask", source)
+    width = max(source.shape[1], target.shape[1])
+    streams = {name: torch.nn.functional.pad(real, (0, width - real.shape[1])).to(torch.float64)
+               for name, real in (("source", source), ("target", target))}
+    by_group = {"encoder": streams["source"], "decoder": streams["target"], "cross": streams["target"]}
+    if "cross" not in groups:  # a decoder-only model's layers ("decoder") read its one input
+        by_group["decoder"] = streams["source"]
+    return torch.stack([by_group[group] for group in groups])
 
 
 @contextmanager

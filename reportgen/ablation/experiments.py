@@ -120,7 +120,8 @@ METHOD_NOTES = {"zero": "zero: head output removed (Michel et al. 2019)",
 LOSSES = {"similarity": "squared error of the calibrated cosine (a * cosine + b, fitted once by least squares on the "
                         "unmasked model) vs the grade rescaled to [0, 1]", "classification": "cross-entropy",
           "mlm": "cross-entropy over masked tokens",
-          "causal_lm": "next-token cross-entropy, token-weighted over all predicted tokens"}
+          "causal_lm": "next-token cross-entropy, token-weighted over all predicted tokens",
+          "seq2seq": "target-token cross-entropy given the source (teacher-forced), token-weighted over all targets"}
 
 
 # -- numbers as the report holds them ---------------------------------------------------------------

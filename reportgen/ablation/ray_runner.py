@@ -170,7 +170,7 @@ def token_budget(task: Any, settings: AblationSettings) -> int:
     """Padded tokens per forward on a GPU: about 40% of its free memory (after the model is loaded)
     over an estimate of what a token costs in float32 at the widest point of a layer (the
     feed-forward, the residual stream and its copies, and a row of attention scores per head;
-    for task causal_lm also its row of logits over the vocabulary and their log-softmax);
+    for tasks causal_lm and seq2seq also its row of logits over the vocabulary and their log-softmax);
     never below the CPU value `batch_tokens`."""
     import torch
 
@@ -178,7 +178,7 @@ def token_budget(task: Any, settings: AblationSettings) -> int:
     config = task.model.config
     feed_forward = getattr(config, "intermediate_size", None) or 4 * config.hidden_size  # GPT-2: n_inner or 4 h
     per_token = 4 * (feed_forward + 8 * config.hidden_size + config.num_attention_heads * settings.max_length)
-    if getattr(task, "kind", None) == "causal_lm":
+    if getattr(task, "kind", None) in ("causal_lm", "seq2seq"):
         per_token += 4 * 2 * config.vocab_size
     return max(settings.batch_tokens, int(0.4 * free) // per_token)
 

@@ -1,4 +1,5 @@
-"""The tasks a head ablation is measured on: similarity, classification, masked LM, causal LM.
+"""The tasks a head ablation is measured on: similarity, classification, masked LM, causal LM, and
+sequence-to-sequence LM.
 
 A task turns its data into *units* (the distinct token sequences the model must
 encode: in a similarity set one sentence appears in many pairs, so it is one unit)
@@ -12,6 +13,8 @@ Per-example outputs (columns):
 - classification: [predicted label, loss]   metric accuracy (also macro-F1, MCC)
 - mlm: [masked tokens, correct, loss sum]   metric masked-token accuracy (also loss)
 - causal_lm: [predicted tokens, loss sum]   metric next-token cross-entropy (also perplexity); lower is better
+- seq2seq: [predicted tokens, loss sum]     metric target-token cross-entropy of an encoder-decoder given the
+                                            source, teacher-forced (also perplexity); lower is better
 
 The language-model tasks pool over tokens: a metric is its sum over the examples' tokens divided by
 their count (token-weighted, so a long text weighs more than a short one), also under every bootstrap
@@ -48,7 +51,7 @@ from reportgen.model.loading import (
 from reportgen.model.run import clip
 from reportgen.stats import pearson_rows, rank_rows
 
-TaskKind = Literal["similarity", "classification", "mlm", "causal_lm"]
+TaskKind = Literal["similarity", "classification", "mlm", "causal_lm", "seq2seq"]
 BUILTIN_COLUMNS = {"text_a": "query", "text_b": "title", "score": "grade"}
 
 ROLES: dict[str, dict[str, Column | None]] = {
@@ -57,6 +60,7 @@ ROLES: dict[str, dict[str, Column | None]] = {
     "classification": {"text": "text", "pair": None, "label": "label"},
     "mlm": {"text": "text"},
     "causal_lm": {"text": "text"},
+    "seq2seq": {"source": "source", "target": "target"},
 }
 OPTIONAL_ROLES = {"pair"}
 
@@ -75,7 +79,8 @@ class Batch:
 
     @property
     def tokens(self) -> int:
-        return int(self.inputs["input_ids"].numel())
+        """Padded tokens of every stream (an encoder-decoder's batch holds the decoder's too)."""
+        return sum(int(self.inputs[name].numel()) for name in ("input_ids", "decoder_input_ids") if name in self.inputs)
 
     def tile(self, copies: int) -> "Batch":
         """The batch repeated `copies` times (block i is for mask i)."""
@@ -155,7 +160,7 @@ class Task:
         of its own, is merged with the buckets of the next lengths as long as the merged
         batch spends at most `max_waste` of its tokens on padding and stays within the budget.
         """
-        lengths = np.array([len(u["input_ids"]) for u in self.units])
+        lengths = self.unit_lengths()
         order = np.argsort(lengths, kind="stable")
         small = token_budget // 16 if min_tokens is None else min_tokens
         groups: list[list[int]] = []
@@ -183,6 +188,10 @@ class Task:
             for part in np.array_split(np.asarray(units, dtype=np.int64), parts):
                 batches.append(self.make_batch(part))
         return batches
+
+    def unit_lengths(self) -> np.ndarray:
+        """Tokens of each unit, which batches are bucketed by."""
+        return np.array([len(unit["input_ids"]) for unit in self.units])
 
     # -- outputs ---------------------------------------------------------------------------
     def unit_outputs(self, batch: Batch) -> torch.Tensor:
@@ -458,6 +467,50 @@ class CausalLMTask(Task):
             return {"loss": loss, "perplexity": np.exp(loss)}
 
 
+def _padded(sequences: Sequence[Sequence[int]], fill: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids [rows, longest] and their attention mask."""
+    ids = torch.full((len(sequences), max(len(seq) for seq in sequences)), fill, dtype=torch.long)
+    real = torch.zeros_like(ids)
+    for row, seq in enumerate(sequences):
+        ids[row, :len(seq)] = torch.tensor(seq, dtype=torch.long)
+        real[row, :len(seq)] = 1
+    return ids, real
+
+
+class Seq2SeqTask(CausalLMTask):
+    """An encoder-decoder's loss of each target given its source, teacher-forced: the decoder reads the
+    target shifted right behind the decoder start token and predicts every target token
+    (`reportgen.model.seq2seq`). The metric is the mean cross-entropy over all target tokens of all pairs
+    (token-weighted) and its perplexity; lower is better, as for causal_lm, whose per-example outputs
+    [predicted tokens, loss sum] and metrics it shares. A unit is a distinct pair: input_ids (the source),
+    decoder_input_ids and labels (the target)."""
+
+    def unit_lengths(self) -> np.ndarray:
+        return np.array([len(unit["input_ids"]) + len(unit["labels"]) for unit in self.units])
+
+    def make_batch(self, unit_ids: Sequence[int]) -> Batch:
+        """Sources and decoder inputs padded to their longest, labels with -100 (never a label)."""
+        ids = np.asarray(unit_ids, dtype=np.int64)
+        pairs = [self.units[i] for i in ids]
+        source, source_real = _padded([pair["input_ids"] for pair in pairs], self.pad_id)
+        decoder, decoder_real = _padded([pair["decoder_input_ids"] for pair in pairs], self.pad_id)
+        labels, _ = _padded([pair["labels"] for pair in pairs], -100)
+        inputs = {"input_ids": source, "attention_mask": source_real, "decoder_input_ids": decoder,
+                  "decoder_attention_mask": decoder_real}
+        device = self.device
+        return Batch(ids, {name: tensor.to(device) for name, tensor in inputs.items()}, labels.to(device))
+
+    def unit_outputs(self, batch: Batch) -> torch.Tensor:
+        # no cache: nothing is generated
+        logits = self.model(**batch.inputs, use_cache=False).logits
+        labels = batch.labels
+        token_loss = F.cross_entropy(logits.transpose(1, 2).float(), labels, reduction="none", ignore_index=-100)
+        return torch.stack([(labels != -100).sum(1).to(token_loss.dtype), token_loss.sum(1)], dim=-1)
+
+    def _why_undefined(self, outputs: np.ndarray) -> str | None:
+        return "no target has a token to predict" if outputs[:, 0].sum() == 0 else None
+
+
 # -- building a task from the config -----------------------------------------------------------
 def resolve_columns(kind: str, columns: Mapping[str, Column | None] | None) -> dict[str, Column | None]:
     """Role -> column for the task: the config's columns over the task's default names, checked."""
@@ -506,17 +559,45 @@ def _check_causal(model_dir: Path) -> None:
                      "for a masked-LM encoder use task 'mlm'")
 
 
+def _check_seq2seq(model_dir: Path) -> None:
+    """Task seq2seq scores a target given a source: only an encoder-decoder reads the two apart. Refused
+    from config.json, before anything is loaded."""
+    from reportgen.model.loading import SUPPORTED_ENCODER_DECODERS, is_encoder_decoder
+
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # pretrained_kwargs checked it; from_pretrained says what is wrong
+    if not isinstance(config, dict) or is_encoder_decoder(model_dir):
+        return
+    kind = ("an encoder-decoder reportgen does not support" if config.get("is_encoder_decoder")
+            else "a decoder (causal LM); for a decoder use task 'causal_lm'" if is_decoder(config)
+            else "an encoder; for a masked-LM encoder use task 'mlm'")
+    raise ModelError(f"model directory {model_dir}: model type '{config.get('model_type')}' is {kind}; task "
+                     "'seq2seq' scores a target given its source and needs an encoder-decoder "
+                     f"({', '.join(SUPPORTED_ENCODER_DECODERS.values())})")
+
+
 def _load_model(kind: str, model_dir: Path, device: str) -> tuple[torch.nn.Module, object]:
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSequenceClassification
+    from transformers import (
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoModelForMaskedLM,
+        AutoModelForSeq2SeqLM,
+        AutoModelForSequenceClassification,
+    )
 
     auto_class = {"similarity": AutoModel, "classification": AutoModelForSequenceClassification,
-                  "mlm": AutoModelForMaskedLM, "causal_lm": AutoModelForCausalLM}[kind]
+                  "mlm": AutoModelForMaskedLM, "causal_lm": AutoModelForCausalLM,
+                  "seq2seq": AutoModelForSeq2SeqLM}[kind]
     quiet_transformers()
     device = resolve_device(device)
     # The same refusals as the model stage: custom code only if trusted, pickle only if allowed.
     kwargs = pretrained_kwargs(model_dir)
     if kind == "causal_lm":
         _check_causal(model_dir)
+    if kind == "seq2seq":
+        _check_seq2seq(model_dir)
     tokenizer = load_tokenizer(model_dir, kwargs["trust_remote_code"])
     try:
         model, info = auto_class.from_pretrained(model_dir, output_loading_info=True, ignore_mismatched_sizes=True,
@@ -539,9 +620,10 @@ def _check_head(kind: str, model_dir: Path, model, info: dict) -> None:
         return
     prefix = getattr(model, "base_model_prefix", "")
     head = sorted(k for k in info.get("missing_keys") or () if not (prefix and k.startswith(prefix + ".")))
-    if head and kind == "causal_lm":
-        raise ModelError(f"model directory {model_dir}: has no trained causal-LM head (missing {head[0]}); task "
-                         "'causal_lm' needs the language-model head's weights (a checkpoint saved with its LM head)")
+    if head and kind in ("causal_lm", "seq2seq"):
+        name = "causal-LM" if kind == "causal_lm" else "sequence-to-sequence LM"
+        raise ModelError(f"model directory {model_dir}: has no trained {name} head (missing {head[0]}); task "
+                         f"'{kind}' needs the language-model head's weights (a checkpoint saved with its LM head)")
     if head:
         name = "classification" if kind == "classification" else "masked-LM"
         raise ModelError(f"model directory {model_dir}: has no trained {name} head (missing {head[0]}); "
@@ -611,6 +693,30 @@ def _predicting(encoded: list[dict[str, list[int]]], rows: Rows, source: str) ->
                       f"nothing to predict, and were left out, the first on line {line} of {_shown_source(source)} "
                       "(task causal_lm)", stacklevel=1)
     return kept
+
+
+def _seq2seq_units(model, tokenizer, sources: Sequence[str], targets: Sequence[str], max_length: int, rows: Rows,
+                   source: str) -> tuple[list[dict[str, list[int]]], np.ndarray]:
+    """Each pair as a unit (source ids, teacher-forced decoder input, labels) at `max_length` tokens per
+    text, deduplicated, and the unit of each pair kept. A pair whose source or target has no token (a
+    tokenizer that adds no end token, on a text it drops whole) is left out with a warning naming the first."""
+    from reportgen.model.seq2seq import decoder_start, encode_text, shift_right
+
+    start = decoder_start(model)
+    encoded = [encode_text(tokenizer, text, max_length) for text in sources]
+    labelled = [encode_text(tokenizer, text, max_length, target=True) for text in targets]
+    _warn_truncated(np.array([cut for _, cut in encoded + labelled], dtype=bool), rows, source, max_length)
+    kept = np.array([bool(ids) and bool(labels) for (ids, _), (labels, _) in zip(encoded, labelled, strict=True)])
+    if not kept.any():
+        raise DataError(f"{rows.path}: no pair has both a source and a target token; task seq2seq needs both")
+    if not kept.all():
+        line = rows.lines[int(np.flatnonzero(~kept)[0])]
+        warnings.warn(f"ablation: {int((~kept).sum())} of {len(kept)} pairs have no source or no target token and "
+                      f"were left out, the first on line {line} of {_shown_source(source)} (task seq2seq)",
+                      stacklevel=1)
+    units = [{"input_ids": ids, "decoder_input_ids": shift_right(labels, start), "labels": labels}
+             for (ids, _), (labels, _), keep in zip(encoded, labelled, kept, strict=True) if keep]
+    return _dedupe(units)
 
 
 def _dedupe(encoded: list[dict[str, list[int]]]) -> tuple[list[dict[str, list[int]]], np.ndarray]:
@@ -716,6 +822,8 @@ def load_task(
     if kind == "similarity":
         gold = rows.floats("score")
         texts = rows.texts("text_a") + rows.texts("text_b")
+    elif kind == "seq2seq":
+        texts, targets = rows.texts("source"), rows.texts("target")
     else:
         texts = rows.texts("text")
         pairs = rows.texts("pair") if kind == "classification" and columns.get("pair") is not None else None
@@ -731,6 +839,10 @@ def load_task(
         settings["pooling"] = pooling_modes(Path(model_dir))
         sentences = np.stack([index[:len(rows)], index[len(rows):]], 1)  # each pair's two units
         return SimilarityTask(kind, model, tokenizer, units, sentences, gold, settings)
+    if kind == "seq2seq":
+        units, index = _seq2seq_units(model, tokenizer, texts, targets, max_length, rows, source)
+        pad = next((i for i in (tokenizer.pad_token_id, model.config.pad_token_id) if i is not None), 0)
+        return Seq2SeqTask(kind, model, tokenizer, units, index[:, None], np.zeros(len(index)), settings, pad_id=pad)
     decoder_pad = _decoder_classifier_pad(model, Path(model_dir)) if kind == "classification" else None
     if kind == "classification":
         labels, classes = _label_indices(rows, "label", model)

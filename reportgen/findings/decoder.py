@@ -23,6 +23,8 @@ DECODER_FINDINGS = [
     ("patterns-duplicate-token", "duplicate_token", "duplicate-token",
      "the earlier occurrences of the current token", "duplicate-token head"),
     ("patterns-sink", "sink", "sink", "the first token", "attention sink"),
+    ("patterns-delimiter", "bos_delimiter", "delimiter", "the special tokens ([BOS], [EOS]) and '.' and ','",
+     "delimiter head"),
 ]
 
 
@@ -101,6 +103,8 @@ def _not_measured(stats: DecoderStatistics, fid: str, stat: str, links: list[Lin
     s = Sentence()
     if stat == "induction":
         s.strong("Induction heads were not measured:").text(f" {stats.induction_missing or 'the test did not run'}.")
-    else:
+    elif stat == "duplicate_token":
         s.strong("Duplicate-token heads were not measured:").text(" no input repeats a token.")
+    else:
+        s.strong("Delimiter heads were not measured:").text(" no input has a special token, '.' or ','.")
     return s.finding(fid, "patterns", False, links, {"stat": stat, "count": 0})

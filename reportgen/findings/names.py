@@ -92,6 +92,9 @@ PATTERNS: dict[str, PatternName] = {
         "earlier occurrence (Olsson et al. 2022).", "induction-test", colour="#b2182b"),
     "duplicate_token": PatternName("Duplicate token", "Attention on the earlier occurrences of the token itself.",
                                    colour="#1b7837"),
+    "bos_delimiter": PatternName(
+        "[BOS], special tokens and punctuation", "Attention on the special tokens ([BOS], [EOS]) and on '.' and ','.",
+        "no-op", colour="#7a5c00"),
     "sink": PatternName("Attention sink", "Attention on the first token, whatever it is (Xiao et al. 2023).",
                         colour="#5d4037"),
     "causal_entropy": PatternName("Causal entropy", "How spread the attention over the visible tokens is, in nats.",
@@ -109,7 +112,7 @@ SEED_PATTERNS = ("previous_token", "next_token", "same_token", "other_segment", 
 METRICS = {"spearman": "Spearman", "pearson": "Pearson", "accuracy": "accuracy", "macro_f1": "macro-F1",
            "mcc": "MCC", "loss": "loss", "perplexity": "perplexity"}
 TASK_TYPES = {"similarity": "similarity", "classification": "classification", "mlm": "masked-token prediction",
-              "causal_lm": "next-token prediction"}
+              "causal_lm": "next-token prediction", "seq2seq": "sequence-to-sequence (target given source)"}
 BUILTIN_DATA = "the built-in query-title relevance set"
 
 

@@ -5,11 +5,18 @@ method "uniform" and the contributions, reads the values (from the value project
 value part of a fused one: DeBERTa's in_proj, ModernBERT's Wqkv); both are found here by the
 module names of each family (transformers 5) rather than by model type name. `attention_norms` says whether
 a model has the plain BERT layer layout that lets a masked forward start inside a layer.
+
+An encoder-decoder (BART, T5, Marian) has three kinds of heads, laid out flat in one list so that a
+mask [n_layers, heads] covers all of them: the encoder's self-attention layers, then the decoder's
+self-attention layers (causal), then the decoder's cross-attention layers (decoder queries over the
+encoder's tokens), each group in depth order; `HeadSites.groups` names the group of each flat layer and
+`group_layer` maps a flat index to (group, layer within the group). Encoders are one group "encoder",
+decoders one group "decoder".
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
 
@@ -26,7 +33,8 @@ def _identity(values: Tensor) -> Tensor:
 class HeadSites:
     """Where the heads live in a model: one entry per depth (layer index)."""
 
-    layers: list[nn.Module]  # the module run at each depth (ALBERT: the same module repeated)
+    layers: list[nn.Module]  # the module run at each depth (ALBERT: the same module repeated; an encoder-
+    # decoder: the attention module of each flat layer, all distinct)
     out_proj: list[nn.Module]  # attention output projection at each depth; its input is the per-head context
     value_proj: list[nn.Module]  # the module whose output holds the value vectors at each depth
     encoder: nn.Module  # runs the layers; a new forward starts when it is called
@@ -36,10 +44,31 @@ class HeadSites:
     # hold queries and keys too: DeBERTa's in_proj, ModernBERT's Wqkv)
     values: Callable[[Tensor], Tensor] = _identity
     causal: bool = False  # each query sees only the keys up to itself (a decoder's self-attention)
+    # the group of each flat layer: "encoder", "decoder" (causal self-attention) or "cross" (encoder-decoders'
+    # decoder queries over the encoder's tokens); by default every layer is in the model's one group
+    groups: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.groups:
+            self.groups = ["decoder" if self.causal else "encoder"] * len(self.layers)
 
     @property
     def n_layers(self) -> int:
         return len(self.layers)
+
+    @property
+    def encoder_decoder(self) -> bool:
+        """Whether the heads are an encoder-decoder's three groups (so the layers do not run in flat order)."""
+        return "cross" in self.groups
+
+    def depths(self, group: str) -> list[int]:
+        """The flat indexes of a group's layers, in depth order."""
+        return [depth for depth, name in enumerate(self.groups) if name == group]
+
+    def group_layer(self, depth: int) -> tuple[str, int]:
+        """(group, layer within the group) of flat layer `depth`."""
+        group = self.groups[depth]
+        return group, self.groups[:depth].count(group)
 
     @property
     def shared(self) -> bool:
@@ -57,6 +86,8 @@ def locate(model: nn.Module) -> HeadSites:
     encoder = getattr(base, "encoder", None) or getattr(base, "transformer", None) or base
     if not heads:
         raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its attention heads")
+    if getattr(cfg, "is_encoder_decoder", False):
+        return _encoder_decoder_sites(base, cfg, heads)
     if hasattr(encoder, "albert_layer_groups"):
         layers = _albert_layers(encoder, cfg)
     else:
@@ -76,6 +107,54 @@ def locate(model: nn.Module) -> HeadSites:
         raise ModelError(f"model type '{cfg.model_type}': {in_features} features do not split into {heads} heads")
     causal = any(getattr(module, "is_causal", False) for module in layers[0].modules())
     return HeadSites(layers, out_proj, value_proj, encoder, heads, in_features // heads, values, causal)
+
+
+def _encoder_decoder_sites(base: nn.Module, cfg, heads: int) -> HeadSites:
+    """An encoder-decoder's heads in the flat layout [encoder self..., decoder self..., cross...]; `layers`
+    holds each attention module (they are distinct, so a pre-hook on one says which flat layer runs)."""
+    stacks = [_stack_layers(getattr(base, name, None)) for name in ("encoder", "decoder")]
+    if any(stack is None for stack in stacks):
+        raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its encoder and decoder layers")
+    encoder_layers, decoder_layers = stacks
+    found = ([_seq2seq_attention(layer, False) for layer in encoder_layers]
+             + [_seq2seq_attention(layer, False) for layer in decoder_layers]
+             + [_seq2seq_attention(layer, True) for layer in decoder_layers])
+    if any(site is None for site in found):
+        raise ModelError(f"model type '{cfg.model_type}': reportgen cannot find its attention projections")
+    counts = {getattr(cfg, name) for name in ("encoder_attention_heads", "decoder_attention_heads")
+              if isinstance(getattr(cfg, name, None), int)}
+    if len(counts) > 1:
+        raise ModelError(f"model type '{cfg.model_type}': the encoder and decoder have different head counts "
+                         f"({', '.join(map(str, sorted(counts)))}); reportgen masks heads on one [layers, heads] grid")
+    widths = {projection_weight(site[1]).shape[1] for site in found}
+    width = widths.pop()
+    if widths or width % heads:
+        raise ModelError(f"model type '{cfg.model_type}': the attention outputs do not split into {heads} equal heads")
+    groups = ["encoder"] * len(encoder_layers) + ["decoder"] * len(decoder_layers) + ["cross"] * len(decoder_layers)
+    return HeadSites([s[0] for s in found], [s[1] for s in found], [s[2] for s in found], base.encoder, heads,
+                     width // heads, _identity, False, groups)
+
+
+def _stack_layers(stack: nn.Module | None) -> list[nn.Module] | None:
+    """The layers of one stack: BART's and Marian's `layers`, T5's `block`."""
+    found = next((getattr(stack, name) for name in ("layers", "block")
+                  if isinstance(getattr(stack, name, None), nn.ModuleList)), None)
+    return list(found) if found is not None else None
+
+
+def _seq2seq_attention(layer: nn.Module, cross: bool) -> tuple[nn.Module, nn.Module, nn.Module] | None:
+    """(attention module, output projection, value projection) of a layer's self- or cross-attention
+    (transformers 5): BART, Marian `self_attn` / `encoder_attn` with q/k/v/out_proj; T5's block holds
+    `layer[0].SelfAttention` and, in the decoder, `layer[1].EncDecAttention`, with q/k/v/o."""
+    attention = getattr(layer, "encoder_attn" if cross else "self_attn", None)
+    sublayers = getattr(layer, "layer", None)
+    if attention is None and isinstance(sublayers, nn.ModuleList) and len(sublayers) > int(cross):
+        attention = getattr(sublayers[int(cross)], "EncDecAttention" if cross else "SelfAttention", None)
+    for out_name, value_name in (("out_proj", "v_proj"), ("o", "v")):
+        out_proj, value_proj = getattr(attention, out_name, None), getattr(attention, value_name, None)
+        if isinstance(out_proj, nn.Linear) and isinstance(value_proj, nn.Linear):
+            return attention, out_proj, value_proj
+    return None
 
 
 def projection_weight(projection: nn.Module) -> Tensor:

@@ -37,20 +37,27 @@ SUPPORTED_ENCODERS = {
     "ernie": "ERNIE", "megatron-bert": "Megatron-BERT", "mpnet": "MPNet", "modernbert": "ModernBERT",
 }
 SUPPORTED_NAMES = ", ".join(SUPPORTED_ENCODERS.values())
-# Decoder families whose attention the quick view and the notebook views show (tests/quickview/
-# test_decoder_views.py); builds do not analyse decoders yet, so `reportgen build` refuses them.
+# Decoder families reportgen analyses: the quick view and the notebook views show them (tests/quickview/
+# test_decoder_views.py) and builds measure them (tests/test_decoder_build.py), each under the file policy's
+# `decoders` (a caller that does not set it refuses them).
 VIEWABLE_DECODERS = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "gemma": "Gemma"}
+# Encoder-decoder families whose three groups of heads (encoder self-attention, decoder self-attention,
+# cross-attention) reportgen finds, masks and runs (tests/model/test_encoder_decoders.py); their site pages do
+# not exist yet, so only a caller that sets FilePolicy.encoder_decoders loads them.
+SUPPORTED_ENCODER_DECODERS = {"bart": "BART", "t5": "T5", "marian": "Marian"}
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (embedded)"
 
 
 @dataclass(frozen=True)
 class FilePolicy:
-    """What a model directory may contain (the config keys `trust_remote_code` and `allow_pickle`), and
-    whether the caller shows decoders (VIEWABLE_DECODERS: the quick view and notebook views do)."""
+    """What a model directory may contain (the config keys `trust_remote_code` and `allow_pickle`), whether
+    the caller shows decoders (VIEWABLE_DECODERS: the quick view and notebook views do), and whether it
+    handles encoder-decoders (SUPPORTED_ENCODER_DECODERS: no build does yet)."""
 
     trust_remote_code: bool = False
     allow_pickle: bool = False
     decoders: bool = False
+    encoder_decoders: bool = False
 
 
 _STRICT = FilePolicy()  # the default: no model code, no pickle
@@ -59,9 +66,10 @@ _policy: ContextVar[FilePolicy] = ContextVar("reportgen_model_policy", default=_
 
 @contextmanager
 def file_policy(trust_remote_code: bool = False, allow_pickle: bool = False,
-                decoders: bool = False) -> Iterator[FilePolicy]:
+                decoders: bool = False, encoder_decoders: bool = False) -> Iterator[FilePolicy]:
     """Within the block, `resolve` and `load` (and the ablation's model loading) follow these settings."""
-    token = _policy.set(FilePolicy(bool(trust_remote_code), bool(allow_pickle), bool(decoders)))
+    token = _policy.set(FilePolicy(bool(trust_remote_code), bool(allow_pickle), bool(decoders),
+                                   bool(encoder_decoders)))
     try:
         yield _policy.get()
     finally:
@@ -150,12 +158,14 @@ def _custom_code(path: Path, cfg: dict) -> str | None:
     return None
 
 
-def _check_family(path: Path, cfg: dict, decoders: bool = False) -> None:
+def _check_family(path: Path, cfg: dict, decoders: bool = False, encoder_decoders: bool = False) -> None:
     """Refuse, from config.json alone, a model that is not one of the supported encoder families (or,
-    with `decoders`, of VIEWABLE_DECODERS) or uses a setting reportgen cannot analyse exactly: one line
-    that names the supported families."""
+    with `decoders`, of VIEWABLE_DECODERS; with `encoder_decoders`, of SUPPORTED_ENCODER_DECODERS) or uses
+    a setting reportgen cannot analyse exactly: one line that names the supported families."""
     model_type = cfg.get("model_type")
     if decoders and model_type in VIEWABLE_DECODERS and not cfg.get("is_encoder_decoder"):
+        return
+    if encoder_decoders and _is_encoder_decoder(cfg):
         return
     if model_type is None:
         raise ModelError(f"{path / 'config.json'}: has no model_type, so the architecture is unknown; a "
@@ -177,15 +187,16 @@ def _check_family(path: Path, cfg: dict, decoders: bool = False) -> None:
     decoder_only = (model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
                     and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
     if cfg.get("is_encoder_decoder"):
-        kind = "is an encoder-decoder"
+        kind = "is an encoder-decoder, which reportgen does not analyse yet"
+    elif model_type in VIEWABLE_DECODERS:
+        kind = "is a decoder, which this command does not analyse"
     elif decoder_only or cfg.get("is_decoder"):
-        kind = "is a decoder (causal LM)"
+        kind = "is a decoder (causal LM) reportgen does not support"
     else:
         kind = "is not an architecture reportgen supports"
-    shown = f"; `reportgen view` and the notebook views show {', '.join(VIEWABLE_DECODERS.values())} too"
     raise ModelError(f"model directory {path}: model type '{model_type}' {kind}; reportgen analyses the "
-                     f"self-attention of these encoders: {SUPPORTED_NAMES}"
-                     + (shown if model_type in VIEWABLE_DECODERS else ""))
+                     f"self-attention of these encoders: {SUPPORTED_NAMES}; and of these decoders: "
+                     f"{', '.join(VIEWABLE_DECODERS.values())}")
 
 
 def _unsupported_setting(cfg: dict) -> str | None:
@@ -211,7 +222,7 @@ def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCh
     if why_code and not policy.trust_remote_code:
         raise ModelError(f"model directory {path}: {why_code}; reportgen does not run a model's own code "
                          "unless the config sets trust_remote_code: true")
-    _check_family(path, cfg, policy.decoders)
+    _check_family(path, cfg, policy.decoders, policy.encoder_decoders)
     read_shape(path)
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise ModelError(f"model directory {path} has no tokenizer (none of {', '.join(TOKENIZER_FILES[:3])}, ...); "
@@ -231,6 +242,17 @@ def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCh
 def is_decoder(path: Path) -> bool:
     """Whether the model directory holds one of the decoder families (causal self-attention)."""
     return _read_config(path).get("model_type") in VIEWABLE_DECODERS
+
+
+def is_encoder_decoder(path: Path) -> bool:
+    """Whether the model directory holds one of the encoder-decoder families (SUPPORTED_ENCODER_DECODERS)."""
+    return _is_encoder_decoder(_read_config(path))
+
+
+def _is_encoder_decoder(cfg: dict) -> bool:
+    # transformers' configs of these types are encoder-decoders unless saved otherwise (T5's encoder alone
+    # is T5EncoderModel with the same model_type, but its config still says is_encoder_decoder)
+    return cfg.get("model_type") in SUPPORTED_ENCODER_DECODERS and cfg.get("is_encoder_decoder", True) is not False
 
 
 def check_masking(path: Path, method: str) -> None:
@@ -313,9 +335,28 @@ def fingerprint(hashes: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(hashes, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def encoder_decoder_shape(cfg: dict) -> tuple[int, int, int, int] | None:
+    """(encoder layers, decoder layers, heads, hidden) of an encoder-decoder's config.json (BART's and
+    Marian's names, T5's), None when a count is missing."""
+    encoder = cfg.get("encoder_layers", cfg.get("num_layers"))
+    decoder = cfg.get("decoder_layers", cfg.get("num_decoder_layers", encoder))
+    heads = cfg.get("encoder_attention_heads", cfg.get("num_heads"))
+    values = (encoder, decoder, heads, cfg.get("d_model"))
+    return values if all(isinstance(v, int) and not isinstance(v, bool) for v in values) else None
+
+
 def read_shape(path: Path) -> tuple[str, int, int, int]:
-    """(model_type, layers, heads, hidden) from config.json, without loading weights."""
+    """(model_type, layers, heads, hidden) from config.json, without loading weights. An encoder-decoder's
+    layers are its flat attention layers (encoder self-attention, decoder self-attention, cross-attention:
+    `reportgen.model.head_sites`), the rows of its head masks."""
     cfg = _read_config(path)
+    shape = encoder_decoder_shape(cfg) if _is_encoder_decoder(cfg) else None
+    if shape is not None:
+        encoder, decoder, heads, hidden = shape
+        if min(shape) < 1:
+            raise ModelError(f"{path / 'config.json'}: an encoder-decoder needs at least 1 layer, head and feature "
+                             f"(encoder layers {encoder}, decoder layers {decoder}, heads {heads}, d_model {hidden})")
+        return cfg["model_type"], encoder + 2 * decoder, heads, hidden
     # BERT's names, DistilBERT's, GPT-2's
     layers = next((cfg[key] for key in ("num_hidden_layers", "n_layers", "n_layer") if key in cfg), None)
     heads = next((cfg[key] for key in ("num_attention_heads", "n_heads", "n_head") if key in cfg), None)
@@ -360,13 +401,20 @@ def pretrained_kwargs(path: Path, policy: FilePolicy | None = None) -> dict:
     return {"use_safetensors": check.use_safetensors, "trust_remote_code": check.trust_remote_code}
 
 
-def load(path: Path, device: str):
+def load(path: Path, device: str, lm_head: bool = False):
     """Load (model, tokenizer) from a local directory with eager attention, in eval mode.
 
-    The directory is checked under the current `file_policy`."""
-    from transformers import AutoModel
+    The directory is checked under the current `file_policy`. With `lm_head` (an encoder-decoder only),
+    the model is the sequence-to-sequence LM (AutoModelForSeq2SeqLM), which the loss of a target needs;
+    otherwise the base model, which gives the attention."""
+    from transformers import AutoModel, AutoModelForSeq2SeqLM
 
     quiet_transformers()
+    if lm_head and not is_encoder_decoder(Path(path)):
+        families = ", ".join(SUPPORTED_ENCODER_DECODERS.values())
+        raise ModelError(f"model directory {path}: not an encoder-decoder ({families}), so it has no "
+                         "sequence-to-sequence LM head")
+    auto_class = AutoModelForSeq2SeqLM if lm_head else AutoModel
     device = resolve_device(device)
     kwargs = pretrained_kwargs(Path(path))
     tokenizer = load_tokenizer(Path(path), kwargs["trust_remote_code"])
@@ -375,8 +423,8 @@ def load(path: Path, device: str):
                          "for word ids")
     try:
         # Attention weights are only returned by the eager implementation (transformers 5).
-        model, info = AutoModel.from_pretrained(path, attn_implementation="eager", output_loading_info=True,
-                                                ignore_mismatched_sizes=True, **kwargs)
+        model, info = auto_class.from_pretrained(path, attn_implementation="eager", output_loading_info=True,
+                                                 ignore_mismatched_sizes=True, **kwargs)
     except Exception as exc:
         raise ModelError(f"model directory {path}: cannot be loaded "
                          f"({type(exc).__name__}: {_first_line(exc)})") from None
@@ -459,7 +507,7 @@ def check_weights(path: Path, net, info: dict, unused: tuple[str, ...] = ()) -> 
         name, saved, wanted = mismatched[first(mismatched)][:3]
         raise ModelError(f"{where}: tensor '{name}' has shape {list(saved)} in the weights but {list(wanted)} "
                          f"in the model ({len(mismatched)} such tensors); check the sizes in config.json")
-    missing = [k for k in info.get("missing_keys") or () if _module(net, k) not in unused]
+    missing = [k for k in info.get("missing_keys") or () if _module(net, k) not in unused and not _computed(net, k)]
     if missing:
         raise ModelError(f"{where}: tensor '{first(missing)}' is not in the weights ({len(missing)} missing "
                          "tensors would be random); check num_hidden_layers and the sizes in config.json")
@@ -469,6 +517,18 @@ def check_weights(path: Path, net, info: dict, unused: tuple[str, ...] = ()) -> 
                          f"({len(extra)} such tensors); check num_hidden_layers and the sizes in config.json")
     if info.get("error_msgs"):
         raise ModelError(f"{where}: {_first_line(Exception(info['error_msgs'][0]))}")
+
+
+def _computed(net, key: str) -> bool:
+    """Whether a weight is computed rather than learned: a sinusoidal position table (Marian's
+    MarianSinusoidalPositionalEmbedding), which transformers fills when the model is built and which the
+    base model's load reports as missing."""
+    owner = key.rsplit(".", 1)[0]
+    try:
+        module = net.get_submodule(owner)
+    except AttributeError:
+        return False
+    return "Sinusoidal" in type(module).__name__
 
 
 def _first_line(exc: Exception, width: int = 200) -> str:

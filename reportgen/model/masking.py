@@ -16,6 +16,19 @@ mixes the head's context with a replacement:
   vectors over keys, which we take from a forward hook on the value projection; the
   attention implementation (eager or sdpa) does not matter.
 
+Encoder-decoders (BART, T5, Marian; `HeadSites.groups`): the mask's rows are the flat layers
+[encoder self-attention..., decoder self-attention..., cross-attention...], and each group is gated at
+its own output projection (`out_proj`, T5's `o`) in the same way. Uniform masking is exact for each
+group, with the keys that group's queries see: the encoder's self-attention spreads 1/n over the
+source's non-padding tokens; the decoder's self-attention is causal, so target query i spreads
+1/(i+1) over target tokens 0..i (the running mean of the values, as in a decoder); cross-attention
+spreads 1/n over the source's non-padding tokens, with the values taken from the encoder's output.
+The key masks are read from the encoder's and decoder's own calls (`attention_mask`, and the
+decoder's `attention_mask` / `encoder_attention_mask`; none given means every token is real). The
+layers of an encoder-decoder do not run in flat order (decoder self-attention and cross-attention
+alternate), so its forwards cannot skip the layers below a flat depth: `can_replay` is False and
+`recording` / `replaying` take depth 0 only.
+
 The masker also tracks the layer index (ALBERT runs one shared layer module at every
 depth, so the index is counted per call) and can record each layer's output and
 replay it later, so a forward pass can skip the layers below the first masked one.
@@ -115,7 +128,8 @@ def head_gates(mask: torch.Tensor | None, gates: torch.Tensor | None, depth: int
             raise ValueError(f"{mask.shape[0]} per-row masks for a batch of {rows} rows")
         gate = mask[:, depth].to(like.dtype).view(rows, 1, heads)
     if gates is not None:
-        gate = gate * gates[depth]
+        # one gate per token of the widest stream; an encoder-decoder's groups read their own stream's first tokens
+        gate = gate * gates[depth][:, :like.shape[1]]
     return gate
 
 
@@ -178,9 +192,15 @@ class HeadMasker:
         self._gates: torch.Tensor | None = None
         self._start = _Start()
         self._recording: _Recording | None = None
-        self._key_mask: torch.Tensor | None = None
+        self._key_masks: dict[str, torch.Tensor | None] = {}  # group -> the keys its queries may see
         self._values: torch.Tensor | None = None
         self._depth = -1
+
+    @property
+    def can_replay(self) -> bool:
+        """Whether forwards can skip the layers below a depth (`replaying`): not for an encoder-decoder,
+        whose layers do not run in flat order."""
+        return not self.sites.encoder_decoder
 
     @property
     def can_resume(self) -> bool:
@@ -221,6 +241,8 @@ class HeadMasker:
         depth, complete when the scope ends."""
         if attention and depth and not self.can_resume:
             raise ValueError("recording the attention block needs method 'zero' and the BERT layout")
+        if depth and not self.can_replay:
+            raise ValueError("an encoder-decoder's layers do not run in flat order; record depth 0 only")
         recorded: dict[int, Any] = {}
         with self._scope(_recording=_Recording(depth, attention, recorded)):
             yield recorded
@@ -228,6 +250,8 @@ class HeadMasker:
     def replaying(self, recorded: dict[int, Any], start: int, copies: int = 1) -> AbstractContextManager[None]:
         """Skip the layers below `start`, returning their `recorded` outputs (a `recording` of the
         same batch, repeated `copies` times for stacked masks) instead."""
+        if start and not self.can_replay:
+            raise ValueError("an encoder-decoder's layers do not run in flat order; replay from depth 0 only")
         outputs = {depth: tile(recorded[depth], copies) for depth in range(start)}
         return self._scope(_start=_Start(start, outputs))
 
@@ -246,6 +270,8 @@ class HeadMasker:
 
     # -- hooks -------------------------------------------------------------------------------------
     def __enter__(self) -> "HeadMasker":
+        if self.sites.encoder_decoder:
+            return self._enter_encoder_decoder()
         sites = self.sites
         base = getattr(self.model, "base_model", self.model)
         self._handles.append(base.register_forward_pre_hook(self._on_model, with_kwargs=True))
@@ -261,6 +287,20 @@ class HeadMasker:
             self._handles.append(sites.out_proj[depth].register_forward_pre_hook(self._on_out_proj))
             if self._norms is not None:
                 self._handles.append(self._norms[depth].register_forward_pre_hook(self._on_attention_norm))
+            if self.method == "uniform":
+                self._handles.append(sites.value_proj[depth].register_forward_hook(self._on_values))
+        return self
+
+    def _enter_encoder_decoder(self) -> "HeadMasker":
+        """Hooks for an encoder-decoder: each attention module says its flat depth (they are all
+        distinct), the two stacks say their key masks; nothing is skipped or replayed."""
+        sites = self.sites
+        base = getattr(self.model, "base_model", self.model)
+        self._handles.append(base.encoder.register_forward_pre_hook(self._on_encoder_stack, with_kwargs=True))
+        self._handles.append(base.decoder.register_forward_pre_hook(self._on_decoder_stack, with_kwargs=True))
+        for depth, attention in enumerate(sites.layers):
+            self._handles.append(attention.register_forward_pre_hook(self._depth_hook(depth)))
+            self._handles.append(sites.out_proj[depth].register_forward_pre_hook(self._on_out_proj))
             if self.method == "uniform":
                 self._handles.append(sites.value_proj[depth].register_forward_hook(self._on_values))
         return self
@@ -296,7 +336,17 @@ class HeadMasker:
         keys = kwargs.get("attention_mask", args[1] if len(args) > 1 else None)
         if keys is None and ids is not None:
             keys = torch.ones(ids.shape[:2], device=ids.device)
-        self._key_mask = keys
+        self._key_masks = {group: keys for group in ("encoder", "decoder")}
+
+    def _on_encoder_stack(self, _module, _args, kwargs):
+        self._key_masks["encoder"] = _real_tokens(kwargs.get("attention_mask"),
+                                                  kwargs.get("input_ids"), kwargs.get("inputs_embeds"))
+
+    def _on_decoder_stack(self, _module, _args, kwargs):
+        self._key_masks["decoder"] = _real_tokens(kwargs.get("attention_mask"),
+                                                  kwargs.get("input_ids"), kwargs.get("inputs_embeds"))
+        self._key_masks["cross"] = _real_tokens(kwargs.get("encoder_attention_mask"),
+                                                kwargs.get("encoder_hidden_states"), None)
 
     def _on_encoder(self, _module, _args):
         self._depth = -1
@@ -336,7 +386,10 @@ class HeadMasker:
         if self.method == "zero":
             mixed = per_head * gate
         else:
-            uniform = uniform_context(self._values.view_as(per_head), self._key_mask, self.sites.causal)
+            group = self.sites.groups[depth]
+            # cross-attention's values are the encoder's tokens: as many as the source, not the queries
+            values = self._values.view(rows, -1, self.sites.heads, self.sites.head_dim)
+            uniform = uniform_context(values, self._key_masks.get(group), group == "decoder")
             mixed = per_head * gate + (1 - gate) * uniform
         return (mixed.reshape(rows, tokens, -1),) + tuple(args[1:])
 
@@ -350,6 +403,15 @@ class HeadMasker:
             drop = 1 - head_gates(self._mask, self._gates, depth, gate_rows, total).view(-1, self.sites.heads)
             subtract_head_shares(out, context, drop, self.sites.out_proj[depth].weight, copies)
         return layer.feed_forward_chunk(self._norms[depth](out))
+
+
+def _real_tokens(mask: torch.Tensor | None, ids: torch.Tensor | None,
+                 embeds: torch.Tensor | None) -> torch.Tensor | None:
+    """A stack's 2-d key mask [rows, tokens], or all ones from its inputs when it was given none."""
+    if mask is not None:
+        return mask
+    shaped = ids if ids is not None else embeds
+    return None if shaped is None else torch.ones(shaped.shape[:2], device=shaped.device)
 
 
 @contextmanager

@@ -16,6 +16,8 @@ heads"), A[q, k] = weight query q puts on key k:
 - induction: Olsson, Elhage, Nanda et al. 2022, "In-context Learning and Induction Heads". On
   [BOS] + r_1..r_n + r_1..r_n, for each query of the second copy the weight on the token that FOLLOWED
   the earlier occurrence of the current token (key q - n + 1, see `induction`), averaged.
+- delimiter: the weight on the delimiters a query sees (special tokens such as [BOS] and [EOS], '.' and ','),
+  the decoder's side of Clark et al. 2019's [CLS]/[SEP]/punctuation; over the queries that see one.
 - sink: Xiao, Tian, Chen, Han, Lewis 2023, "Efficient Streaming Language Models with Attention Sinks":
   beyond the first layers most heads rest much of their weight on the first token whatever it is;
   the mean over q >= 1 of A[q, 0].
@@ -158,6 +160,15 @@ def _duplicate_cells(token_ids: np.ndarray) -> Cells:
     return queries, keys, int(earlier_same.any(1).sum())
 
 
+def _delimiter_cells(is_delimiter: np.ndarray) -> Cells:
+    """(q, k) with 1 <= q, k <= q and key k a delimiter; the queries are those q >= 1 that see any delimiter."""
+    length = len(is_delimiter)
+    seen = np.tri(length, dtype=bool) & np.asarray(is_delimiter, dtype=bool)[None, :]
+    seen[0] = False
+    queries, keys = np.nonzero(seen)
+    return queries, keys, int(seen.any(1).sum())
+
+
 def _induction_cells(length: int, n: int) -> Cells:
     """(q, q - n + 1) for q = n+1 .. 2n on [BOS] + r + r (see `induction`)."""
     if n < MIN_INDUCTION_N:
@@ -224,6 +235,17 @@ def sink(attention: AttentionInput) -> np.ndarray:
     """
     sequences, _ = _sequences(attention)
     return _mean(*_pooled(sequences, [_sink_cells(one.shape[-1]) for one in sequences]))
+
+
+def delimiter(attention: AttentionInput, is_delimiter: TokenIdsInput) -> np.ndarray:
+    """[L, H]: the weight on the delimiters a query sees ([BOS], [EOS] and other special tokens, '.' and ','; the
+    decoder's side of Clark et al. 2019's [CLS]/[SEP]/punctuation), over the queries q >= 1 that see any.
+
+    `is_delimiter` matches `attention` as `token_ids` does (a bool per token). NaN where no query sees one.
+    """
+    sequences, single = _sequences(attention)
+    flags = _token_sequences(is_delimiter, sequences, single)
+    return _mean(*_pooled(sequences, [_delimiter_cells(one) for one in flags]))
 
 
 def duplicate_token(attention: AttentionInput, token_ids: TokenIdsInput) -> np.ndarray:
@@ -330,12 +352,14 @@ def nulls(length: int | Sequence[int], token_ids: TokenIdsInput | None = None,
 
 def decoder_head_statistics(attentions: AttentionInput | None, token_ids: TokenIdsInput | None = None,
                             induction_attention: AttentionInput | None = None,
-                            n: int | None = None) -> dict[str, dict[str, Any]]:
+                            n: int | None = None, is_delimiter: TokenIdsInput | None = None
+                            ) -> dict[str, dict[str, Any]]:
     """Every decoder statistic that applies, with its null: name -> {"score", "null", "queries"}.
 
     `attentions`: the example runs' attentions (any form `previous_token` takes; None or [] for none),
-    with their `token_ids` for duplicate_token; `induction_attention`: the attentions on the induction
-    batch ([B, L, H, 2n+1, 2n+1] or a list), n from its length unless given. "score" is a float64
+    with their `token_ids` for duplicate_token and `is_delimiter` for delimiter; `induction_attention`: the
+    attentions on the induction batch ([B, L, H, 2n+1, 2n+1] or a list), n from its length unless given.
+    "score" is a float64
     [L, H] array, "null" the uniform causal head's score (a float, the same for every head), "queries"
     how many queries the means are over. previous_token, sink and causal_entropy come from the examples
     (they need two tokens somewhere); duplicate_token only with token ids in which some token repeats;
@@ -355,6 +379,9 @@ def decoder_head_statistics(attentions: AttentionInput | None, token_ids: TokenI
         if token_ids is not None:
             ids = _token_sequences(token_ids, sequences, single)
             cell_sets["duplicate_token"] = [_duplicate_cells(one) for one in ids]
+        if is_delimiter is not None:
+            flags = _token_sequences(is_delimiter, sequences, single)
+            cell_sets["delimiter"] = [_delimiter_cells(one) for one in flags]
         for name, cells in cell_sets.items():
             total, count = _pooled(sequences, cells)
             add(name, _mean(total, count), _cells_null(cells), count)

@@ -29,15 +29,34 @@ from reportgen.runs import ExampleRun
 
 # label -> the statistic behind it, in the order ties are broken (the earlier wins)
 DECODER_LABEL_STATS = {"induction": "induction", "previous_token": "previous_token",
-                       "duplicate_token": "duplicate_token", "sink": "sink"}
+                       "duplicate_token": "duplicate_token", "sink": "sink", "bos_delimiter": "bos_delimiter"}
 DECODER_LABELS = (*DECODER_LABEL_STATS, "mixed")
-EXAMPLE_STATS = ("previous_token", "duplicate_token", "sink", "causal_entropy")  # measured on the examples
+EXAMPLE_STATS = ("previous_token", "duplicate_token", "sink", "bos_delimiter", "causal_entropy")  # on the examples
+PUNCTUATION = {".", ","}  # with the special tokens, the keys of bos_delimiter (as Clark et al.'s punctuation)
+WORD_MARKERS = "\u0120\u2581#"  # byte-level BPE's space (Ġ), SentencePiece's (▁), WordPiece's ## in front of a token
 
 
 def thresholds_of(thresholds: Thresholds) -> dict[str, float]:
     """The threshold each decoder label is held to."""
     return {"induction": thresholds.induction, "previous_token": thresholds.previous_token,
-            "duplicate_token": thresholds.duplicate_token, "sink": thresholds.sink}
+            "duplicate_token": thresholds.duplicate_token, "sink": thresholds.sink,
+            "bos_delimiter": thresholds.delimiter}
+
+
+def delimiters(run: ExampleRun) -> np.ndarray:
+    """[T] bool: the run's special tokens ([BOS], [EOS]...) and its '.' and ',' tokens, whatever marks a
+    word start in front of them."""
+    punctuation = np.array([token.lstrip(WORD_MARKERS) in PUNCTUATION for token in run.tokens], dtype=bool)
+    return np.asarray(run.special, dtype=bool) | punctuation
+
+
+def _statistics(runs: Sequence[ExampleRun], induction_attention: np.ndarray | None = None) -> dict:
+    """decoder.decoder_head_statistics over `runs`, with their tokens and delimiters."""
+    found = decoder.decoder_head_statistics([run.attention for run in runs], [list(run.tokens) for run in runs],
+                                            induction_attention, is_delimiter=[delimiters(run) for run in runs])
+    if "delimiter" in found:
+        found["bos_delimiter"] = found.pop("delimiter")
+    return found
 
 
 def per_input_scores(runs: Sequence[ExampleRun]) -> dict[str, np.ndarray]:
@@ -46,8 +65,7 @@ def per_input_scores(runs: Sequence[ExampleRun]) -> dict[str, np.ndarray]:
     shape = runs[0].attention.shape[:2]
     out = {name: np.full((len(runs), *shape), np.nan) for name in EXAMPLE_STATS}
     for index, run in enumerate(runs):
-        found = decoder.decoder_head_statistics(run.attention, list(run.tokens))
-        for name, entry in found.items():
+        for name, entry in _statistics([run]).items():
             out[name][index] = entry["score"]
     return out
 
@@ -108,8 +126,7 @@ def decoder_atlas(runs: Sequence[ExampleRun], induction_attention: np.ndarray | 
     could not run (the model takes too few positions, or its tokenizer has no token to start with).
     """
     linkable = len(runs) if linkable is None else linkable
-    pooled = decoder.decoder_head_statistics([run.attention for run in runs], [list(run.tokens) for run in runs],
-                                             induction_attention)
+    pooled = _statistics(runs, induction_attention)
     scores = per_input_scores(runs)
     out: dict[str, Any] = {}
     for name, entry in pooled.items():
@@ -135,7 +152,7 @@ def decoder_atlas(runs: Sequence[ExampleRun], induction_attention: np.ndarray | 
 def example_labels(run: ExampleRun, settings: PatternSettings | None = None) -> list[list[str]]:
     """Each head's label on one example alone (no induction: the test's sequences are not the example's)."""
     settings = settings or load_settings()
-    found = decoder.decoder_head_statistics(run.attention, list(run.tokens))
+    found = _statistics([run])
     labels, _ = label_decoder_heads({name: entry["score"] for name, entry in found.items()},
                                     thresholds_of(settings.thresholds))
     return labels.tolist()

@@ -6,9 +6,9 @@ text, pooled over predicted tokens (token-weighted), and a masked head against a
 head's columns of the attention output projection are zeroed by hand (GPT-2's Conv1D stores them as rows).
 Padded batches give each text's own numbers, whatever id pads them (GPT-2 has no pad token).
 
-The up-front model check (reportgen/model/loading.py `check_directory`, through `pretrained_kwargs`) still
-refuses decoders (exit 3) until the whole pipeline takes them, and `_load_model` calls it: the `admitted`
-fixture lets a decoder past that one refusal, in these tests only, and keeps every other check of it.
+The up-front model check (reportgen/model/loading.py `check_directory`, through `pretrained_kwargs`) admits
+decoders under the file policy a build sets (`file_policy(decoders=True)`), which the `admitted` fixture sets
+here; every other check of it stands.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 import torch
 
-from reportgen.ablation import tasks
 from reportgen.ablation.engine import Engine, evaluate_plain
 from reportgen.ablation.tasks import CausalLMTask, load_task
 from reportgen.errors import EXIT_DATA, EXIT_MODEL, DataError, ModelError
@@ -94,20 +93,13 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def admitted(monkeypatch):
-    """Let a decoder past the model check's one refusal of decoders (loading.py's `_check_family`), which
-    `_load_model` meets through `pretrained_kwargs`; every other refusal of the check still stands."""
-    checked = tasks.pretrained_kwargs
+def admitted():
+    """The file policy a build sets, which admits decoders; outside a build `load_task` keeps the strict default
+    (reportgen/model/loading.py `file_policy`), which refuses them with exit 3."""
+    from reportgen.model import loading
 
-    def kwargs(path, policy=None):
-        try:
-            return checked(path, policy)
-        except ModelError as err:
-            if "is a decoder (causal LM)" not in str(err):
-                raise
-            return {"use_safetensors": True, "trust_remote_code": False}
-
-    monkeypatch.setattr(tasks, "pretrained_kwargs", kwargs)
+    with loading.file_policy(decoders=True):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -313,8 +305,8 @@ def test_a_checkpoint_without_its_lm_head_is_refused(tmp_path, text_file):
 
 
 def test_without_admission_the_model_check_still_refuses_decoders(checkpoints, text_file):
-    """What blocks the pipeline today: `pretrained_kwargs` -> `check_directory` refuses every decoder."""
-    with pytest.raises(ModelError, match=r"model type 'gpt2' is a decoder \(causal LM\)"):
+    """Outside a build's file policy (`decoders=True`), `pretrained_kwargs` -> `check_directory` refuses a decoder."""
+    with pytest.raises(ModelError, match=r"model type 'gpt2' is a decoder, which this command does not analyse"):
         load_task("causal_lm", checkpoints["gpt2"], text_file)
 
 
@@ -451,7 +443,8 @@ def _check_pages(report, findings, tmp_path: Path) -> None:
     text = " ".join(page.read_text(encoding="utf-8").split())
     assert "must lie below plus the margin, 60% of the unmasked loss" in text
     assert 'the whole paired 95% CI of the change lies below +60%' in text and "lies above -60%" not in text
-    drawn = finding_pictures.pictures(SimpleNamespace(ablation=report, layers=LAYERS, heads=HEADS, findings=findings))
+    drawn = finding_pictures.pictures(SimpleNamespace(ablation=report, layers=LAYERS, heads=HEADS, findings=findings,
+                                                      decoder=None))
     assert _values(drawn["ablation-whole-layers"], "test")[0] == "datum.value > 0"
     assert _values(drawn["ablation-single-heads"], "reverse") == [True]
     assert "reaches above the +60% margin" in drawn["ablation-random-fraction"]["description"]
@@ -482,7 +475,8 @@ def test_the_pages_say_the_loss_and_that_a_rise_is_the_cost():
                                                            "ci": [0.266, 0.547]})]
     task = {"type": "causal_lm", "data": "texts.txt", "examples": 10, "metric": "loss"}
     data = {"title": "t", "model": {"name": "tiny-gpt2", "model_type": "gpt2", "parameters": 1000}, "layers": 2,
-            "heads": 4, "statistics": {"counts": {"examples": 2}}, "ablation": {"task": task, "experiments": []},
+            "heads": 4, "statistics": {"counts": {"examples": 2}}, "decoder": None,
+            "ablation": {"task": task, "experiments": []},
             "claims": None, "examples": [1], "built": None, "warnings": [], "findings": found,
             "versions": {"torch": "2", "transformers": "5", "reportgen": "0", "python": "3"}}
     env = pages.environment(ROOT / "site_src" / "templates")

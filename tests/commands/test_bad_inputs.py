@@ -45,6 +45,7 @@ START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
 # The families the model check names when it refuses one (reportgen/model/loading.py SUPPORTED_ENCODERS).
 SUPPORTED = ("BERT, RoBERTa, XLM-RoBERTa, CamemBERT, RoBERTa-PreLayerNorm, XLM-RoBERTa-XL, ELECTRA, ALBERT, "
              "DistilBERT, DeBERTa, DeBERTa-v2, ERNIE, Megatron-BERT, MPNet, ModernBERT")
+DECODERS = "GPT-2, Llama, Qwen2, Mistral, Gemma"  # and the decoders (loading.VIEWABLE_DECODERS)
 BASE: dict[str, Any] = {
     "title": "Bad inputs",
     "model": "models/tiny",
@@ -222,7 +223,7 @@ CASES: list[Case] = [
          "task 'classification' needs a data file (or set ablation.enabled: false)"),
     Case("task-unknown", "an ablation task reportgen does not have (`task: causal`)", ablation(task="causal"),
          errors.EXIT_CONFIG, "task-unknown.yaml: field 'ablation.task': Input should be 'similarity', "
-         "'classification', 'mlm' or 'causal_lm'"),
+         "'classification', 'mlm', 'causal_lm' or 'seq2seq'"),
     Case("task-causal-lm-on-encoder", "`task: causal_lm` on an encoder (the tiny BERT)",
          ablation(task="causal_lm", data="data/texts.txt"), errors.EXIT_MODEL,
          "model directory <dir>/models/tiny: model type 'bert' is an encoder, which sees the whole text; task "
@@ -285,14 +286,19 @@ CASES: list[Case] = [
          {"model": "reportgen-tests/no-such-model"}, errors.EXIT_MODEL,
          "model 'reportgen-tests/no-such-model' is not in the local cache and HF_HUB_OFFLINE is set: offline; "
          "download it first or give a local directory"),
-    Case("model-decoder", "not an encoder: a GPT-2 saved with a tokenizer", {"model": "./models/gpt2"},
-         errors.EXIT_MODEL, "model directory <dir>/models/gpt2: model type 'gpt2' is a decoder (causal LM); "
-         f"reportgen analyses the self-attention of these encoders: {SUPPORTED}; `reportgen view` and the "
-         "notebook views show GPT-2, Llama, Qwen2, Mistral, Gemma too"),
+    Case("model-state-space", "a model with no attention heads to show: a state-space model (Mamba)",
+         {"model": "./models/mamba"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/mamba: model type 'mamba' is a decoder (causal LM) reportgen does not "
+         f"support; reportgen analyses the self-attention of these encoders: {SUPPORTED}; and of these decoders: "
+         f"{DECODERS}", setup=model_variant("mamba", {"model_type": "mamba"})),
+    Case("model-encoder-decoder", "an encoder-decoder (BART)", {"model": "./models/bart"}, errors.EXIT_MODEL,
+         "model directory <dir>/models/bart: model type 'bart' is an encoder-decoder, which reportgen does not "
+         f"analyse yet; reportgen analyses the self-attention of these encoders: {SUPPORTED}; and of these "
+         f"decoders: {DECODERS}", setup=model_variant("bart", {"model_type": "bart", "is_encoder_decoder": True})),
     Case("model-unsupported-encoder", "an encoder transformers knows but reportgen does not support (Funnel)",
          {"model": "./models/funnel"}, errors.EXIT_MODEL,
          "model directory <dir>/models/funnel: model type 'funnel' is not an architecture reportgen supports; "
-         f"reportgen analyses the self-attention of these encoders: {SUPPORTED}",
+         f"reportgen analyses the self-attention of these encoders: {SUPPORTED}; and of these decoders: {DECODERS}",
          setup=model_variant("funnel", {"model_type": "funnel"})),
     Case("model-talking-heads", "a DeBERTa whose heads mix their scores (`talking_head: true`)",
          {"model": "./models/talking"}, errors.EXIT_MODEL,
@@ -522,7 +528,7 @@ def make_models(models: Path) -> None:
     """The tiny BERT and its broken variants; all from random weights, nothing downloaded."""
     import torch
     from safetensors.torch import load_file
-    from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer, GPT2Config, GPT2Model
+    from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizer
 
     from tests.helpers import TINY_WORDS, make_tiny_bert
 
@@ -538,10 +544,6 @@ def make_models(models: Path) -> None:
     (no_type / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "model_type"}))
     empty_vocab = shutil.copytree(tiny, models / "empty-vocab", ignore=shutil.ignore_patterns("tokenizer.json"))
     (empty_vocab / "vocab.txt").write_text("")
-    gpt2 = models / "gpt2"
-    BertTokenizer(vocab=vocab).save_pretrained(gpt2)
-    GPT2Model(GPT2Config(vocab_size=len(TINY_WORDS), n_embd=32, n_layer=2, n_head=2, n_positions=64,
-                         bos_token_id=2, eos_token_id=3)).save_pretrained(gpt2)
     shutil.copytree(tiny, models / "no-tokenizer", ignore=shutil.ignore_patterns("tokenizer*", "vocab*", "special*"))
     remote = shutil.copytree(tiny, models / "remote-code")
     (remote / "config.json").write_text(json.dumps({**cfg, "auto_map": {"AutoModel": "modeling_evil.EvilModel"}}))

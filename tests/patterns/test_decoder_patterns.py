@@ -362,3 +362,20 @@ def test_decoder_head_statistics_scores_nulls_and_absence():
     assert decoder_head_statistics(None) == {}
     with pytest.raises(ValueError, match="layers, heads"):
         decoder_head_statistics(examples, induction_attention=batch[:, :, :2])
+
+
+def test_delimiter_counts_the_delimiters_each_query_sees_and_only_queries_that_see_one():
+    # tokens: word, word, '.', word, [EOS]: query 1 sees no delimiter and does not count; queries 2..4 do
+    flags = np.array([False, False, True, False, True])
+    on_dot = one_hot(np.array([0, 0, 2, 2, 2]))  # queries 2..4 put everything on '.'
+    uniform = causal_null(5)
+    scores = decoder.delimiter(stack(on_dot, uniform), flags)
+    assert scores[0, 0] == pytest.approx(1.0)
+    # the uniform causal head: 1/3 at q = 2 ('.'), 1/4 at q = 3 ('.'), 2/5 at q = 4 ('.' and [EOS])
+    assert scores[0, 1] == pytest.approx((1 / 3 + 1 / 4 + 2 / 5) / 3)
+    found = decoder_head_statistics(stack(on_dot, uniform), is_delimiter=flags)
+    assert found["delimiter"]["queries"] == 3
+    assert found["delimiter"]["null"] == pytest.approx(scores[0, 1])
+    none = np.zeros(5, dtype=bool)
+    assert np.isnan(decoder.delimiter(stack(on_dot), none)).all()
+    assert "delimiter" not in decoder_head_statistics(stack(on_dot), is_delimiter=none)  # absent, not 0

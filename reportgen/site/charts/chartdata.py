@@ -105,6 +105,9 @@ DECODER_SECTIONS = [
     ("duplicate_token", "duplicate-token",
      "Attention from a token on its own earlier occurrences, over the tokens that occurred before in the same input."),
     ("sink", "sink", "Attention on the first token, whatever it is: an attention sink (Xiao et al. 2023) when large."),
+    ("bos_delimiter", "delimiter",
+     "Attention on the special tokens ([BOS], [EOS]) and on '.' and ',', over the tokens that see one: the decoder's "
+     "side of the [CLS]/[SEP] and punctuation attention Clark et al. (2019) found in BERT."),
     ("causal_entropy", "entropy",
      "Mean entropy of the attention rows over the tokens each one sees, in nats (no smoothing); a uniform causal "
      "head's is the mean of ln(q+1)."),

@@ -365,7 +365,8 @@ def decoder_pattern(report: Report, finding: Finding) -> dict | None:
                        "finding names.")
 
 
-_DECODER_DRAWERS = {"patterns-induction", "patterns-previous-token", "patterns-duplicate-token", "patterns-sink"}
+_DECODER_DRAWERS = {"patterns-induction", "patterns-previous-token", "patterns-duplicate-token", "patterns-sink",
+                    "patterns-delimiter"}
 _DRAWERS: dict[str, Callable[[Report, Finding], dict | None]] = {
     "patterns-previous-token": positional, "patterns-next-token": positional, "patterns-delimiter": delimiter,
     "patterns-delimiter-contribution": delimiter_contribution, "patterns-broad": broad,

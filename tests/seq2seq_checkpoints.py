@@ -1,0 +1,137 @@
+"""Tiny random encoder-decoder checkpoints (BART, T5, Marian), saved as a user's model directory is.
+
+`make_encoder_decoder(family, target_dir)` writes config.json + model.safetensors of the family's
+sequence-to-sequence LM class (so the LM head is there for task seq2seq; the base model loads from the
+same files) and a fast tokenizer trained here with `tokenizers` on PAIRS (nothing is downloaded), saved as
+a `PreTrainedTokenizerFast` with the family's special tokens and template:
+
+- BART: byte-level BPE, <s> 0, <pad> 1, </s> 2, <unk> 3, <mask> 4; "<s> text </s>"; the decoder starts
+  with </s> (BART's decoder_start_token_id is its eos).
+- T5: unigram, <pad> 0, </s> 1, <unk> 2; "text </s>"; the decoder starts with <pad>.
+- Marian: unigram, </s> 0, <unk> 1, <pad> 2; "text </s>"; the decoder starts with <pad>; sinusoidal positions.
+
+Each has 2 encoder layers and 2 decoder layers of 4 heads, hidden 32. T5's heads are 6 wide (d_kv 6, so
+the heads hold 24 features, not the hidden 32) with 8 relative-position buckets.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+FAMILIES = ("bart", "t5", "marian")
+MAX_LENGTH = 64
+# Source/target pairs: what the tokenizers are trained on and what the tests translate.
+PAIRS = [
+    ("the cat sat on the mat.", "le chat est assis sur le tapis."),
+    ("a dog was in the garden.", "un chien était dans le jardin."),
+    ("i bought fresh strawberries at the store.", "j'ai acheté des fraises fraîches au magasin."),
+    ("the store was closed on monday.", "le magasin était fermé lundi."),
+    ("we walked to the park after dinner.", "nous avons marché au parc après le dîner."),
+    ("the children were playing with a ball.", "les enfants jouaient avec un ballon."),
+    ("my brother plays football every weekend.", "mon frère joue au football chaque week-end."),
+    ("the museum opens at nine.", "le musée ouvre à neuf heures."),
+]
+
+SPECIALS = {  # family -> special tokens in vocabulary order (ids 0, 1, ...)
+    "bart": ("<s>", "<pad>", "</s>", "<unk>", "<mask>"),
+    "t5": ("<pad>", "</s>", "<unk>"),
+    "marian": ("</s>", "<unk>", "<pad>"),
+}
+ROLES = {
+    "bart": dict(bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>", mask_token="<mask>"),
+    "t5": dict(eos_token="</s>", pad_token="<pad>", unk_token="<unk>"),
+    "marian": dict(eos_token="</s>", pad_token="<pad>", unk_token="<unk>"),
+}
+SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+             encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=MAX_LENGTH, init_std=0.2,
+             dropout=0.0, attention_dropout=0.0)
+
+
+@lru_cache(maxsize=None)
+def _trained(family: str) -> str:
+    """The family's `tokenizers` model trained on PAIRS, as JSON (a str: the cache shares nothing mutable)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    specials = list(SPECIALS[family])
+    texts = [text for pair in PAIRS for text in pair]
+    if family == "bart":
+        tokenizer = Tokenizer(models.BPE())
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    else:
+        tokenizer = Tokenizer(models.Unigram())
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+        tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+        trainer = trainers.UnigramTrainer(vocab_size=150, special_tokens=specials, show_progress=False,
+                                          unk_token="<unk>")
+    tokenizer.train_from_iterator(texts, trainer)
+    ids = {token: tokenizer.token_to_id(token) for token in specials}
+    assert ids == {token: index for index, token in enumerate(specials)}, f"{family}: special ids {ids}"
+    eos = ("</s>", ids["</s>"])
+    if family == "bart":  # <s> a </s> (pair: <s> a </s></s> b </s>), as BART's tokenizer
+        bos = ("<s>", ids["<s>"])
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[bos, eos])
+    else:  # a </s> (pair: a </s> b </s>), as T5's and Marian's tokenizers
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single="$A </s>", pair="$A </s> $B </s>", special_tokens=[eos])
+    return tokenizer.to_str()
+
+
+def family_tokenizer(family: str):
+    """A `PreTrainedTokenizerFast` over the trained model, with the family's special tokens."""
+    import transformers
+    from tokenizers import Tokenizer
+
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(_trained(family)),
+                                                model_max_length=MAX_LENGTH, **ROLES[family])
+    fast.model_input_names = ["input_ids", "attention_mask"]
+    return fast
+
+
+def model_config(family: str, tokenizer):
+    """The family's tiny config for this tokenizer's vocabulary and special ids."""
+    import transformers
+
+    vocab, pad, eos = len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id
+    if family == "t5":
+        return transformers.T5Config(vocab_size=vocab, d_model=32, d_kv=6, d_ff=64, num_layers=2, num_decoder_layers=2,
+                                     num_heads=4, relative_attention_num_buckets=8, relative_attention_max_distance=16,
+                                     dropout_rate=0.0, initializer_factor=2.0, pad_token_id=pad, eos_token_id=eos,
+                                     decoder_start_token_id=pad)
+    if family == "bart":
+        return transformers.BartConfig(vocab_size=vocab, pad_token_id=pad, bos_token_id=tokenizer.bos_token_id,
+                                       eos_token_id=eos, decoder_start_token_id=eos, forced_eos_token_id=eos,
+                                       **SIZES)
+    return transformers.MarianConfig(vocab_size=vocab, decoder_vocab_size=vocab, pad_token_id=pad, eos_token_id=eos,
+                                     decoder_start_token_id=pad, scale_embedding=True, **SIZES)
+
+
+LM_CLASSES = {"bart": "BartForConditionalGeneration", "t5": "T5ForConditionalGeneration", "marian": "MarianMTModel"}
+
+
+def make_encoder_decoder(family: str, target_dir: Path, seed: int = 0) -> Path:
+    """A random tiny encoder-decoder of `family` with its LM head and tokenizer in `target_dir`; returns it."""
+    import torch
+    import transformers
+
+    if family not in FAMILIES:
+        raise ValueError(f"family {family!r} is none of {FAMILIES}")
+    target_dir = Path(target_dir)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer = family_tokenizer(family)
+    torch.manual_seed(seed)
+    model = getattr(transformers, LM_CLASSES[family])(model_config(family, tokenizer)).eval()
+    model.save_pretrained(target_dir)
+    tokenizer.save_pretrained(target_dir)
+    return target_dir
+
+
+def write_pairs(path: Path, pairs=PAIRS) -> Path:
+    """The pairs as a JSONL file with `source` and `target` fields (task seq2seq's default columns)."""
+    path.write_text("".join(json.dumps({"source": s, "target": t}) + "\n" for s, t in pairs), encoding="utf-8")
+    return path

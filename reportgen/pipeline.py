@@ -204,7 +204,7 @@ def _pattern_statistics(config: Config, stage: ModelStage, progress: Callback) -
     return accumulator.result()
 
 
-DECODER_PATTERNS_VERSION = 2  # (2: bos_delimiter) part of the decoder atlas's cache key: bump when it measures something else
+DECODER_PATTERNS_VERSION = 2  # part of the decoder atlas's cache key: bump when it measures more (2: bos_delimiter)
 INDUCTION_SEED = 0  # the induction test's random tokens (reportgen.model.induction)
 
 

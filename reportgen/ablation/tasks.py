@@ -543,15 +543,22 @@ def is_decoder(config: Mapping) -> bool:
         model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
 
 
+def _config_or_none(model_dir: Path) -> dict | None:
+    """config.json as a dict; None when it cannot be read as one (pretrained_kwargs checked it already, and
+    from_pretrained says what is wrong)."""
+    try:
+        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
 def _check_causal(model_dir: Path) -> None:
     """Task causal_lm predicts each token from the ones before it: an encoder sees the whole text, so
     its "next-token loss" would be measured with the answer in view (transformers would even load
     BERT as a BertLMHeadModel). Refused from config.json, before anything is loaded."""
-    try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # pretrained_kwargs checked it; from_pretrained says what is wrong
-    if not isinstance(config, dict) or is_decoder(config):
+    config = _config_or_none(model_dir)
+    if config is None or is_decoder(config):
         return
     kind = "an encoder-decoder" if config.get("is_encoder_decoder") else "an encoder, which sees the whole text"
     raise ModelError(f"model directory {model_dir}: model type '{config.get('model_type')}' is {kind}; task "
@@ -564,11 +571,8 @@ def _check_seq2seq(model_dir: Path) -> None:
     from config.json, before anything is loaded."""
     from reportgen.model.loading import SUPPORTED_ENCODER_DECODERS, is_encoder_decoder
 
-    try:
-        config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # pretrained_kwargs checked it; from_pretrained says what is wrong
-    if not isinstance(config, dict) or is_encoder_decoder(model_dir):
+    config = _config_or_none(model_dir)
+    if config is None or is_encoder_decoder(model_dir):
         return
     kind = ("an encoder-decoder reportgen does not support" if config.get("is_encoder_decoder")
             else "a decoder (causal LM); for a decoder use task 'causal_lm'" if is_decoder(config)

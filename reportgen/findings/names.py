@@ -102,6 +102,15 @@ PATTERNS: dict[str, PatternName] = {
     "mixed": PatternName("Mixed", "No single pattern passes its threshold.", colour="#8c8c8c"),
 }
 
+# The patterns only a decoder's site measures (reportgen.patterns.decoder_atlas), and the ones both measure.
+DECODER_ONLY = frozenset({"induction", "duplicate_token", "bos_delimiter", "sink", "causal_entropy"})
+SHARED = frozenset({"previous_token", "mixed"})
+
+
+def on_site(key: str, decoder: bool) -> bool:
+    """Whether a site of that architecture measures the pattern `key` (so its glossary names it)."""
+    return key in SHARED or (key in DECODER_ONLY) == decoder
+
 # The heads with a known simple pattern whose scores on the same inputs are each statistic's nulls
 # (report.PatternNull): uniform attention, and all weight on the previous or the next token.
 NULL_HEADS = {"uniform": "uniform head", "previous": "pure previous-token head", "next": "pure next-token head"}

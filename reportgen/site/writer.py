@@ -71,7 +71,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
         pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
                      sections=chartdata.pattern_sections(stats, example_views),
                      conventions=chartdata.conventions(stats), similarity=chartdata.similarity_chart(stats))
-    write_glossary(env, docs)
+    write_glossary(env, docs, decoder=report.decoder is not None)
     if report.ablation:
         pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report,
                      ablation=report.ablation, charts=chartdata.ablation_charts(report.ablation))
@@ -134,13 +134,14 @@ def example_pager(examples: list[Example], index: int) -> dict:
     return {"previous": entry(index - 1), "next": entry(index + 1)}
 
 
-def write_glossary(env, docs: Path) -> None:
-    """The glossary page: every term the pages link to (reportgen.site.glossary), then the pattern names."""
+def write_glossary(env, docs: Path, decoder: bool = False) -> None:
+    """The glossary page: every term the pages link to (reportgen.site.glossary), then the names of the
+    patterns this site measures (a decoder's, or an encoder's: names.on_site)."""
     terms = [{"id": term.id, "name": term.name, "definition": pages.prose(term.definition)}
              for term in glossary.TERMS]
     patterns = [{"key": key, "name": entry.name, "short": pages.prose(entry.short),
                  "term": glossary.BY_ID[entry.term] if entry.term else None}
-                for key, entry in names.PATTERNS.items()]
+                for key, entry in names.PATTERNS.items() if names.on_site(key, decoder)]
     pages.render(env, "glossary.md.j2", docs / glossary.PAGE, terms=terms, patterns=patterns)
 
 

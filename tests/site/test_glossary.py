@@ -249,3 +249,19 @@ def test_the_glossary_defines_every_metric_the_tasks_print_and_a_newcomers_words
     assert [href for href, _, _ in links] == ["glossary.md#spearman", "glossary.md#accuracy",
                                               "glossary.md#relative-change", "glossary.md#macro-f1",
                                               "glossary.md#significant"]
+
+
+@pytest.mark.parametrize("decoder", [False, True])
+def test_the_glossary_names_the_patterns_of_its_sites_architecture(tmp_path, decoder):
+    """An encoder's glossary does not name induction heads, nor a decoder's the word-piece patterns; both name
+    the previous token and "mixed"."""
+    from reportgen.site import writer
+
+    writer.write_glossary(pages.environment(ROOT / "site_src" / "templates"), tmp_path, decoder=decoder)
+    table = (tmp_path / glossary.PAGE).read_text(encoding="utf-8").split("{ #pattern-names }", 1)[1]
+    shown = {key for key, entry in names.PATTERNS.items() if f"| {entry.name} |" in table}
+    assert {"previous_token", "mixed"} <= shown
+    for key in ("induction", "sink", "duplicate_token"):
+        assert (key in shown) == decoder, key
+    for key in ("within_word", "same_token", "next_token", "broad"):
+        assert (key in shown) != decoder, key

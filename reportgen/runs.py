@@ -57,6 +57,23 @@ def shares(attention: np.ndarray, norms: np.ndarray) -> tuple[np.ndarray, np.nda
     return out.astype(np.float32), totals.astype(np.float32)
 
 
+@dataclass
+class Seq2SeqRun:
+    """One (source, target) pair through the model; arrays are numpy, heads H, layers per stack."""
+
+    source: str
+    target: str
+    source_tokens: list[str]  # S tokens the encoder read
+    target_tokens: list[str]  # T tokens the decoder read: the start token, then the target shifted right
+    label_tokens: list[str]  # T tokens the decoder predicts, one per decoder position
+    encoder_attention: np.ndarray  # [L_enc, H, S, S]
+    decoder_attention: np.ndarray  # [L_dec, H, T, T], nothing above the diagonal
+    cross_attention: np.ndarray  # [L_dec, H, T, S]
+    value_norms: dict[str, np.ndarray] | None  # "encoder" [L_enc, H, S], "decoder" [L_dec, H, T], "cross" [L_dec, H, S]
+    source_truncated: bool
+    target_truncated: bool
+
+
 # -- the induction test's input (Olsson et al. 2022; scored by reportgen.patterns.decoder.induction) --------------
 MIN_INDUCTION_N = 3  # n = 2 puts the induction key q - n + 1 on q - 1 (previous token), n = 1 on q itself
 

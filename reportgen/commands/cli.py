@@ -72,6 +72,9 @@ def build(config: Optional[Path] = ConfigOption,
 @app.command()
 def view(text: str = typer.Argument(..., help="The sentence (sentence A of a pair)."),
          pair: Optional[str] = typer.Option(None, "--pair", "-p", help="Sentence B of a pair."),
+         target: Optional[str] = typer.Option(None, "--target", "-t",
+                                              help="What the decoder reads (encoder-decoders only: BART, T5, "
+                                                   "Marian); the text is then the source."),
          model: Optional[str] = typer.Option(None, "--model", "-m",
                                              help="Model directory or Hub name (default: the config's, "
                                                   "else the embedded all-MiniLM-L6-v2)."),
@@ -79,7 +82,8 @@ def view(text: str = typer.Argument(..., help="The sentence (sentence A of a pai
          out: Path = typer.Option(Path("view.html"), "--out", "-o", help="The HTML file to write."),
          open_file: bool = typer.Option(False, "--open", help="Open the file in the default browser.")) -> None:
     """Show one sentence's attention at once: one self-contained HTML file with its head, model and
-    query/key views (no build, no network)."""
+    query/key views (no build, no network); for an encoder-decoder, a source and its --target, with a
+    switch between encoder, decoder and cross-attention."""
     import warnings
 
     from reportgen.quickview import run_text, write_view
@@ -88,11 +92,14 @@ def view(text: str = typer.Argument(..., help="The sentence (sentence A of a pai
     check_target(out)  # before the model is loaded: a wrong --out costs nothing
     with warnings.catch_warnings():  # the notes are said below, once each
         warnings.simplefilter("ignore")
-        quick = run_text(text, pair, model, config)
+        quick = run_text(text, pair, model, config, target=target)
     for note in quick.notes:
         typer.echo(f"warning: {note}", err=True)
     size = write_view(quick, out)
-    typer.echo(f"Wrote {out} ({size:,} bytes; {quick.run.n_tokens} tokens, {quick.model})")
+    tokens = f"{quick.run.n_tokens} tokens"
+    if quick.pair_run is not None:
+        tokens = f"{quick.run.n_tokens} source and {len(quick.pair_run.target_tokens)} decoder tokens"
+    typer.echo(f"Wrote {out} ({size:,} bytes; {tokens}, {quick.model})")
     if open_file:
         import webbrowser
 

@@ -13,29 +13,9 @@ the source) and, for contributions, the value norms of each group (Kobayashi et 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
 from reportgen.errors import ModelError
 from reportgen.model.run import clip
-
-
-@dataclass
-class Seq2SeqRun:
-    """One (source, target) pair through the model; arrays are numpy, heads H, layers per stack."""
-
-    source: str
-    target: str
-    source_tokens: list[str]  # S tokens the encoder read
-    target_tokens: list[str]  # T tokens the decoder read: the start token, then the target shifted right
-    label_tokens: list[str]  # T tokens the decoder predicts, one per decoder position
-    encoder_attention: np.ndarray  # [L_enc, H, S, S]
-    decoder_attention: np.ndarray  # [L_dec, H, T, T], nothing above the diagonal
-    cross_attention: np.ndarray  # [L_dec, H, T, S]
-    value_norms: dict[str, np.ndarray] | None  # "encoder" [L_enc, H, S], "decoder" [L_dec, H, T], "cross" [L_dec, H, S]
-    source_truncated: bool
-    target_truncated: bool
+from reportgen.runs import Seq2SeqRun
 
 
 def decoder_start(model) -> int:

@@ -28,10 +28,16 @@ class View:
         self.quick, self.view = quick, view
 
     def _repr_html_(self) -> str:
+        from reportgen.quickview.page import view_payload
         from reportgen.site.standalone import fragment_html
         from reportgen.site.views import combined_payload, example_payload
 
         run = self.quick.run
+        if self.quick.pair_run is not None:  # an encoder-decoder: its groups, contributions as value norms
+            if self.view == "qk":
+                raise DataError("view 'qk': the query/key view is not built for encoder-decoders; use view='head' "
+                                "or 'model'")
+            return fragment_html(view_payload(self.quick), self.view)
         payload = combined_payload(run) if self.view == "qk" else example_payload(run)
         if self.view == "qk" and "qk" not in payload:
             raise DataError("view 'qk': this input has no query/key vectors (attention given without a model, "
@@ -45,23 +51,26 @@ class View:
 
 def _quick(text: str | None, pair: str | None, model: str | None, config: str | Path | None,
            attentions: Sequence[Any] | None, tokens: Sequence[str] | None,
-           sentence_b_start: int | None) -> QuickRun:
+           sentence_b_start: int | None, target: str | None = None) -> QuickRun:
     if attentions is not None:
-        if text is not None or pair is not None or model is not None:
+        if text is not None or pair is not None or model is not None or target is not None:
             raise DataError("give either a text (and a model) or attentions and tokens, not both")
         return QuickRun(from_attentions(attentions, tokens or [], sentence_b_start), "")
     if text is None:
         raise DataError("text: give a sentence to run the model on, or attentions= and tokens=")
-    return run_text(text, pair, model, config)
+    return run_text(text, pair, model, config, target=target)
 
 
 def show(text: str | None = None, pair: str | None = None, model: str | None = None, view: str = "head", *,
          config: str | Path | None = None, attentions: Sequence[Any] | None = None,
-         tokens: Sequence[str] | None = None, sentence_b_start: int | None = None) -> View:
+         tokens: Sequence[str] | None = None, sentence_b_start: int | None = None,
+         target: str | None = None) -> View:
     """The `view` ("head", "model" or "qk") of `text` (and `pair`) under `model` (default: the config's,
     else the embedded all-MiniLM-L6-v2), or of `attentions` (per layer [batch, heads, query, key], e.g. a
-    transformers model's `outputs.attentions`) over `tokens`. A notebook shows the returned object inline."""
-    return View(_quick(text, pair, model, config, attentions, tokens, sentence_b_start), view)
+    transformers model's `outputs.attentions`) over `tokens`. For an encoder-decoder (BART, T5, Marian)
+    `text` is the source and `target` what its decoder reads; its views switch between encoder, decoder and
+    cross-attention. A notebook shows the returned object inline."""
+    return View(_quick(text, pair, model, config, attentions, tokens, sentence_b_start, target), view)
 
 
 def head_view(attentions: Sequence[Any] | None = None, tokens: Sequence[str] | None = None,
@@ -83,6 +92,7 @@ def qk_view(text: str, pair: str | None = None, model: str | None = None, **inpu
 
 def view_html(text: str | None = None, pair: str | None = None, model: str | None = None, *,
               config: str | Path | None = None, attentions: Sequence[Any] | None = None,
-              tokens: Sequence[str] | None = None, sentence_b_start: int | None = None) -> str:
+              tokens: Sequence[str] | None = None, sentence_b_start: int | None = None,
+              target: str | None = None) -> str:
     """The text of the single-file page `reportgen view` writes: every view of one input, all inline."""
-    return page_text(_quick(text, pair, model, config, attentions, tokens, sentence_b_start))
+    return page_text(_quick(text, pair, model, config, attentions, tokens, sentence_b_start, target))

@@ -1,11 +1,12 @@
-"""One input made into an `ExampleRun`: by running a model on it, or from attention a user already has."""
+"""One input made into an `ExampleRun`: by running a model on it, or from attention a user already has; an
+encoder-decoder's (source, target) into a `Seq2SeqRun` too, whose encoder the `ExampleRun` holds."""
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from pydantic import ValidationError
@@ -13,6 +14,9 @@ from pydantic import ValidationError
 from reportgen.config import ExampleSpec, load_config
 from reportgen.errors import DataError, ModelError
 from reportgen.runs import ExampleRun
+
+if TYPE_CHECKING:
+    from reportgen.runs import Seq2SeqRun
 
 # Tokens that a tokenizer adds around a text, by their usual spellings (BERT, RoBERTa, T5, GPT-2, Llama):
 # attention given without a tokenizer marks these as special, as a model run would.
@@ -27,21 +31,29 @@ class QuickRun:
     run: ExampleRun
     model: str  # the model's display name ("" for attention given by the user)
     notes: list[str] = field(default_factory=list)  # truncation and the like, said once each
+    # An encoder-decoder's (source, target) run, whose encoder `run` holds; its decoder and cross-attention
+    # go into the payload's groups (reportgen.site.views.seq2seq_groups). None for any other model.
+    pair_run: Seq2SeqRun | None = None
+    special: dict[str, list[bool]] = field(default_factory=dict)  # "source", "target": special flags
+
+
+def _check_text(name: str, value: str | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise DataError(f"{name}: give a string, not {type(value).__name__}")
+    if not value.strip():
+        raise DataError(f"{name}: empty (or only whitespace); give some words")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataError(f"{name}: the text holds a lone surrogate (\\ud800-\\udfff), which is not text; "
+                        "write the character itself") from None
 
 
 def _spec(text: str, pair: str | None) -> ExampleSpec:
     for name, value in (("text", text), ("pair", pair)):
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise DataError(f"{name}: give a string, not {type(value).__name__}")
-        if not value.strip():
-            raise DataError(f"{name}: empty (or only whitespace); give some words")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise DataError(f"{name}: the text holds a lone surrogate (\\ud800-\\udfff), which is not text; "
-                            "write the character itself") from None
+        _check_text(name, value)
     try:
         return ExampleSpec(text=text, pair=pair)
     except ValidationError as err:
@@ -51,21 +63,25 @@ def _spec(text: str, pair: str | None) -> ExampleSpec:
 
 
 def run_text(text: str, pair: str | None = None, model: str | None = None,
-             config: str | Path | None = None) -> QuickRun:
+             config: str | Path | None = None, target: str | None = None) -> QuickRun:
     """Runs `model` (default: the config's model, ./reportgen.yaml's if there is one, else the embedded
-    default) on `text` (and `pair`), keeping the query/key vectors. Texts longer than the config's
+    default) on `text` (and `pair`), keeping the query/key vectors; an encoder-decoder on the source `text`
+    and its `target`, which only an encoder-decoder takes (and it needs one). Texts longer than the config's
     `max_length` (or the model's limit) are truncated with the same note as a build's."""
     from reportgen.model import loading
     from reportgen.site.views import QK_MAX_TOKENS
 
     settings = load_config(config)
     spec = _spec(text, pair)
+    _check_text("target", target)
     try:
         with _policy(settings):
             name, path = loading.resolve(model or settings.model)
     except ModelError as err:  # said as the user gave it: --model / model=, or the config's field
         raise ModelError(str(err).replace("(config field 'model')", "(--model)") if model else str(err)) from None
     max_length, length_note = loading.clamp_max_length(path, settings.max_length)
+    if _takes_target(Path(path), name, pair, target):
+        return _run_pair(Path(path), name, settings, (text, str(target)), (max_length, length_note))
     run = _loaded(Path(path), settings)(spec, max_length)
     # The default max_length above the model's limit is no news to someone who set neither: say it only
     # when a config file set it (the truncation itself is said below either way).
@@ -79,6 +95,68 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
     for note in notes:
         warnings.warn(note, stacklevel=2)
     return QuickRun(run, name, notes)
+
+
+def _takes_target(path: Path, name: str, pair: str | None, target: str | None) -> bool:
+    """Whether the model is an encoder-decoder, which reads a source and a target; refuses a target for any
+    other model, and a missing target or a pair for an encoder-decoder, before the model is loaded."""
+    from reportgen.model import loading
+
+    if not loading.is_encoder_decoder(path):
+        if target is not None:
+            raise DataError(f"target: {name} is not an encoder-decoder (BART, T5, Marian), so it reads no target; "
+                            "leave --target out")
+        return False
+    if pair is not None:
+        raise DataError(f"pair: {name} is an encoder-decoder, which reads a source and a target, not a pair; "
+                        "give the target with --target")
+    if target is None:
+        raise DataError(f"target: {name} is an encoder-decoder; give the text its decoder reads with --target")
+    return True
+
+
+def _run_pair(path: Path, name: str, settings, texts: tuple[str, str],
+              length: tuple[int, str | None]) -> QuickRun:
+    """An encoder-decoder's QuickRun: the teacher-forced run of (source, target) (reportgen.model.seq2seq),
+    with the encoder's self-attention as its `run` (the views' default group), so that every page that
+    shows one run shows this one's encoder."""
+    max_length, length_note = length
+    pair_run, special = _loaded_seq2seq(path, settings)(*texts, max_length)
+    source_special = np.array(special["source"], dtype=bool)
+    spec = ExampleSpec.model_construct(text=texts[0], pair=None, name=None)
+    norms = (pair_run.value_norms or {}).get("encoder")
+    run = ExampleRun(spec, list(pair_run.source_tokens), np.where(source_special, -1, np.arange(len(source_special))),
+                     np.where(source_special, -1, 0), source_special, pair_run.encoder_attention,
+                     pair_run.source_truncated or pair_run.target_truncated, value_norms=norms)
+    notes = [length_note] if length_note and settings.config_file is not None else []
+    for which, cut in (("source", pair_run.source_truncated), ("target", pair_run.target_truncated)):
+        if cut:
+            notes.append(f"the {which} was truncated to {max_length} tokens (config field 'max_length')")
+    for note in notes:
+        warnings.warn(note, stacklevel=3)
+    return QuickRun(run, name, notes, pair_run, special)
+
+
+def _loaded_seq2seq(path: Path, settings) -> Callable[[str, str, int], tuple[Seq2SeqRun, dict[str, list[bool]]]]:
+    """An encoder-decoder of `path` ready to run one (source, target), loaded once per process through
+    transformers (eager attention); gives the run and each side's special flags (the tokenizer's own)."""
+    from reportgen.model import loading
+    from reportgen.model.seq2seq import run_pair
+
+    key = (str(path.resolve()), settings.device, "seq2seq")
+    if key not in _LOADED:
+        with _policy(settings):
+            net, tokenizer = loading.load(path, settings.device)
+        specials = set(tokenizer.all_special_tokens)
+
+        def run(source: str, target: str, max_length: int) -> tuple[Seq2SeqRun, dict[str, list[bool]]]:
+            pair_run = run_pair(net, tokenizer, source, target, max_length)
+            flags = {"source": [token in specials for token in pair_run.source_tokens],
+                     "target": [token in specials for token in pair_run.target_tokens]}
+            return pair_run, flags
+
+        _LOADED[key] = run
+    return _LOADED[key]
 
 
 def _loaded(path: Path, settings) -> Callable[[ExampleSpec, int], ExampleRun]:
@@ -113,10 +191,12 @@ def _loaded(path: Path, settings) -> Callable[[ExampleSpec, int], ExampleRun]:
 
 
 def _policy(settings):
-    """The config's file policy, with decoders accepted: the quick view shows their attention."""
+    """The config's file policy, with decoders and encoder-decoders accepted: the quick view shows their
+    attention (builds do not take encoder-decoders yet)."""
     from reportgen.model import loading
 
-    return loading.file_policy(settings.trust_remote_code, settings.allow_pickle, decoders=True)
+    return loading.file_policy(settings.trust_remote_code, settings.allow_pickle, decoders=True,
+                               encoder_decoders=True)
 
 
 def _as_array(layer: Any, index: int) -> np.ndarray:

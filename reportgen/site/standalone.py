@@ -77,9 +77,12 @@ def page_html(payload: dict, title: str, lines: list[str] = ()) -> str:
     style = PAGE_STYLE + views_style
     policy = POLICY.format(script=_sha256(script), style=_sha256(style))
     label = _label(payload)
-    text = f'<p class="rgq-input"><strong>Text:</strong> {html.escape(payload["text"])}</p>'
+    first = "Source" if "target" in payload else "Text"  # an encoder-decoder reads a source and a target
+    text = f'<p class="rgq-input"><strong>{first}:</strong> {html.escape(payload["text"])}</p>'
     if payload.get("pair"):
         text += f'<p class="rgq-input"><strong>Pair:</strong> {html.escape(payload["pair"])}</p>'
+    if "target" in payload:
+        text += f'<p class="rgq-input"><strong>Target:</strong> {html.escape(payload["target"])}</p>'
     notes = "".join(f'<p class="rgq-note">{html.escape(line)}</p>' for line in lines)
     qk = ""
     if "qk" in payload:

@@ -20,6 +20,17 @@ Layout: `q` is one base64 string per (layer, head) so the browser decodes only
 the heads it draws; `floor` and `scale` are little-endian float32 [L*H*T], base64.
 Long examples keep `q` in data files beside the page instead (reportgen.site.view_files).
 
+Rows may be of any length: an encoder-decoder's cross-attention is [L, H, T, S] (T decoder tokens over
+S source tokens), `shape` then [L, H, T, S] and each row S codes. Its payload (`seq2seq_groups`) adds
+`target` and `groups`, one entry per attention group in GROUP_NAMES order:
+
+    {"name": "encoder" | "decoder" | "cross", "queries": [tokens], "keys": [tokens],
+     "query_special": [0/1], "key_special": [0/1], "causal": true (decoder only),
+     "attention": <this encoding>, "contributions": <norms-f32 of the keys>}
+
+where the encoder's entry has no attention or contributions of its own: the payload's top level holds them
+(with the source as `tokens`), so a page carries them once and starts valid on the encoder.
+
 Contributions (Kobayashi et al. 2020; reportgen.model.value_norms), where the run has value norms:
 `contributions` holds the per-row shares of ||A[i, j] f(x_j)|| (rows sum to 1) in the same
 encoding, plus `total`, the per-row totals sum_j ||A[i, j] f(x_j)|| as little-endian float32
@@ -84,7 +95,7 @@ import numpy as np
 from reportgen.site.htmlsafe import script_json
 
 if TYPE_CHECKING:  # the model-running side imports torch; the pages only need its plain data
-    from reportgen.runs import ExampleRun
+    from reportgen.runs import ExampleRun, Seq2SeqRun
 
 ENCODING = "u8-row-affine"
 QK_ENCODING = "i12-vector"
@@ -242,12 +253,14 @@ def quantise_rows(attention: np.ndarray, block: int = 4096) -> tuple[np.ndarray,
 
 
 def encode_attention(attention: np.ndarray) -> dict:
-    """Compact JSON-able form of attention [L, H, T, T] (see the module docstring)."""
-    layers, heads, n, _ = attention.shape
+    """Compact JSON-able form of attention [L, H, T, T] (see the module docstring), or of a rectangular
+    [L, H, T, S] (an encoder-decoder's cross-attention: T decoder tokens over S source tokens): rows are
+    encoded alike, whatever their length."""
+    layers, heads, n, keys = attention.shape
     codes, floor, scale = quantise_rows(attention)
     return {
         "encoding": ENCODING,
-        "shape": [layers, heads, n, n],
+        "shape": [layers, heads, n, keys],
         "q": [_b64(codes[layer, head].tobytes()) for layer in range(layers) for head in range(heads)],
         "floor": _b64(floor.astype("<f4").tobytes()),
         "scale": _b64(scale.astype("<f4").tobytes()),
@@ -256,11 +269,11 @@ def encode_attention(attention: np.ndarray) -> dict:
 
 def decode_attention(encoded: dict) -> np.ndarray:
     """Inverse of `encode_attention`, as the browser does it (float64); for tests and checks."""
-    layers, heads, n, _ = encoded["shape"]
+    layers, heads, n, keys = encoded["shape"]
     codes = np.stack([np.frombuffer(base64.b64decode(s), dtype=np.uint8) for s in encoded["q"]])
     floor = np.frombuffer(base64.b64decode(encoded["floor"]), dtype="<f4")
     scale = np.frombuffer(base64.b64decode(encoded["scale"]), dtype="<f4")
-    codes = codes.reshape(layers, heads, n, n)
+    codes = codes.reshape(layers, heads, n, keys)
     return _decode(codes, floor.reshape(layers, heads, n), scale.reshape(layers, heads, n))
 
 
@@ -612,6 +625,53 @@ def combined_payload(run: ExampleRun) -> dict:
         payload["qk"] = {key: qk[key] for key in ("encoding", "shape", "head_dim", "scaling", "check", "layers",
                                                   "weights", "terms", "visible") if key in qk}
     return payload
+
+
+# An encoder-decoder's attention groups, in the order of the views' switch (views-widget.js): the encoder's
+# self-attention over the source, the decoder's causal self-attention over its inputs, and the decoder's
+# cross-attention over the source.
+GROUP_NAMES = ("encoder", "decoder", "cross")
+
+
+def group_payload(name: str, queries: tuple[list[str], list[bool]], keys: tuple[list[str], list[bool]],
+                  attention: np.ndarray | None, norms: np.ndarray | None) -> dict:
+    """One entry of an encoder-decoder payload's `groups`: its query tokens (the head view's left column) and
+    key tokens (the right column), each with its special flags, the attention [L, H, Q, K] in the 8-bit
+    encoding and the contributions as the keys' value norms (`encode_norms`). `attention` None: the
+    payload's top-level attention and contributions are this group's (the encoder's, carried once).
+    A decoder group says `causal`: its weights above the diagonal are 0, so the views draw nothing there
+    (the 8-bit floor would otherwise decode them to up to 0.5/255)."""
+    group = {"name": name, "queries": [str(t) for t in queries[0]], "keys": [str(t) for t in keys[0]],
+             "query_special": [int(bool(s)) for s in queries[1]], "key_special": [int(bool(s)) for s in keys[1]]}
+    if name == "decoder":
+        group["causal"] = True
+    if attention is None:
+        return group
+    if attention.shape[2:] != (len(queries[0]), len(keys[0])):
+        raise ValueError(f"{name} attention {attention.shape} does not fit {len(queries[0])} queries and "
+                         f"{len(keys[0])} keys")
+    group["attention"] = encode_attention(attention)
+    if norms is not None:
+        group["contributions"] = encode_norms(norms)
+    return group
+
+
+def seq2seq_groups(run: Seq2SeqRun, source_special: list[bool], target_special: list[bool]) -> list[dict]:
+    """The payload's `groups` of an encoder-decoder run (GROUP_NAMES order), the encoder's attention left to
+    the payload's top level (`combined_payload` of the encoder's run), so that the page carries it once."""
+    norms = run.value_norms or {}
+    source, target = (run.source_tokens, source_special), (run.target_tokens, target_special)
+    return [group_payload("encoder", source, source, None, None),
+            group_payload("decoder", target, target, run.decoder_attention, norms.get("decoder")),
+            group_payload("cross", target, source, run.cross_attention, norms.get("cross"))]
+
+
+def group_attention(payload: dict, name: str) -> tuple[dict, dict | None]:
+    """(attention, contributions or None) of the group `name` of an encoder-decoder payload, where the page
+    reads them: the group's own, or the top level's for the encoder; for tests and checks."""
+    group = next(group for group in payload["groups"] if group["name"] == name)
+    holder = group if "attention" in group else payload
+    return holder["attention"], holder.get("contributions")
 
 
 def _snippet(kind: str, payload: dict, qk_href: str | None = None) -> str:

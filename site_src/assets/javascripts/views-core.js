@@ -194,16 +194,18 @@
   }
 
   /*
-   * One (layer, head) of the "u8-row-affine" encoding of reportgen/site/views.py, as an n x n
-   * Float64Array: w[r][k] = floor[first + r] + codes[r * n + k] * scale[first + r],
-   * where `first` is the (layer, head)'s first row in the flat floor/scale arrays.
+   * One (layer, head) of the "u8-row-affine" encoding of reportgen/site/views.py, as an n x m
+   * Float64Array (m keys per row, n by default): w[r][k] = floor[first + r] + codes[r * m + k] * scale[first + r],
+   * where `first` is the (layer, head)'s first row in the flat floor/scale arrays. Rectangular: an
+   * encoder-decoder's cross-attention, n decoder tokens over m source tokens.
    */
-  function decodeRows(codes, floor, scale, first, n) {
-    var out = new Float64Array(n * n);
+  function decodeRows(codes, floor, scale, first, n, m) {
+    var cols = m === undefined ? n : m;
+    var out = new Float64Array(n * cols);
     for (var r = 0; r < n; r++) {
       var base = floor[first + r];
       var step = scale[first + r];
-      for (var k = 0; k < n; k++) out[r * n + k] = base + codes[r * n + k] * step;
+      for (var k = 0; k < cols; k++) out[r * cols + k] = base + codes[r * cols + k] * step;
     }
     return out;
   }
@@ -292,7 +294,8 @@
     }
     this.layers = encoded.shape[0];
     this.heads = encoded.shape[1];
-    this.n = encoded.shape[2];
+    this.n = encoded.shape[2]; // query rows
+    this.m = encoded.shape[3]; // keys per row: n, except in an encoder-decoder's cross-attention
     this.prefix = prefix || '';
     this.chunks = encoded.q || null;
     this.files = encoded.files ? new DataFiles(encoded.files) : null;
@@ -302,7 +305,7 @@
     this.totals = encoded.total && !this.packed ? base64Float32(encoded.total) : null;
     this.headTotals = new Map(); // packed: (layer, head) id -> its rows' totals, kept when the matrix is decoded
     this.cache = new Map();
-    this.cacheLimit = this.n * this.n > 100000 ? 8 : Infinity;
+    this.cacheLimit = this.n * this.m > 100000 ? 8 : Infinity;
   }
 
   Attention.prototype.chunkName = function (layer, head) {
@@ -376,7 +379,7 @@
       matrix = decodeRows(bytes, rows.subarray(0, n), rows.subarray(n, 2 * n), 0, n);
       this.headTotals.set(id, rows.slice(2 * n));
     } else {
-      matrix = decodeRows(bytes, this.floor, this.scale, id * n, n);
+      matrix = decodeRows(bytes, this.floor, this.scale, id * n, n, this.m);
     }
     this.cache.set(id, matrix);
     if (this.cache.size > this.cacheLimit) this.cache.delete(this.cache.keys().next().value);
@@ -405,7 +408,8 @@
     this.layers = attention.layers;
     this.heads = attention.heads;
     this.n = attention.n;
-    this.norms = base64Float32(encoded.norms);
+    this.m = attention.m;
+    this.norms = base64Float32(encoded.norms); // [L * H * m]: the keys' value norms
     this.cache = new Map(); // (layer, head) id -> {shares, totals}
   }
 
@@ -416,15 +420,16 @@
     var id = layer * this.heads + head;
     if (this.cache.has(id)) return this.cache.get(id);
     var n = this.n;
+    var m = this.m;
     var weights = this.att.matrix(layer, head);
-    var norms = this.norms.subarray(id * n, (id + 1) * n);
-    var shares = new Float64Array(n * n);
+    var norms = this.norms.subarray(id * m, (id + 1) * m);
+    var shares = new Float64Array(n * m);
     var totals = new Float32Array(n);
     for (var r = 0; r < n; r++) {
       var total = 0;
-      for (var k = 0; k < n; k++) total += weights[r * n + k] * norms[k];
+      for (var k = 0; k < m; k++) total += weights[r * m + k] * norms[k];
       totals[r] = total;
-      for (k = 0; k < n; k++) shares[r * n + k] = total > 0 ? weights[r * n + k] * norms[k] / total : weights[r * n + k];
+      for (k = 0; k < m; k++) shares[r * m + k] = total > 0 ? weights[r * m + k] * norms[k] / total : weights[r * m + k];
     }
     var out = { shares: shares, totals: totals };
     this.cache.set(id, out);
@@ -663,10 +668,12 @@
    *   #view=model&layer=2&head=5          (model view with layer 2 / head 5 enlarged)
    *   #view=qk&layer=2&head=5&token=4     (query/key page)
    *   #view=head&layer=1&head=3&token=4&mode=contributions   (contributions instead of weights)
-   * `heads` is read as another spelling of `head`; it is never written. `mode` is left out for weights.
+   *   #view=head&attn=cross&layer=1&head=2   (an encoder-decoder's cross-attention; `attn` names a payload's group)
+   * `heads` is read as another spelling of `head`; it is never written. `mode` is left out for weights,
+   * `attn` for a payload's first group (the encoder) and wherever the payload has no groups.
    */
   var HASH_KEYS = ['view', 'layer', 'head', 'heads', 'token', 'key', 'filter', 'topk', 'min', 'mode'];
-  var HASH_ORDER = ['view', 'layer', 'head', 'token', 'key', 'filter', 'topk', 'min', 'mode'];
+  var HASH_ORDER = ['view', 'attn', 'layer', 'head', 'token', 'key', 'filter', 'topk', 'min', 'mode'];
 
   // Hash text (without '#') for `fields`, in HASH_ORDER; null or undefined fields are left out, lists joined by ','.
   function formatHash(fields) {
@@ -715,6 +722,7 @@
     check('topk', fields.topk === null && params.get('topk') !== '0');
     check('min', fields.min === null);
     check('mode', fields.mode === null);
+    if (limits.groups) check('attn', fields.attn === null);
     return problems;
   }
 
@@ -726,13 +734,17 @@
    * is false (a page without them).
    * `head` is a single head (query/key view), `heads` the list (head and model view); `view`
    * is passed on as given, each page knowing its own views. Returns null for a hash that is not
-   * ours (an ordinary heading anchor).
+   * ours (an ordinary heading anchor). Where limits.groups lists an encoder-decoder's groups, `attn` is
+   * one of them (or null), `key` and `topk` are checked against limits.keys (the group's key tokens) and
+   * `token` against limits.tokens (its query tokens); without limits.groups there is no `attn` field.
    */
   function parseHash(text, limits) {
     var raw = String(text).replace(/^#/, '');
     if (raw.indexOf('=') < 0) return null;
     var params = new URLSearchParams(raw);
-    if (!HASH_KEYS.some(function (name) { return params.has(name); })) return null;
+    var known = limits.groups ? HASH_KEYS.concat(['attn']) : HASH_KEYS;
+    if (!known.some(function (name) { return params.has(name); })) return null;
+    var keys = limits.keys === undefined ? limits.tokens : limits.keys;
     var headText = params.get('head') !== null ? params.get('head') : params.get('heads');
     var filter = params.get('filter');
     var min = params.get('min') === null ? NaN : Number(params.get('min'));
@@ -742,14 +754,42 @@
       head: intParam(params, 'head', limits.heads),
       heads: headText === null ? null : headList(headText, limits.heads),
       token: intParam(params, 'token', limits.tokens),
-      key: intParam(params, 'key', limits.tokens),
+      key: intParam(params, 'key', keys),
       filter: views.FILTERS.indexOf(filter) >= 0 ? filter : null,
-      topk: intParam(params, 'topk', limits.tokens + 1) || null, // 0 is no top-k
+      topk: intParam(params, 'topk', keys + 1) || null, // 0 is no top-k
       min: params.get('min') !== '' && isFinite(min) && min >= 0 && min <= 1 ? min : null,
       mode: modeParam(params.get('mode'), limits),
     };
+    if (limits.groups) fields.attn = hashGroup(raw, limits.groups);
     fields.problems = hashProblems(params, fields, headText, limits);
     return fields;
+  }
+
+  // The group a hash's `attn` names, when it is one of `names` (a payload's groups, views-core.js groupOf);
+  // else null. Read before the rest of a link: the other fields are checked against that group's sizes.
+  function hashGroup(text, names) {
+    var given = new URLSearchParams(String(text).replace(/^#/, '')).get('attn');
+    return names.indexOf(given) >= 0 ? given : null;
+  }
+
+  /*
+   * What the views draw of one group of a payload: {name, queries, keys (token lists: the head view's left and
+   * right columns), querySpecial, keySpecial (0/1 each), attention, contributions (encoded, or undefined), causal}.
+   * An encoder-decoder's payload (reportgen/site/views.py seq2seq_groups) lists its groups in `groups`, the first
+   * (the encoder) taking the payload's top-level attention and contributions; any other payload is one group
+   * whose queries and keys are its tokens. `name` null or unknown: the first group.
+   */
+  function groupOf(data, name) {
+    var list = data.groups || [];
+    var group = list.filter(function (entry) { return entry.name === name; })[0] || list[0];
+    if (!group) {
+      return { name: null, queries: data.tokens, keys: data.tokens, querySpecial: data.special,
+        keySpecial: data.special, attention: data.attention, contributions: data.contributions, causal: false };
+    }
+    var own = Boolean(group.attention);
+    return { name: group.name, queries: group.queries, keys: group.keys, querySpecial: group.query_special,
+      keySpecial: group.key_special, attention: own ? group.attention : data.attention,
+      contributions: own ? group.contributions : data.contributions, causal: Boolean(group.causal) };
   }
 
   function modeParam(text, limits) {
@@ -789,6 +829,9 @@
         case 'head':
           return asked + 'head ' + given + '; this model has ' + spanText('head', limits.heads) +
             '. Showing ' + headsText(shown.heads, limits.heads) + '.';
+        case 'attn':
+          return asked + 'the ' + given + ' attention; this model has ' + limits.groups.join(', ') +
+            '. Showing the ' + shown.attn + '.';
         case 'mode':
           return problem.given === 'contributions'
             ? asked + 'contributions; this page has attention weights only. Showing weights.'
@@ -904,7 +947,7 @@
     base64Bytes: base64Bytes, base64Float32: base64Float32, decodeRows: decodeRows, Attention: Attention, NormContributions: NormContributions,
     pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,
     qkSoftmaxText: qkSoftmaxText,
-    formatHash: formatHash, parseHash: parseHash, hashNote: hashNote, headsText: headsText, readHash: readHash,
+    formatHash: formatHash, parseHash: parseHash, hashGroup: hashGroup, groupOf: groupOf, hashNote: hashNote, headsText: headsText, readHash: readHash,
     writeHash: writeHash,
     linkTo: linkTo, copyLink: copyLink, copyControl: copyControl, COPY_SHOWN_MS: COPY_SHOWN_MS,
     announceRender: announceRender,

@@ -34,11 +34,12 @@
     this.right = el('div', 'rgv-col rgv-right');
     this.leftRows = this.fillColumn(this.left, 'q');
     this.rightRows = this.fillColumn(this.right, 'k');
+    var rows = Math.max(this.n, this.m); // an encoder-decoder's cross-attention: n decoder tokens, m source tokens
     this.svg = views.svgEl('svg', {
       class: 'rgv-lines',
       width: LINES_W,
-      height: this.n * ROW_H,
-      viewBox: '0 0 ' + LINES_W + ' ' + this.n * ROW_H,
+      height: rows * ROW_H,
+      viewBox: '0 0 ' + LINES_W + ' ' + rows * ROW_H,
       preserveAspectRatio: 'none', // narrowed on small screens: lines stretch, rows stay put
       'aria-hidden': 'true',
     });
@@ -53,12 +54,18 @@
     return stage;
   };
 
+  // The tokens of side `which`: 'q' the query tokens (left column), 'k' the key tokens (right column).
+  proto.tokensOf = function (which) {
+    return which === 'q' ? this.queryTokens : this.keyTokens;
+  };
+
   // One row per token in `column`, numbers on its outer side; `which` is 'q' (left) or 'k' (right).
   proto.fillColumn = function (column, which) {
     var self = this;
+    var special = which === 'q' ? this.querySpecial : this.keySpecial;
     column.setAttribute('role', 'group');
     column.setAttribute('aria-label', SIDES[which] + ' tokens: arrows move, Enter pins, Escape clears');
-    var rows = this.data.tokens.map(function (tok, i) {
+    var rows = this.tokensOf(which).map(function (tok, i) {
       var row = el('div', 'rgv-tok');
       row.setAttribute('data-i', String(i));
       row.setAttribute('data-group', self.groups[i]);
@@ -66,7 +73,7 @@
       row.setAttribute('aria-pressed', 'false');
       row.setAttribute('aria-label', SIDES[which] + ' token #' + i + ' ' + tok);
       row.tabIndex = i === 0 ? 0 : -1;
-      if (self.data.special[i]) row.classList.add('rgv-special');
+      if (special[i]) row.classList.add('rgv-special');
       var text = el('span', 'rgv-tok-text', tok);
       text.title = '#' + i + ' ' + tok;
       var nums = el('span', 'rgv-nums');
@@ -154,10 +161,12 @@
     });
   };
 
-  // allow(q, k): whether the pair filter keeps the line from query q to key k.
+  // allow(q, k): whether the pair filter keeps the line from query q to key k. A causal group (an encoder-decoder's
+  // decoder) draws nothing above the diagonal, where its weights are 0 (and decode to at most 0.5/255).
   proto.allowFn = function () {
     var filter = this.state.filter;
     var groups = this.groups;
+    if (this.causal) return function (q, k) { return k <= q; };
     if (filter === 'all' || !this.isPair) return function () { return true; };
     return function (q, k) { return groups[q] === filter[0] && groups[k] === filter[1]; };
   };
@@ -235,15 +244,16 @@
     var totals = source.rowTotals(this.state.layer, h);
     var line = lineDrawer(frag, h, views.headColour(h, this.att.heads));
     if (!active) return this.drawTopLines(matrix, line);
-    var n = this.n;
+    var m = this.m;
     var allow = this.allowFn();
     var count = 0;
-    for (var other = 0; other < n; other++) {
+    var others = active.side === 'q' ? m : this.n;
+    for (var other = 0; other < others; other++) {
       var q = active.side === 'q' ? active.i : other;
       var k = active.side === 'q' ? other : active.i;
       if (!allow(q, k)) continue;
-      line(q, k, matrix[q * n + k]);
-      weights.push({ h: h, q: q, k: k, w: matrix[q * n + k], m: totals ? matrix[q * n + k] * totals[q] : null });
+      line(q, k, matrix[q * m + k]);
+      weights.push({ h: h, q: q, k: k, w: matrix[q * m + k], m: totals ? matrix[q * m + k] * totals[q] : null });
       count++;
     }
     return count;
@@ -253,19 +263,20 @@
   proto.drawTopLines = function (matrix, line) {
     var st = this.state;
     var n = this.n;
+    var m = this.m; // keys per row: n, except in cross-attention
     var allow = this.allowFn();
-    var everything = st.topk >= n && st.min <= 0;
+    var everything = st.topk >= m && st.min <= 0;
     var count = 0;
     for (var q = 0; q < n; q++) {
-      var keys = everything ? null : views.pickKeys(matrix, n, q, st.topk, st.min, allow);
+      var keys = everything ? null : views.pickKeys(matrix, m, q, st.topk, st.min, allow);
       if (keys === null) {
-        for (var k = 0; k < n; k++) {
+        for (var k = 0; k < m; k++) {
           if (!allow(q, k)) continue;
-          line(q, k, matrix[q * n + k]);
+          line(q, k, matrix[q * m + k]);
           count++;
         }
       } else {
-        for (var j = 0; j < keys.length; j++) line(q, keys[j], matrix[q * n + keys[j]]);
+        for (var j = 0; j < keys.length; j++) line(q, keys[j], matrix[q * m + keys[j]]);
         count += keys.length;
       }
     }
@@ -303,7 +314,7 @@
   proto.valueTitle = function (entry, digits) {
     if (entry.m === null || entry.m === undefined) return 'head ' + entry.h + ': ' + entry.w.toFixed(digits);
     return 'head ' + entry.h + ': ' + entry.w.toFixed(4) + ' of what it passes on to #' + entry.q + ' ' +
-      this.data.tokens[entry.q] + '; ||A f|| = ' + views.sizeOf(entry.m);
+      this.queryTokens[entry.q] + '; ||A f|| = ' + views.sizeOf(entry.m);
   };
 
   proto.weightBar = function (entry) {
@@ -345,7 +356,7 @@
       box.appendChild(el('p', 'rgv-weights-hint', hint));
       return;
     }
-    var tok = this.data.tokens[active.i];
+    var tok = this.tokensOf(active.side)[active.i];
     var title = (contributions ? (active.side === 'q' ? 'Contributions to #' : 'Contributions of #')
       : (active.side === 'q' ? 'Attention from #' : 'Attention to #')) + active.i + ' ' + tok +
       ', layer ' + this.state.layer + (contributions ? ' (shares; hover for ||A f||)' : '');
@@ -388,7 +399,7 @@
     var layer = this.state.layer;
     var row = el('tr', 'rgv-wtable-total');
     var name = el('th', 'rgv-wtable-tok', 'sum ||A f||');
-    name.title = 'All that each head passes on to #' + active.i + ' ' + this.data.tokens[active.i] +
+    name.title = 'All that each head passes on to #' + active.i + ' ' + this.queryTokens[active.i] +
       ': the sum over keys of ||A f||; a share times it is that key\u2019s ||A f||';
     row.appendChild(name);
     heads.forEach(function (h) {
@@ -411,9 +422,10 @@
 
   proto.weightsRow = function (active, weights, r, perHead, colours, best) {
     var other = active.side === 'q' ? weights[r].k : weights[r].q;
+    var tok = this.tokensOf(active.side === 'q' ? 'k' : 'q')[other];
     var tr = el('tr');
-    var name = el('th', 'rgv-wtable-tok', '#' + other + ' ' + this.data.tokens[other]);
-    name.title = '#' + other + ' ' + this.data.tokens[other];
+    var name = el('th', 'rgv-wtable-tok', '#' + other + ' ' + tok);
+    name.title = '#' + other + ' ' + tok;
     tr.appendChild(name);
     for (var col = 0; col * perHead < weights.length; col++) {
       var entry = weights[col * perHead + r];
@@ -439,13 +451,13 @@
     var parts = ['Layer ' + st.layer, st.heads.length + ' of ' + this.att.heads + ' heads', count + ' lines'];
     var contributions = st.mode === 'contributions';
     if (active) {
-      var tok = this.data.tokens[active.i];
+      var tok = this.tokensOf(active.side)[active.i];
       var what = contributions ? (active.side === 'q' ? 'contributions to ' : 'contributions of ')
         : (active.side === 'q' ? 'attention from ' : 'attention to ');
       parts.push(what + '#' + active.i + ' ' + tok);
       if (st.heads.length) parts.push('numbers beside the tokens: head ' + st.heads[0]);
     } else {
-      var sparse = st.topk < this.n || st.min > 0;
+      var sparse = st.topk < this.m || st.min > 0;
       var noun = contributions ? 'share' : 'weight';
       parts.push(sparse ? 'top ' + st.topk + ' per token, ' + noun + ' \u2265 ' + st.min
         : (contributions ? 'all contributions' : 'all weights'));

@@ -77,8 +77,18 @@
       queued = true;
     };
     this.gridBox.addEventListener('scroll', later, { passive: true });
-    if ('ResizeObserver' in window) new ResizeObserver(later).observe(this.gridBox);
+    if ('ResizeObserver' in window) (this.resizer = new ResizeObserver(later)).observe(this.gridBox);
     else window.addEventListener('resize', later);
+  };
+
+  // Takes the grid away (an encoder-decoder's switch to a group of other sizes): built again when next shown.
+  proto.dropGrid = function () {
+    if (this.observer) this.observer.disconnect();
+    if (this.resizer) this.resizer.disconnect();
+    this.gridHint.remove();
+    this.gridBox.remove();
+    this.grid = this.thumbs = this.rover = this.thumbSize = this.observer = this.resizer = null;
+    this.gridLayer = this.gridState = undefined;
   };
 
   // A row's label: a button that makes its layer the current one (highlighted, and in the link).
@@ -232,23 +242,25 @@
     if (canvas.getAttribute('data-drawn') === key) return;
     var h = parseInt(canvas.getAttribute('data-head'), 10);
     var n = this.n;
+    var m = this.m; // keys: n, except in cross-attention, where the lines join n rows on the left to m on the right
     var matrix = this.source().matrix(parseInt(canvas.getAttribute('data-layer'), 10), h); // weights or shares
     var allow = this.allowFn();
     var width = this.thumbSize.width;
     var height = this.thumbSize.height;
     var ctx = thumbContext(canvas, width, height);
     var step = height / n;
-    var topk = Math.min(this.state.topk, n > views.LONG_INPUT ? 3 : n);
+    var keyStep = height / m;
+    var topk = Math.min(this.state.topk, Math.max(n, m) > views.LONG_INPUT ? 3 : m);
     var min = Math.max(this.state.min, LINE_MIN);
     ctx.strokeStyle = views.headColour(h, this.att.heads);
     ctx.lineWidth = 1;
     for (var q = 0; q < n; q++) {
-      var keys = views.pickKeys(matrix, n, q, topk, min, allow);
+      var keys = views.pickKeys(matrix, m, q, topk, min, allow);
       for (var j = 0; j < keys.length; j++) {
-        ctx.globalAlpha = Math.min(1, matrix[q * n + keys[j]]);
+        ctx.globalAlpha = Math.min(1, matrix[q * m + keys[j]]);
         ctx.beginPath();
         ctx.moveTo(3, (q + 0.5) * step);
-        ctx.lineTo(width - 3, (keys[j] + 0.5) * step);
+        ctx.lineTo(width - 3, (keys[j] + 0.5) * keyStep);
         ctx.stroke();
       }
     }

@@ -30,19 +30,21 @@
       'through the head that comes from each token on the right, ||A[i, j] f(x_j)||; tooltips give ||A f|| itself, ' +
       'in the units of the model\u2019s hidden vectors.',
   };
+  // An encoder-decoder's groups (views-core.js groupOf): the switch's labels and tooltips, by group name.
+  var GROUP_LABELS = { encoder: 'Encoder', decoder: 'Decoder', cross: 'Cross' };
+  var GROUP_TITLES = {
+    encoder: 'Encoder self-attention: the source attending to itself',
+    decoder: 'Decoder self-attention: the decoder\u2019s inputs attending to themselves and those before them',
+    cross: 'Cross-attention: the decoder\u2019s inputs (left) attending to the source (right)',
+  };
 
   function ViewsWidget(root, data, ownsHash) {
     var started = performance.now();
     this.root = root;
     this.data = data;
     this.ownsHash = ownsHash;
-    this.att = new views.Attention(data.attention);
-    var contributions = data.contributions;
-    this.contrib = !contributions ? null : contributions.encoding === 'norms-f32'
-      ? new views.NormContributions(this.att, contributions) : new views.Attention(contributions, 'c-');
-    this.n = this.att.n;
-    this.groups = views.pairGroups(data.segments);
-    this.isPair = data.segments.indexOf(1) >= 0;
+    this.groupNames = data.groups ? data.groups.map(function (group) { return group.name; }) : null;
+    this.useGroup(views.groupOf(data, null));
     this.hover = null;
     this.defaults = this.defaultState();
     this.state = this.defaultState();
@@ -52,16 +54,40 @@
     views.markFirstRender(root, started);
   }
 
+  /*
+   * Takes one group of the payload (views-core.js groupOf) as what the views draw: its attention and
+   * contributions, its query tokens (n, the left column) and key tokens (m, the right column). A payload
+   * without groups is one group, its tokens on both sides (m = n); an encoder-decoder's switch changes group.
+   */
+  ViewsWidget.prototype.useGroup = function (group) {
+    this.group = group;
+    this.att = new views.Attention(group.attention);
+    var contributions = group.contributions;
+    this.contrib = !contributions ? null : contributions.encoding === 'norms-f32'
+      ? new views.NormContributions(this.att, contributions) : new views.Attention(contributions, 'c-');
+    this.n = this.att.n;
+    this.m = this.att.m;
+    this.queryTokens = group.queries;
+    this.keyTokens = group.keys;
+    this.querySpecial = group.querySpecial;
+    this.keySpecial = group.keySpecial;
+    this.causal = group.causal;
+    var segments = this.groupNames ? range(Math.max(this.n, this.m)).map(function () { return 0; }) : this.data.segments;
+    this.groups = views.pairGroups(segments);
+    this.isPair = segments.indexOf(1) >= 0;
+  };
+
   ViewsWidget.prototype.defaultState = function () {
-    var long = this.n > views.LONG_INPUT;
+    var long = Math.max(this.n, this.m) > views.LONG_INPUT;
     return {
       view: this.root.getAttribute('data-rgv-view') === 'model' ? 'model' : 'head', // a notebook's model_view
+      attn: this.group.name, // the group drawn (an encoder-decoder's); null for any other payload
       layer: 0,
       heads: long ? [0] : range(this.att.heads),
       token: null, // pinned query token (left column)
       key: null, // pinned key token (right column)
       filter: 'all',
-      topk: long ? LONG_TOPK : this.n,
+      topk: long ? LONG_TOPK : this.m,
       min: long ? LONG_MIN : 0,
       mode: 'weights',
       zoom: false,
@@ -75,7 +101,12 @@
 
   // What a link is checked against (views-core.js parseHash).
   ViewsWidget.prototype.limits = function () {
-    return { layers: this.att.layers, heads: this.att.heads, tokens: this.n, contributions: Boolean(this.contrib) };
+    var limits = { layers: this.att.layers, heads: this.att.heads, tokens: this.n, contributions: Boolean(this.contrib) };
+    if (this.groupNames) {
+      limits.keys = this.m;
+      limits.groups = this.groupNames;
+    }
+    return limits;
   };
 
   // Sets one state field and renders; the handler of most controls.
@@ -92,6 +123,8 @@
     this.root.classList.add('rgv-ready');
     var bar = el('div', 'rgv-toolbar');
     bar.appendChild(this.buildTabs());
+    this.groupButtons = [];
+    if (this.groupNames) bar.appendChild(this.buildGroupSwitch());
     this.modeButtons = [];
     if (this.contrib) bar.appendChild(this.buildModeSwitch());
     bar.appendChild(this.buildLayerSelect());
@@ -104,7 +137,7 @@
     this.root.appendChild(bar);
     this.root.appendChild(this.buildNote());
     this.modeNote = this.contrib ? this.root.appendChild(el('p', 'rgv-mode-note')) : null;
-    this.root.appendChild(this.buildHeadToggles());
+    this.headToggles = this.root.appendChild(this.buildHeadToggles());
     this.buildPanels();
     this.watchPointer();
     // Escape clears a pinned token, unless the enlarged-head dialog is open: there Escape closes the
@@ -197,6 +230,69 @@
     return wrap;
   };
 
+  /*
+   * Attention: Encoder | Decoder | Cross, an encoder-decoder's groups (only where the payload has them), built
+   * like the mode switch. A choice redraws the views from that group's data and goes into the link (attn=).
+   */
+  ViewsWidget.prototype.buildGroupSwitch = function () {
+    var self = this;
+    var wrap = views.group('rgv-mode rgv-attn', 'Attention');
+    wrap.appendChild(el('span', 'rgv-field-label', 'Attention'));
+    this.groupNames.forEach(function (name) {
+      var node = button('rgv-mode-btn rgv-attn-btn', GROUP_LABELS[name] || name, GROUP_TITLES[name]);
+      node.setAttribute('data-attn', name);
+      node.addEventListener('click', function () {
+        self.switchGroup(name);
+        self.render(true);
+      });
+      self.groupButtons.push(node);
+      wrap.appendChild(node);
+    });
+    return wrap;
+  };
+
+  /*
+   * Draws the group `name` from now on: its data, then the parts built from its sizes (the layer select, the
+   * head toggles, the head view's columns, the model view's grid, built again when next shown). The layer
+   * and the heads stay where the group has them; pins are cleared (a token number means another token
+   * there), and top-k at its default follows the group's number of keys.
+   */
+  ViewsWidget.prototype.switchGroup = function (name) {
+    if (!this.groupNames || this.group.name === name) return;
+    var st = this.state;
+    var wasDefault = st.topk === this.defaults.topk && st.min === this.defaults.min;
+    var allHeads = st.heads.length === this.att.heads;
+    this.useGroup(views.groupOf(this.data, name));
+    this.defaults = this.defaultState();
+    st.attn = this.group.name;
+    st.layer = st.layer < this.att.layers ? st.layer : 0;
+    var heads = this.att.heads;
+    st.heads = allHeads ? range(heads) : st.heads.filter(function (h) { return h < heads; });
+    st.token = st.key = null;
+    if (wasDefault) {
+      st.topk = this.defaults.topk;
+      st.min = this.defaults.min;
+    }
+    st.topk = Math.min(st.topk, this.m);
+    if (!this.contrib) st.mode = 'weights';
+    this.hover = null;
+    this.rebuildForGroup();
+  };
+
+  ViewsWidget.prototype.rebuildForGroup = function () {
+    var select = views.numberedSelect('rgv-layer', this.att.layers, 'Layer');
+    this.layerSelect.textContent = '';
+    while (select.firstChild) this.layerSelect.appendChild(select.firstChild);
+    var toggles = this.buildHeadToggles();
+    this.headToggles.parentNode.replaceChild(toggles, this.headToggles);
+    this.headToggles = toggles;
+    this.topkInput.max = String(this.m);
+    var stage = this.buildStage();
+    if (this.stage.parentNode) this.stage.parentNode.replaceChild(stage, this.stage); // placed by the first render
+    this.stage = stage;
+    if (this.grid) this.dropGrid(); // views-model.js
+  };
+
   ViewsWidget.prototype.buildLayerSelect = function () {
     this.layerSelect = views.stateSelect(this, 'layer', 'rgv-layer', this.att.layers, 'Layer');
     return labelled('Layer', this.layerSelect);
@@ -219,10 +315,10 @@
   // Top-k per token and minimum weight: what keeps long inputs readable (and fast).
   ViewsWidget.prototype.buildLimits = function (bar) {
     var self = this;
-    this.topkInput = numberInput('rgv-topk', '1', String(this.n));
+    this.topkInput = numberInput('rgv-topk', '1', String(this.m));
     this.topkInput.addEventListener('change', function () {
       var value = parseInt(self.topkInput.value, 10);
-      self.state.topk = isFinite(value) ? Math.max(1, Math.min(self.n, value)) : self.defaults.topk;
+      self.state.topk = isFinite(value) ? Math.max(1, Math.min(self.m, value)) : self.defaults.topk;
       self.render(true);
     });
     bar.appendChild(labelled('Top-k per token', this.topkInput));
@@ -320,6 +416,9 @@
     this.modeButtons.forEach(function (node) {
       node.setAttribute('aria-pressed', String(node.getAttribute('data-mode') === st.mode));
     });
+    this.groupButtons.forEach(function (node) {
+      node.setAttribute('aria-pressed', String(node.getAttribute('data-attn') === st.attn));
+    });
     this.minLabel.textContent = st.mode === 'contributions' ? 'Min share' : 'Min weight';
     if (this.modeNote) this.modeNote.textContent = MODE_NOTES[st.mode];
   };
@@ -331,6 +430,7 @@
     var zoomed = st.view === 'model' && st.zoom;
     this.root.setAttribute('data-rgv-view', st.view); // views.css hides the head toggles in the model view
     this.root.setAttribute('data-rgv-mode', st.mode);
+    if (this.groupNames) this.root.setAttribute('data-rgv-attn', st.attn);
     this.headPanel.hidden = st.view !== 'head';
     this.modelPanel.hidden = st.view !== 'model';
     if (st.view === 'head' && this.stage.parentNode !== this.headPanel) this.headPanel.appendChild(this.stage);
@@ -372,6 +472,7 @@
     var placed = st.view === 'head' || st.zoom;
     return views.formatHash({
       view: st.view,
+      attn: this.groupNames && st.attn !== this.groupNames[0] ? st.attn : null,
       layer: st.layer, // the model view highlights its layer's row
       head: placed ? st.heads : null,
       token: st.token,
@@ -418,6 +519,10 @@
   };
 
   ViewsWidget.prototype.applyHash = function (rerender) {
+    if (this.groupNames) { // the group first: the link's other fields are checked against its sizes
+      var asked = views.hashGroup(location.hash, this.groupNames);
+      if (views.parseHash(location.hash, this.limits())) this.switchGroup(asked || this.groupNames[0]);
+    }
     var link = views.readHash(this.limits());
     if (!link) return;
     var st = this.defaultState();
@@ -438,7 +543,7 @@
     this.hover = null;
     if (rerender) this.holdPointer(); // a link followed on the page scrolls the view under the pointer
     this.showNote(views.hashNote(problems, this.limits(),
-      { view: st.view + ' view', layer: st.layer, heads: st.heads, mode: st.mode }));
+      { view: st.view + ' view', layer: st.layer, heads: st.heads, mode: st.mode, attn: st.attn }));
     if (rerender) this.render(false);
   };
 

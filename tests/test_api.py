@@ -228,7 +228,7 @@ def test_load_refuses_a_built_report_of_another_version(built, tmp_path):
     path = write(tmp_path / "report.json", json.dumps({**data, "schema_version": 1}))
     with pytest.raises(DataError) as err:
         Report.load(path)
-    assert one_line(err.value) == (f"{path}: schema version 1, this reportgen reads 2; "
+    assert one_line(err.value) == (f"{path}: schema version 1, this reportgen reads {SCHEMA_VERSION}; "
                                    "rebuild the site with this reportgen")
 
 

@@ -36,6 +36,7 @@ from typing import ClassVar, Literal
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from reportgen.config import BUILTIN_DATA, AblationSettings, builtin_data_problem
 from reportgen.datafiles import Column, Rows, load_rows
@@ -433,6 +434,29 @@ def next_token_losses(logits: torch.Tensor, input_ids: torch.Tensor, attention_m
     return torch.stack([predicted.sum(1).to(token_loss.dtype), token_loss.sum(1)], dim=-1)
 
 
+LOGIT_CHUNK = 1 << 24  # logits (rows x positions x vocabulary) computed at once: 64 MB in float32
+# Decoder families whose causal-LM logits are exactly lm_head(last hidden state): no scaling, no soft-capping
+# (GPT-2, Llama, Qwen2, Mistral, Gemma 1), so the loss can be taken from the hidden states a slice at a time.
+PLAIN_LM_HEADS = frozenset({"gpt2", "llama", "qwen2", "mistral", "gemma"})
+
+
+def hidden_next_token_losses(hidden: torch.Tensor, head: nn.Linear, input_ids: torch.Tensor,
+                             attention_mask: torch.Tensor, chunk: int = LOGIT_CHUNK) -> torch.Tensor:
+    """`next_token_losses` from the last hidden states and the language-model head, a slice of positions at a
+    time: a batch's whole logits (its tokens x a vocabulary of 128k, in float32) would take gigabytes, and
+    each position's loss needs only its own row of them."""
+    labels = input_ids.masked_fill(attention_mask == 0, -100)[:, 1:]
+    states = hidden[:, :-1]
+    rows, positions = labels.shape
+    step = max(1, chunk // max(1, rows * head.weight.shape[0]))
+    token_loss = torch.zeros(labels.shape, dtype=torch.float32, device=hidden.device)
+    for start in range(0, positions, step):
+        logits = head(states[:, start:start + step]).float()
+        token_loss[:, start:start + step] = F.cross_entropy(logits.transpose(1, 2), labels[:, start:start + step],
+                                                            reduction="none", ignore_index=-100)
+    return torch.stack([(labels != -100).sum(1).to(token_loss.dtype), token_loss.sum(1)], dim=-1)
+
+
 class CausalLMTask(Task):
     """Next-token prediction: the mean cross-entropy of every token given those before it, pooled over
     all predicted tokens of all texts (token-weighted), and its perplexity exp(loss). Lower is better:
@@ -446,6 +470,11 @@ class CausalLMTask(Task):
     def unit_outputs(self, batch: Batch) -> torch.Tensor:
         inputs = batch.inputs
         # no cache: nothing is generated, and the engine may skip layers (replaying) that would fill it
+        head = self.model.get_output_embeddings()
+        if isinstance(head, nn.Linear) and self.model.config.model_type in PLAIN_LM_HEADS:
+            # the base model runs with every masking hook, as inside the model's own forward
+            hidden = self.model.base_model(**inputs, use_cache=False).last_hidden_state
+            return hidden_next_token_losses(hidden, head, inputs["input_ids"], inputs["attention_mask"])
         logits = self.model(**inputs, use_cache=False).logits
         return next_token_losses(logits, inputs["input_ids"], inputs["attention_mask"])
 

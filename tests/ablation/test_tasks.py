@@ -227,3 +227,25 @@ def test_scores_the_model_cannot_tell_apart_are_ties(tmp_path, tiny_model):
     assert (identical == 1.0).all() and np.array_equal(outputs, np.round(outputs, SCORE_DECIMALS))
     ranks = rank_rows(outputs)
     assert len(set(ranks[:len(sentences)].tolist())) == 1  # one tie, one average rank
+
+
+@pytest.mark.parametrize("chunk", [1, 37, 1 << 24])
+def test_the_causal_lm_loss_taken_a_slice_of_positions_at_a_time_is_the_whole_logits_loss(chunk):
+    """A decoder's loss from its hidden states and LM head in slices (so a 128k vocabulary does not put a
+    batch's whole logits in memory) equals the loss of the whole logits, padding and all."""
+    import torch
+
+    from reportgen.ablation.tasks import hidden_next_token_losses, next_token_losses
+
+    generator = torch.Generator().manual_seed(0)
+    head = torch.nn.Linear(16, 50, bias=False)
+    with torch.no_grad():
+        head.weight.copy_(torch.randn(50, 16, generator=generator))
+    hidden = torch.randn(3, 9, 16, generator=generator)
+    ids = torch.randint(0, 50, (3, 9), generator=generator)
+    mask = (torch.arange(9)[None] < torch.tensor([[9], [4], [1]])).long()  # a one-token text predicts nothing
+    with torch.no_grad():
+        whole = next_token_losses(head(hidden), ids, mask)
+        sliced = hidden_next_token_losses(hidden, head, ids, mask, chunk=chunk)
+    assert torch.equal(sliced[:, 0], whole[:, 0]) and sliced[2].tolist() == [0.0, 0.0]
+    assert torch.allclose(sliced, whole, atol=1e-5)

@@ -26,6 +26,7 @@ ABLATION = {**SINGLE_HEADS_ABLATION, "importance": {"random_orders": 3},
 
 
 # -- import ------------------------------------------------------------------------------------------
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_import_reportgen_loads_no_torch():
     """`import reportgen`, and reaching its API names, imports neither torch nor the pipeline."""
     code = ("import sys, reportgen\nprint('torch' in sys.modules)\nreportgen.build, reportgen.Report\n"
@@ -44,6 +45,7 @@ def test_the_api_names_are_the_modules_own():
         reportgen.no_such_name  # noqa: B018 - the attribute access is the test
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_reportgen_build_stays_the_function_once_the_pipeline_is_imported():
     """A submodule named `build` (the pipeline was reportgen/build.py) would replace the package's attribute
     once imported, as the first build does, and a second `reportgen.build(...)` would call a module. The

@@ -108,6 +108,7 @@ def cached_run(model_dir: Path, s: AblationSettings, cache_dir: Path) -> tuple[A
 
 
 @pytest.mark.parametrize("where", ["checksum", "array header", "array data"])
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_a_flipped_bit_in_a_cached_entry_is_recomputed_with_a_warning(models, tmp_path, where):
     data = sim_file(tmp_path / "pairs.tsv", PAIRS)
     s = settings(data)

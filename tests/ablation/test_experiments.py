@@ -42,6 +42,7 @@ def _masks(layers=3, heads=4):
 
 
 @pytest.mark.parametrize("method", ["zero", "uniform"])
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_fast_path_equals_plain_path(model_dir, data, method):
     task = load_task("similarity", model_dir, data)
     assert len(task.units) < 2 * task.n_examples  # duplicates were merged
@@ -102,6 +103,7 @@ def _all_single_heads_and_some_groups(layers, heads, seed=0):
 
 
 @pytest.mark.parametrize("batch_tokens", [96, 4096])
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_zero_single_and_multi_head_masks_equal_plain(model_dir, data, batch_tokens, tmp_path):
     """Fast (resumed inside the first masked layer, stacked, bucketed) == plain for every single
     head and multi-head masks, evaluated together with mixed first layers and grouped by Runner."""
@@ -328,6 +330,7 @@ def test_resampling_reports_its_progress_when_it_takes_more_than_one_chunk(model
     assert seen[-1] == ("permutations", 300, 300) and len(seen) == 43
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_an_experiments_resampling_shows_as_a_stage_of_its_own(model_dir, data, tmp_path, monkeypatch):
     """What `reportgen build` draws as bars: "<experiment>: resamples" beside the experiment's masks."""
     from reportgen import stats
@@ -360,6 +363,7 @@ def test_defaults_validate_and_mistakes_are_refused():
         AblationSettings.model_validate({**defaults()["ablation"], "fractions": [0.5, 1.0]})
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_report_shapes_and_json(model_dir, data, tmp_path):
     seen = []
     report = run_ablations(model_dir, _settings(data=str(data)), device="cpu", cache_dir=tmp_path, fingerprint="fp",

@@ -71,6 +71,7 @@ def test_the_pairs_are_those_among_the_top_k_heads_by_single_change(model_dir, d
     assert all(set(np.unique(mask)) == {0.0, 1.0} for mask in requested)
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_the_interaction_is_the_pairs_change_minus_both_single_changes(model_dir, data, tmp_path):
     settings = _settings(data)
     record, _ = _run(model_dir, settings, tmp_path / "c")
@@ -94,6 +95,7 @@ def test_the_interaction_is_the_pairs_change_minus_both_single_changes(model_dir
     assert any(abs(pair.interaction) > 1e-3 for pair in record.head_pairs.pairs)  # not all zero: a real check
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_all_pairs_and_the_test_can_pass_the_correction(model_dir, data, tmp_path):
     record, _ = _run(model_dir, _settings(data, head_pairs={"top_k": 4, "all": True}), tmp_path / "c")
     pairs = record.head_pairs

@@ -163,6 +163,7 @@ def test_an_experiment_record_is_reused_only_for_the_same_outputs(tiny_model, tm
     assert again == first and len(list(cache.directory.glob("stats-*.json"))) == len(EXPERIMENTS)
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_warnings_about_the_data_are_said_again_when_the_record_is_read_back(tiny_model, tmp_path):
     data, cache = _data(tmp_path / "same.tsv", [(a, b, 3.0) for a, b, _ in PAIRS]), tmp_path / "cache"
     for _ in range(2):  # computed, then read back

@@ -88,6 +88,7 @@ def _tsv(path: Path, rows: list[tuple]) -> Path:
     return path
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_similarity_dedupes_texts_and_uses_pooling_config(bert_dir, tmp_path):
     data = _tsv(tmp_path / "s.tsv", [("sentence1", "sentence2", "score"), ("a cat", "a dog", 3),
                                      ("a cat", "the sun", 1), ("the sun", "a dog", 2)])
@@ -143,6 +144,7 @@ def test_model_without_trained_head_is_refused(bert_dir, tmp_path):
         load_task("classification", bert_dir, data)
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_mlm_masks_fixed_positions_and_measures_accuracy(tmp_path):
     model_dir = tiny_dir(tmp_path / "mlm", "BertForMaskedLM")
     data = tmp_path / "m.jsonl"

@@ -134,6 +134,7 @@ def test_prune_never_touches_what_reportgen_did_not_write(project, tmp_path):
     assert not (cache / "runs" / f"{KEYS[1]}.npz").exists() and (cache / "runs" / f"{KEYS[0]}.npz").is_file()
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_prune_needs_a_record_of_the_config_and_removes_nothing_without_one(project):
     done = run_cli("cache", "prune", cwd=project)
     assert done.returncode == OutputError.exit_code
@@ -188,6 +189,7 @@ def test_cache_info_shows_sizes_per_model_and_kind(project):
     assert "Unused by the latest build of every current config: 8 entries" in text
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_cache_info_without_a_cache_says_so(tmp_path):
     write_config(tmp_path, "title: Nothing built\n")
     done = run_cli("cache", "info", cwd=tmp_path)

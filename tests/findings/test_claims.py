@@ -150,6 +150,7 @@ def test_a_pruning_curve_one_step_better_by_chance_is_not_a_finding():
     assert f"beats {lucky.area.better_than} of 20 random orders" in finding.sentence
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_a_pruning_order_better_at_every_step_is_ranked_first_with_its_p_value_floor():
     task = _task(4)
     ctx = _context(task, _noisy(task, 1.0, 41))

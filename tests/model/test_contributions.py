@@ -20,6 +20,7 @@ def _eager(family: str):
 
 
 @pytest.mark.parametrize("family", sorted(BUILDERS))
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_head_outputs_rebuild_the_attention_output(family):
     """sum over heads and keys of A[h, i, j] f_h(x_j), plus the output bias, is what the output
     projection returns: so f is the right per-head vector and ||A f|| is what the head passes on."""

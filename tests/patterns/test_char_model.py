@@ -123,6 +123,7 @@ def expected_boundary_selectivity(word_ids: np.ndarray) -> float:
     return lengths.sum() / (2 * (lengths - 1)).sum()
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_a_pure_boundary_head_is_selective_and_a_previous_token_head_is_not(char_tokenizer):
     runs, expected = [], []
     for spec in SPECS:
@@ -298,6 +299,7 @@ def test_random_segmentation_keeps_the_characters_and_the_word_lengths(recipe):
     assert any(words != list(sentence.words) for words in cuts)
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_the_recipe_tokenizer_gives_one_character_per_token_digits_and_letters_too(recipe):
     text = "１９９８年，ABC公司在北京成立。"
     tokenizer = recipe.train.make_tokenizer(recipe.train.build_vocabulary([text]))

@@ -107,6 +107,7 @@ def _pixels(png: bytes) -> tuple[tuple[int, int], bytes]:
     return image.size, image.tobytes()
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_chart_exports_come_from_the_cache_byte_for_byte(tmp_path):
     grid = exports.side_by_side([BAR, BAR])
     charts = [exports.Recorded("page", "bar", BAR, exports.FORMATS),

@@ -102,6 +102,7 @@ def test_every_chart_kind_points_only_where_it_links(urls):
     assert channel(delta[0], "href") == channel(delta[1], "href")
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_charts_without_links_show_no_pointer():
     rows = head_rows_with("none")
     curves = [{"x": 0.1, "mean": -0.01, "low": -0.02, "high": 0.0, "group": "random heads"}]
@@ -113,6 +114,7 @@ def test_charts_without_links_show_no_pointer():
     assert [linked_marks(spec) for spec in specs] == [0] * len(specs)
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_attention_matrix_cells_open_the_head_view_with_their_query_pinned():
     spec = vegalite.attention_matrix(["[CLS]", "a", "[SEP]"], [[1 / 3] * 3] * 3, "t",
                                    "example-4.html#view=head&layer=2&head=7")
@@ -150,6 +152,7 @@ def tiny_pages(tiny_model):
             "stats": stats}
 
 
+@pytest.mark.slow  # over half a second: the fast tier stays under a minute
 def test_statistics_and_example_charts_link_every_head(tiny_pages):
     stats = tiny_pages["stats"]
     for key, spec in tiny_pages["statistics"].items():

@@ -254,6 +254,7 @@ def run(args: argparse.Namespace) -> dict:
 def _run(args: argparse.Namespace) -> dict:
     began = time.monotonic()
     out = args.out
+    check_texts(out / "texts.txt", stories(args.seed + 2))  # before any work, not after the training
     tokenizer = data.make_tokenizer(args.context)
     model = make_model(args)
     for name, target in (("init", out / "init"), ("model", out / "model")):
@@ -320,11 +321,25 @@ def _run(args: argparse.Namespace) -> dict:
 STORIES = 200  # held-out stories for the site's causal-LM ablation (reportgen.yaml, ablation.data)
 
 
-def write_texts(path: Path, seed: int) -> None:
+def stories(seed: int) -> str:
     """Held-out template stories, one a line (a seed training never used): names, objects and places come back
     in each story, so an induction head helps predict them and masking it should cost loss."""
     rng = np.random.default_rng(seed)
-    path.write_text("".join(" ".join(data.story(rng)) + "\n" for _ in range(STORIES)), encoding="utf-8")
+    return "".join(" ".join(data.story(rng)) + "\n" for _ in range(STORIES))
+
+
+def check_texts(path: Path, text: str) -> None:
+    """Refuse, before training, to overwrite a texts.txt that is not the one train.py writes."""
+    if path.exists() and (path.is_symlink() or not path.is_file() or path.read_text(encoding="utf-8") != text):
+        raise SystemExit(f"{path}: exists and is not the stories train.py writes; move it away (nothing was "
+                         "overwritten)")
+
+
+def write_texts(path: Path, seed: int) -> None:
+    """The site's causal-LM data (`stories`), checked first (`check_texts`)."""
+    text = stories(seed)
+    check_texts(path, text)
+    path.write_text(text, encoding="utf-8")
 
 
 def _shown(path: Path) -> str:

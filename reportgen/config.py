@@ -105,9 +105,11 @@ class ExampleSpec(Strict):
 
     text: str = Field(min_length=1, description="The sentence (or sentence A of a pair).")
     pair: str | None = Field(None, min_length=1, description="Sentence B of a pair.")
+    target: str | None = Field(None, min_length=1, description="What an encoder-decoder's (BART, T5, Marian) "
+                                                               "decoder reads, `text` being its source.")
     name: str | None = Field(None, description="A short label shown in the site.")
 
-    @field_validator("text", "pair")
+    @field_validator("text", "pair", "target")
     @classmethod
     def _not_blank(cls, value: str | None) -> str | None:
         if value is not None and not value.strip():
@@ -294,8 +296,8 @@ class Config(Strict):
         description="A published study whose claims the findings page checks on this model, each with its test "
                     "and verdict: seed004 (head masking on a query-title cross-encoder), or null.")
     examples: list[ExampleSpec] = Field(
-        description='Examples to visualise: a list of {text, pair, name}; the word "builtin" '
-                    '(alone or as an item) stands for the built-in examples.')
+        description='Examples to visualise: a list of {text, pair, target, name} (target: what an encoder-decoder\'s '
+                    'decoder reads); the word "builtin" (alone or as an item) stands for the built-in examples.')
 
     _locations = field_validator("model", "output", "cache_dir", mode="before")(no_script_url)
     _site_url = field_validator("site_url")(check_site_url)

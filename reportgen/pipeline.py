@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from reportgen import __version__, findings
 from reportgen.cache import usage
 from reportgen.cache.store import Cache, key_of
@@ -24,6 +26,7 @@ from reportgen.findings.claims import claim_checks
 from reportgen.model import loading
 from reportgen.model.loading import ModelInfo
 from reportgen.model.run import run_example
+from reportgen.model.seq2seq import run_source_target
 from reportgen.patterns.corpus import iter_corpus
 from reportgen.patterns.decoder import causal_entropy
 from reportgen.patterns.per_example import patterns_and_labels
@@ -76,11 +79,15 @@ class ModelStage:
     max_length: int  # the config's, or less when the model takes fewer tokens
     warnings: list[str] = field(default_factory=list)
     decoder: bool = False  # causal self-attention (GPT-2, the Llama family): the decoder atlas applies
+    # BART, T5, Marian: each run holds the whole (source, target) run, its fields the encoder's side
+    encoder_decoder: bool = False
 
 
 def run_key(fingerprint: str, spec, max_length: int) -> str:
-    """The cache key of one example's run: the model's files, the text and the truncation."""
-    return key_of("run", RUN_VERSION, fingerprint, spec.text, spec.pair, max_length)
+    """The cache key of one example's run: the model's files, the text (and an encoder-decoder's target) and
+    the truncation."""
+    target = () if spec.target is None else (spec.target,)
+    return key_of("run", RUN_VERSION, fingerprint, spec.text, spec.pair, max_length, *target)
 
 
 def run_model(config: Config, progress: Callback = silent, model_spec: str | None = None) -> ModelStage:
@@ -94,12 +101,20 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
         raise DataError(f"{config.source}: field 'examples': the list is empty; give at least one example")
     name, path = loading.resolve(model_spec or config.model)
     if config.ablation.enabled:
+        from reportgen.ablation.tasks import check_task
+
         loading.check_masking(path, config.ablation.method)
-    decoder = loading.is_decoder(path)
+        check_task(config.ablation.task, path)
+    decoder, encoder_decoder = loading.is_decoder(path), loading.is_encoder_decoder(path)
     notes = []
     if decoder:
         check_decoder_settings(config, model_spec)
         specs, notes = decoder_examples(specs, config.source)
+    elif encoder_decoder:
+        check_decoder_settings(config, model_spec, "an encoder-decoder")
+        specs, notes = seq2seq_examples(specs, config)
+    else:
+        check_no_targets(specs, config.source)
     # Never ask the model for more tokens than its position embeddings hold.
     max_length, length_note = loading.clamp_max_length(path, config.max_length)
     file_hashes = loading.file_hashes(path)
@@ -120,7 +135,10 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
         if decoder:
             check_pairs(tokenizer, [specs[i] for i in missing], config.source)
         for done, i in enumerate(missing, 1):
-            runs[i] = run_example(net, tokenizer, specs[i], max_length, keep_qk=True)
+            if encoder_decoder:  # no query/key view for an encoder-decoder yet
+                runs[i] = run_source_target(net, tokenizer, specs[i], max_length)
+            else:
+                runs[i] = run_example(net, tokenizer, specs[i], max_length, keep_qk=True)
             if runs[i].n_tokens > views.QK_MAX_TOKENS:  # the q/k page is built only for short examples
                 runs[i].extras.clear()
             cache.put_run(keys[i], runs[i])
@@ -132,18 +150,53 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
         warnings.warn(note, stacklevel=2)
     info = {**info, "name": name, "path": str(path)}
     return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, path,
-                      fingerprint, file_hashes, load, max_length, notes, decoder)
+                      fingerprint, file_hashes, load, max_length, notes, decoder, encoder_decoder)
 
 
-def check_decoder_settings(config: Config, model_spec: str | None) -> None:
-    """What a decoder's build cannot do yet, refused before any work: a comparison (its pages are the
-    encoder atlas's) and seed 004's claims (about a BERT-style encoder's heads)."""
+def check_decoder_settings(config: Config, model_spec: str | None, kind: str = "a decoder") -> None:
+    """What a decoder's or an encoder-decoder's build cannot do yet, refused before any work: a comparison
+    (its pages are an encoder's), seed 004's claims (about a BERT-style encoder's heads) and, for an
+    encoder-decoder, corpus statistics (a corpus line has no target for its decoder)."""
     if model_spec is not None or config.compare is not None:
         raise ConfigError(f"{config.source}: field 'compare': comparing models is for encoders; "
-                          "a decoder's build has no comparison yet (remove 'compare')")
+                          f"{kind}'s build has no comparison yet (remove 'compare')")
     if config.claims is not None:
         raise ConfigError(f"{config.source}: field 'claims': seed 004's claims are about an encoder's heads; "
-                          "remove 'claims' for a decoder")
+                          f"remove 'claims' for {kind}")
+    if kind == "an encoder-decoder" and config.patterns.corpus:
+        raise ConfigError(f"{config.source}: field 'patterns.corpus': an encoder-decoder's statistics are over "
+                          "its examples (each a source and a target); remove 'corpus'")
+
+
+def seq2seq_examples(specs: list, config: Config) -> tuple[list, list[str]]:
+    """The examples an encoder-decoder reads, each a source (`text`) and a `target`: the built-in examples,
+    which have no target, are left out with a note; an example of the user's without a target, or with a
+    pair, is refused."""
+    builtin = builtin_examples()
+    kept = [spec for spec in specs if spec not in builtin]
+    for spec in kept:
+        label = repr(spec.name or spec.text[:40])
+        if spec.pair is not None:
+            raise DataError(f"{config.source}: field 'examples': the example {label} has a 'pair'; an "
+                            "encoder-decoder reads a source ('text') and a 'target', not a pair")
+        if spec.target is None:
+            raise DataError(f"{config.source}: field 'examples': the example {label} has no 'target'; an "
+                            "encoder-decoder reads a source ('text') and a 'target' for its decoder")
+    if not kept:
+        raise DataError(f"{config.source}: field 'examples': an encoder-decoder reads a source and a target, and "
+                        "the built-in examples have no target; give examples with 'text' and 'target'")
+    dropped = len(specs) - len(kept)
+    notes = [f"{dropped} built-in example{'s' * (dropped > 1)} without a target left out: an encoder-decoder "
+             "reads a source and a target"] if dropped else []
+    return kept, notes
+
+
+def check_no_targets(specs: list, source: str) -> None:
+    """A `target` is for an encoder-decoder's decoder; any other model would silently ignore it."""
+    for spec in specs:
+        if spec.target is not None:
+            raise DataError(f"{source}: field 'examples': the example {spec.name or spec.text[:40]!r} has a "
+                            "'target', which only an encoder-decoder (BART, T5, Marian) reads; remove it")
 
 
 def decoder_examples(specs: list, source: str) -> tuple[list, list[str]]:
@@ -255,6 +308,32 @@ def _decoder_statistics(config: Config, stage: ModelStage, progress: Callback) -
     return decoder_atlas(runs, test.attention, described, config.patterns, linkable=len(stage.runs))
 
 
+SEQ2SEQ_INDUCTION = ("the induction test (Olsson et al. 2022) feeds a decoder-only model repeated random tokens; an "
+                     "encoder-decoder's decoder also reads a source, which the test does not define")
+
+
+def run_seq2seq_decoder_patterns(config: Config, stage: ModelStage) -> DecoderStatistics:
+    """The decoder atlas over an encoder-decoder's decoder self-attention on the examples' decoder inputs (the
+    start token, then the target shifted right): causal heads, so each statistic keeps its uniform causal null.
+    From the runs alone, so not cached; induction is not measured (SEQ2SEQ_INDUCTION)."""
+    from reportgen.patterns.decoder_atlas import decoder_atlas
+
+    runs = [decoder_side(run) for run in stage.runs]
+    return DecoderStatistics.model_validate({**decoder_atlas(runs, None, None, config.patterns),
+                                             "induction_missing": SEQ2SEQ_INDUCTION})
+
+
+def decoder_side(run: ExampleRun) -> ExampleRun:
+    """An encoder-decoder example's decoder self-attention as a run of its own: the decoder's input tokens
+    (each its own word), their causal attention and value norms."""
+    pair = run.seq2seq
+    special = (np.asarray(pair.target_special, dtype=bool) if pair.target_special is not None
+               else np.zeros(len(pair.target_tokens), dtype=bool))
+    return ExampleRun(run.spec, list(pair.target_tokens), np.where(special, -1, np.arange(len(special))),
+                      np.where(special, -1, 0), special, pair.decoder_attention, pair.target_truncated,
+                      value_norms=(pair.value_norms or {}).get("decoder"))
+
+
 def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent) -> Ablation | None:
     """The head-ablation experiments on the configured task (each finished mask is cached)."""
     if not config.ablation.enabled:
@@ -322,11 +401,12 @@ def versions() -> dict[str, str]:
 
 def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics | DecoderStatistics,
                 ablation: Ablation | None, comparison: Comparison | None, manifest: Manifest,
-                reproducible: bool) -> Report:
+                reproducible: bool, decoder_group: DecoderStatistics | None = None) -> Report:
     """Everything the site shows, findings included: templates and charts read only this. `statistics` is
-    the encoder atlas, or for a decoder the decoder atlas."""
-    found = findings.all_findings(statistics, ablation)
-    decoder = statistics if isinstance(statistics, DecoderStatistics) else None
+    the encoder atlas, or for a decoder the decoder atlas; an encoder-decoder's is its encoder's, and
+    `decoder_group` the atlas of its decoder self-attention."""
+    found = findings.all_findings(statistics, ablation, decoder_group)
+    decoder = statistics if isinstance(statistics, DecoderStatistics) else decoder_group
     return Report(
         title=config.title,
         site_url=config.site_url,
@@ -335,10 +415,11 @@ def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics
         model=model_summary(stage.info),
         layers=stage.info.layers,
         heads=stage.info.heads,
-        examples=[describe_example(i, run, config.patterns, decoder is not None)
+        examples=[describe_example(i, run, config.patterns, stage.decoder)
                   for i, run in enumerate(stage.runs, 1)],
-        architecture="decoder" if decoder is not None else "encoder",
-        statistics=None if decoder is not None else statistics,
+        architecture="encoder-decoder" if stage.encoder_decoder else "decoder" if decoder is not None else "encoder",
+        groups=attention_groups(stage.runs[0]) if stage.encoder_decoder else None,
+        statistics=statistics if isinstance(statistics, PatternStatistics) else None,
         decoder=decoder,
         ablation=ablation,
         comparison=comparison,
@@ -348,6 +429,13 @@ def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics
         warnings=stage.warnings,
         manifest=manifest,
     )
+
+
+def attention_groups(run: ExampleRun) -> list[str]:
+    """An encoder-decoder's group of each flat attention layer, in the order of its heads' masks
+    (reportgen.model.head_sites): the encoder's self-attention, the decoder's, then the cross-attention."""
+    encoder, decoder = len(run.seq2seq.encoder_attention), len(run.seq2seq.decoder_attention)
+    return ["encoder"] * encoder + ["decoder"] * decoder + ["cross"] * decoder
 
 
 def describe_example(number: int, run: ExampleRun, settings: PatternSettings | None = None,
@@ -365,7 +453,8 @@ def describe_example(number: int, run: ExampleRun, settings: PatternSettings | N
                    truncated=run.truncated, page=f"example-{number}.html",
                    qk_page=f"example-{number}-qk.html" if "queries" in run.extras else None,
                    entropy=clean((causal_entropy(run.attention) if decoder else entropy(run.attention)).round(4)),
-                   patterns=found, labels=labels)
+                   patterns=found, labels=labels, target=run.spec.target,
+                   target_tokens=len(run.seq2seq.target_tokens) if run.seq2seq is not None else None)
 
 
 def example_views(runs: list[ExampleRun], statistics: PatternStatistics | DecoderStatistics) -> list[ExampleViews]:
@@ -377,12 +466,23 @@ def example_views(runs: list[ExampleRun], statistics: PatternStatistics | Decode
             if head.example >= 0 and runs[head.example].n_tokens <= MATRIX_MAX_TOKENS:
                 wanted.setdefault(head.example, set()).add((head.layer, head.head))
     return [ExampleViews(tokens=list(run.tokens), segments=[int(s) for s in run.segment_ids],
-                         payload=views.example_payload(run),
+                         payload=_with_groups(views.example_payload(run), run),
                          qk_payload=views.qk_payload(run) if "queries" in run.extras else None,
                          # 4 decimals as float64: rounded in float32 they print as 0.9606000185012817
                          matrices={(layer, head): run.attention[layer, head].astype(float).round(4).tolist()
                                    for layer, head in sorted(wanted.get(i, ()))})
             for i, run in enumerate(runs)]
+
+
+def _with_groups(payload: dict, run: ExampleRun) -> dict:
+    """An encoder-decoder example's payload gains its target and its three groups (the views' switch), the
+    encoder's attention staying the top level (the views' default group); any other payload is as it was."""
+    if run.seq2seq is None:
+        return payload
+    pair = run.seq2seq
+    target_special = pair.target_special if pair.target_special is not None else [False] * len(pair.target_tokens)
+    return {**payload, "target": pair.target,
+            "groups": views.seq2seq_groups(pair, [bool(s) for s in run.special], [bool(s) for s in target_special])}
 
 
 def make_manifest(config: Config, stage: ModelStage, files: dict[str, str],
@@ -421,7 +521,8 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     # cache_usage records which cache entries this build used, for `reportgen cache prune`.
     # With ablation.ray the Ray cluster is joined (or started) first: one that cannot be reached fails before any work.
     ray = config.ablation.ray if config.ablation.enabled else None
-    with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle, decoders=True),
+    with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle, decoders=True,
+                                                                 encoder_decoders=True),
           usage.recording(config), ray_runner.connected(ray)):
         return _build(config, target, reproducible, progress, writer)
 
@@ -458,6 +559,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
     stage = run_model(config, progress)
     lap("model")
     statistics = (run_decoder_patterns if stage.decoder else run_patterns)(config, stage, progress)
+    decoder_group = run_seq2seq_decoder_patterns(config, stage) if stage.encoder_decoder else None
     lap("patterns")
     ablation = run_ablation(config, stage, progress)
     lap("ablation")
@@ -466,6 +568,6 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         comparison = run_comparison(config, stage, progress)
         lap("comparison")
     manifest = make_manifest(config, stage, data_files(config), timings, reproducible)
-    report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible)
+    report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible, decoder_group)
     writer.write_site(report, example_views(stage.runs, statistics), out, progress, reproducible, config.cache_dir)
     return Built(report, stage.computed, len(stage.runs) - stage.computed, round(stage.seconds, 3))

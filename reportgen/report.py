@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -98,7 +99,7 @@ class Example(Record):
     name: str | None
     text: str
     pair: str | None
-    n_tokens: int
+    n_tokens: int  # an encoder-decoder's: the source's
     truncated: bool
     page: str
     qk_page: str | None  # only examples up to views.QK_MAX_TOKENS tokens have a query/key page
@@ -108,6 +109,8 @@ class Example(Record):
     # Each head's label on this example alone: patterns.label_heads on its own statistics (the site-wide
     # `statistics.labels` use their means over the inputs), "mixed" where no pattern passes; the example's head map.
     labels: list[list[str]]
+    target: str | None = None  # an encoder-decoder's target, which its decoder reads (teacher-forced)
+    target_tokens: int | None = None  # the decoder's input tokens: the start token, then the target shifted right
 
 
 # -- pattern statistics (patterns.py) ---------------------------------------------------------------
@@ -560,6 +563,9 @@ class Ablation(Record):
     layer_halves: LayerHalves | None = None
     importance: Importance | None = None
     head_pairs: HeadPairs | None = None  # only when ablation.experiments.head_pairs is on
+    # an encoder-decoder's group of each flat layer ("encoder", "decoder" self-attention, "cross"-attention:
+    # reportgen.model.head_sites); None for every other model, whose flat layer is its depth
+    groups: list[str] | None = None
 
 
 # -- comparison, findings, manifest -----------------------------------------------------------------
@@ -661,11 +667,15 @@ class Report(Record):
     built: str | None  # UTC time of the build; None in a --reproducible build
     versions: dict[str, str]
     model: ModelSummary
-    layers: int
+    layers: int  # an encoder-decoder's: every attention layer, its groups' in `groups` order
     heads: int
     examples: list[Example]
-    architecture: Literal["encoder", "decoder"] = "encoder"  # a decoder's heads see only the keys up to the query
-    statistics: PatternStatistics | None  # the encoder atlas; null for a decoder
+    # a decoder's heads see only the keys up to the query; an encoder-decoder has three groups of heads
+    architecture: Literal["encoder", "decoder", "encoder-decoder"] = "encoder"
+    # an encoder-decoder's group of each of the `layers`: "encoder" (self-attention over the source), "decoder"
+    # (causal self-attention over the decoder's inputs), "cross" (the decoder's inputs over the source); null otherwise
+    groups: list[Literal["encoder", "decoder", "cross"]] | None = None
+    statistics: PatternStatistics | None  # the encoder atlas (an encoder-decoder's: its encoder's); null for a decoder
     decoder: DecoderStatistics | None = None  # the decoder atlas; null for an encoder
     ablation: Ablation | None
     comparison: Comparison | None = None
@@ -677,8 +687,9 @@ class Report(Record):
 
     @property
     def atlas(self) -> PatternStatistics | DecoderStatistics:
-        """The heads' pattern statistics whatever the architecture: the encoder atlas, or a decoder's."""
-        return self.decoder if self.decoder is not None else self.statistics
+        """The heads' pattern statistics whatever the architecture: the encoder atlas (an encoder-decoder's
+        encoder's), or a decoder's."""
+        return self.statistics if self.statistics is not None else self.decoder
 
     def to_json(self) -> str:
         """report.json: sorted keys, no NaN (a number that is not one is null)."""
@@ -725,6 +736,9 @@ class Report(Record):
         - `layer`, `head`: 0-based, as on the site.
         - `label`: the head's main pattern, the key of `statistics.labels` ("previous_token", ...,
           "mixed" where no pattern passes its threshold): what colours the head map.
+        - for an encoder-decoder, `group` ("encoder", "decoder", "cross") and `group_layer` (the layer within
+          its group): its encoder's rows carry the encoder statistics, its decoder self-attention's the
+          decoder statistics, NaN elsewhere, and no label on the cross-attention rows.
         - for a decoder, instead of the encoder statistics below: each statistic of `decoder`
           (`previous_token`, `sink`, `causal_entropy`, `duplicate_token`, `induction`) and `<statistic>_null`,
           the uniform causal head's score on the same tokens; NaN for a statistic that was not measured.
@@ -744,19 +758,28 @@ class Report(Record):
             import pandas
         except ImportError:
             raise MissingExtra('Report.heads_frame needs pandas: pip install "reportgen[pandas]"') from None
-        statistics = self.atlas
         cells = [(layer, head) for layer in range(self.layers) for head in range(self.heads)]
-        columns: dict[str, list[Any]] = {"layer": [layer for layer, _ in cells], "head": [head for _, head in cells],
-                                         "label": [statistics.labels[layer][head] for layer, head in cells]}
-        if self.decoder is not None:
-            for name in decoder_statistics():
-                statistic = getattr(self.decoder, name)
-                columns[name] = _per_head(statistic.mean, cells) if statistic else [float("nan")] * len(cells)
-                columns[f"{name}_null"] = [_number(statistic.null if statistic else None)] * len(cells)
-        for name in head_statistics() if self.decoder is None else ():
-            columns[name] = _per_head(getattr(statistics, name).mean, cells)
-            null = statistics.nulls.get(name)
-            columns[f"{name}_null"] = [_number(null.uniform if null is not None else None)] * len(cells)
+        where = [self._group_layer(layer) for layer, _ in cells]  # (group, layer within it) of each row
+        atlases = {"encoder": self.statistics, "decoder": self.decoder}
+        columns: dict[str, list[Any]] = {"layer": [layer for layer, _ in cells], "head": [head for _, head in cells]}
+        if self.groups:
+            columns["group"] = [group for group, _ in where]
+            columns["group_layer"] = [within for _, within in where]
+        columns["label"] = [atlases[group].labels[within][head] if atlases.get(group) is not None else None
+                            for (group, within), (_, head) in zip(where, cells, strict=True)]
+
+        def column(name: str, atlas: str, statistic, null: Number) -> None:
+            """One statistic's values on its atlas's rows, NaN on the other groups' rows."""
+            ours = [(within, head) if group == atlas else None
+                    for (group, within), (_, head) in zip(where, cells, strict=True)]
+            columns[name] = [_number(statistic.mean[c[0]][c[1]]) if statistic and c else float("nan") for c in ours]
+            columns[f"{name}_null"] = [_number(null) if c else float("nan") for c in ours]
+        for name in decoder_statistics() if self.decoder is not None else ():
+            statistic = getattr(self.decoder, name)
+            column(name, "decoder", statistic, statistic.null if statistic else None)
+        for name in head_statistics() if self.statistics is not None else ():
+            null = self.statistics.nulls.get(name)
+            column(name, "encoder", getattr(self.statistics, name), null.uniform if null is not None else None)
         single = self.ablation.single_heads if self.ablation is not None else None
         if single is not None:
             for key in ("value", "delta", "relative", "p_value", "p_adjusted"):
@@ -766,6 +789,14 @@ class Report(Record):
         if importance is not None:
             columns["importance"] = _per_head(importance.importance, cells)
         return pandas.DataFrame(columns)
+
+
+    def _group_layer(self, layer: int) -> tuple[str, int]:
+        """(the atlas a flat layer's heads are in, its layer there): an encoder-decoder's group and layer
+        within it; any other model's own atlas ("encoder", or "decoder" for a decoder) and the layer itself."""
+        if self.groups:
+            return group_layer(layer, self.groups)
+        return ("decoder" if self.architecture == "decoder" else "encoder"), layer
 
 
 class MissingExtra(ReportgenError, ImportError):
@@ -838,22 +869,50 @@ def report_schema() -> dict[str, Any]:
 
 # -- links into the site ------------------------------------------------------------------------
 def head_link(example: int, layer: int, head: int, token: int | None = None, key: int | None = None,
-              mode: Literal["contributions"] | None = None) -> str:
+              mode: Literal["contributions"] | None = None, group: str | None = None) -> str:
     """The head view of one head on an example page (0-based example index), optionally with one
     query token (`token`, left column) or else one key token (`key`, right column) pinned, and with
-    `mode="contributions"` showing what the head passes on instead of its weights.
+    `mode="contributions"` showing what the head passes on instead of its weights. An encoder-decoder's
+    `group` ("decoder" or "cross"; `layer` within it) opens that group of its views; the encoder's is the default.
 
     The address format is the views' state, parsed and written by formatHash / parseHash in
     site_src/assets/javascripts/views-core.js; this module is its only spelling in Python.
     """
     pinned = f"&token={token}" if token is not None else f"&key={key}" if key is not None else ""
     shown = f"&mode={mode}" if mode is not None else ""
-    return f"example-{example + 1}.html#view=head&layer={layer}&head={head}{pinned}{shown}"
+    return f"example-{example + 1}.html#view=head{_attention_group(group)}&layer={layer}&head={head}{pinned}{shown}"
 
 
-def model_link(layer: int, example: int = 0) -> str:
-    """The model view of an example page at one layer."""
-    return f"example-{example + 1}.html#view=model&layer={layer}"
+def model_link(layer: int, example: int = 0, group: str | None = None) -> str:
+    """The model view of an example page at one layer (of an encoder-decoder's `group`, as in `head_link`)."""
+    return f"example-{example + 1}.html#view=model{_attention_group(group)}&layer={layer}"
+
+
+def group_layer(layer: int, groups: Sequence[str] | None) -> tuple[str | None, int]:
+    """(group, layer within the group) of an encoder-decoder's flat layer `layer` (its `groups`, as
+    Report.groups: encoder, then decoder, then cross layers); (None, layer) without groups."""
+    if not groups:
+        return None, layer
+    group = groups[layer]
+    return group, list(groups[:layer]).count(group)
+
+
+def flat_head_link(layer: int, head: int, groups: Sequence[str] | None = None, example: int = 0) -> str:
+    """`head_link` of a head given by its flat layer (an ablation's rows), opening its group's views."""
+    group, within = group_layer(layer, groups)
+    return head_link(example, within, head, group=group)
+
+
+def flat_model_link(layer: int, groups: Sequence[str] | None = None, example: int = 0) -> str:
+    """`model_link` of a flat layer (an ablation's rows), opening its group's views."""
+    group, within = group_layer(layer, groups)
+    return model_link(within, example, group)
+
+
+def _attention_group(group: str | None) -> str:
+    if group not in (None, "encoder", "decoder", "cross"):
+        raise ValueError(f"not an attention group: {group!r}")
+    return f"&attn={group}" if group not in (None, "encoder") else ""
 
 
 # -- what the site draws beside the report ----------------------------------------------------------

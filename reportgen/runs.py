@@ -33,6 +33,9 @@ class ExampleRun:
     # [L, H, T] float32: ||f(x_j)||, what each key token's value becomes through each head
     # (reportgen.model.value_norms); None for attention that did not come from a model run
     value_norms: np.ndarray | None = None
+    # An encoder-decoder's whole (source, target) run; the fields above then hold its encoder's side (the
+    # source's tokens and the encoder's self-attention), which the encoder atlas reads. None for other models.
+    seq2seq: Seq2SeqRun | None = None
 
     @property
     def n_tokens(self) -> int:
@@ -72,6 +75,7 @@ class Seq2SeqRun:
     value_norms: dict[str, np.ndarray] | None  # "encoder" [L_enc, H, S], "decoder" [L_dec, H, T], "cross" [L_dec, H, S]
     source_truncated: bool
     target_truncated: bool
+    target_special: np.ndarray | None = None  # [T] bool: the decoder inputs that are special tokens
 
 
 # -- the induction test's input (Olsson et al. 2022; scored by reportgen.patterns.decoder.induction) --------------

@@ -136,6 +136,8 @@ class Engine:
         self.masker = HeadMasker(task.model, method)
         self.layers = self.masker.sites.n_layers
         self.heads = self.masker.sites.heads
+        # the group of each flat layer (head_sites.HeadSites.groups): "encoder", "decoder" or "cross"
+        self.groups = list(self.masker.sites.groups)
         self.record_bytes = record_bytes
         self.max_stack = max_stack
         self.resumes = self.masker.can_resume  # start inside the first masked layer (zero, BERT layout)

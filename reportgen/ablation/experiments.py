@@ -9,8 +9,14 @@ Experiments (each optional), one function each, returning its record of `reportg
 - layer_halves: p% of all heads taken only from the lower half of the layers, and only
   from the upper half (lower = the first floor(L/2) layers); the halves are compared per
   example at each fraction (paired permutation test, seeds pooled, corrected over fractions),
-  never by the spread over seeds, which is zero where every seed draws the whole half;
+  never by the spread over seeds, which is zero where every seed draws the whole half.
+  An encoder-decoder's heads are laid out flat in three groups (`reportgen.model.head_sites`:
+  encoder self-attention, decoder self-attention, cross-attention), so its flat order is not
+  depth: its halves are taken within each group (lower = the first floor(L_g/2) layers of each
+  group g of L_g layers, upper = the rest of each group), never of the flat order, which would
+  put the whole encoder in the lower half (`half_layers`);
 - whole_layers: every head of one layer masked, for each layer (same test as heads);
+  an encoder-decoder's layers are its flat layers, each in its group (`Ablation.groups`);
 - importance: Michel, Levy and Neubig (2019) head importance, E_x |d L / d xi_h| with
   the absolute value taken per token and averaged over tokens; optional per-layer L2
   normalisation as in their code; then pruning the least important heads 10% at a time
@@ -24,8 +30,10 @@ Experiments (each optional), one function each, returning its record of `reportg
 
 What each claim needs is in ../shared/REFERENCE.md, "Claims and the test that answers them".
 The masks are evaluated by `reportgen.ablation.engine` (fast, cached, resumable); the tests and
-intervals are `reportgen.stats`. The experiments share one `Context`: the task, the runner,
-the settings and the unmasked model's outputs, computed once.
+intervals are `reportgen.stats`. Every experiment but layer_halves treats the heads as a set of
+[flat layer, head] cells and never reads the flat order as depth; the record names an encoder-decoder's
+group of each flat layer (`Ablation.groups`), by which the pages and findings name its layers.
+The experiments share one `Context`: the task, the runner, the settings and the unmasked model's outputs, computed once.
 
 Statistics are cached too, so that a rebuild spends its time on what changed: each experiment
 first gathers what its statistics read (the per-mask outputs, from the mask cache) and its record
@@ -41,7 +49,7 @@ import hashlib
 import json
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +64,7 @@ from reportgen.ablation.tasks import Task, load_ablation_task
 from reportgen.cache.store import Cache, key_of
 from reportgen.config import BUILTIN_DATA, AblationSettings
 from reportgen.datafiles import open_data_file
-from reportgen.errors import DataError
+from reportgen.errors import DataError, ModelError
 from reportgen.progress import reporting_draws
 from reportgen.report import (
     Ablation,
@@ -152,6 +160,8 @@ class Context:
     base_value: float  # its primary metric; NaN when undefined
     undefined: str | None  # why the metric is undefined on the task data, else None
     stats: ResultCache | None = None  # where experiment records are kept; None: always computed
+    # an encoder-decoder's group of each flat layer (HeadSites.groups); None for every other model
+    groups: tuple[str, ...] | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -228,7 +238,13 @@ def make_context(task: Task, runner: Runner, settings: AblationSettings) -> Cont
                       "test was run and no head or layer is marked significant", stacklevel=1)
     base_value = float(task.metrics(base_outputs[None], task.gold[None])[task.primary][0])
     return Context(task, runner, settings, engine.layers, engine.heads, base_outputs, base_value, undefined,
-                   runner.cache)
+                   runner.cache, encoder_decoder_groups(getattr(engine, "groups", None)))
+
+
+def encoder_decoder_groups(groups: Sequence[str] | None) -> tuple[str, ...] | None:
+    """The groups of the flat layers when they are an encoder-decoder's (`HeadSites.groups` holds "cross"),
+    else None: an encoder's or a decoder's one group says nothing its flat order does not."""
+    return tuple(groups) if groups and "cross" in groups else None
 
 
 def task_record(ctx: Context) -> AblationTask:
@@ -430,21 +446,49 @@ def _random_fraction(ctx: Context, fractions: list[float], outputs: np.ndarray) 
                           **_sweep(ctx, values).model_dump())
 
 
+GROUP_HALVES = "the halves are taken within each group: encoder, decoder self- and cross-attention layers"
+
+
+def half_layers(layers: int, groups: Sequence[str] | None = None) -> tuple[list[int], list[int]]:
+    """The flat layers of the lower and of the upper half: the first floor(L/2) layers and the rest; an
+    encoder-decoder's (`groups`, see `encoder_decoder_groups`) within each group: the first floor(L_g/2)
+    layers of each group and the rest of each, in flat order."""
+    if not groups:
+        half = layers // 2
+        return list(range(half)), list(range(half, layers))
+    lower, upper = [], []
+    for group in dict.fromkeys(groups):
+        depths = [depth for depth, name in enumerate(groups) if name == group]
+        lower += depths[: len(depths) // 2]
+        upper += depths[len(depths) // 2:]
+    return sorted(lower), sorted(upper)
+
+
+def half_pools(layers: int, heads: int, groups: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """The flat head indices (layer * heads + head) of the lower and of the upper half (`half_layers`)."""
+    if not groups:  # the flat order is depth: as it always was, so that the draws stay the same
+        half = layers // 2
+        all_heads = np.arange(layers * heads)
+        return {"lower": all_heads[: half * heads], "upper": all_heads[half * heads:]}
+    return {name: (np.asarray(chosen, dtype=np.int64)[:, None] * heads + np.arange(heads)).ravel()
+            for name, chosen in zip(("lower", "upper"), half_layers(layers, groups), strict=True)}
+
+
 def layer_halves(ctx: Context) -> LayerHalves:
-    """p% of all heads drawn only from the lower half of the layers, and only from the upper half;
-    the two are compared per example at each fraction (paired test, seeds pooled)."""
-    half = ctx.layers // 2
-    all_heads = np.arange(ctx.layers * ctx.heads)
-    pools = {"lower": all_heads[: half * ctx.heads], "upper": all_heads[half * ctx.heads:]}
+    """p% of all heads drawn only from the lower half of the layers, and only from the upper half
+    (an encoder-decoder's halves within each group: `half_layers`); the two are compared per example
+    at each fraction (paired test, seeds pooled)."""
+    pools = half_pools(ctx.layers, ctx.heads, ctx.groups)
     limit = min(len(pool) for pool in pools.values())
     fractions = sorted(fraction for fraction in set(ctx.settings.fractions) if _masked_count(ctx, fraction) <= limit)
     masks, outputs = _swept(ctx, "layer_halves", pools, fractions, 1)
-    return ctx.remembered("layer_halves", {"outputs": outputs},
-                          lambda: _layer_halves(ctx, fractions, masks, outputs), LayerHalves)
+    # an encoder-decoder's halves are not the flat order's: its record is kept under a key of its own
+    inputs = {"outputs": outputs, **({"halves": "within each group", "groups": list(ctx.groups)} if ctx.groups else {})}
+    return ctx.remembered("layer_halves", inputs, lambda: _layer_halves(ctx, fractions, masks, outputs), LayerHalves)
 
 
 def _layer_halves(ctx: Context, fractions: list[float], masks: np.ndarray, outputs: np.ndarray) -> LayerHalves:
-    half = ctx.layers // 2
+    lower_layers, upper_layers = half_layers(ctx.layers, ctx.groups)
     values = _metric(ctx, outputs)
     # every seed drew the same mask in both halves, e.g. the whole half: the seeds cannot spread
     same = [bool((masks[:, index] == masks[:, index, :1]).all()) for index in range(len(fractions))]
@@ -454,9 +498,10 @@ def _layer_halves(ctx: Context, fractions: list[float], masks: np.ndarray, outpu
         outputs[0, tested], outputs[1, tested])
     return LayerHalves(
         fractions=fractions, n_masked=[_masked_count(ctx, fraction) for fraction in fractions],
-        seeds=ctx.settings.seeds, lower_layers=list(range(half)), upper_layers=list(range(half, ctx.layers)),
+        seeds=ctx.settings.seeds, lower_layers=lower_layers, upper_layers=upper_layers,
         baseline=_number(ctx.base_value),
-        note="p is a fraction of all heads, drawn only from one half; fractions above what a half holds are left out",
+        note="p is a fraction of all heads, drawn only from one half; fractions above what a half holds are left out"
+        + (f"; {GROUP_HALVES}" if ctx.groups else ""),
         lower=_sweep(ctx, values[0]), upper=_sweep(ctx, values[1]), same_mask=same, comparison=comparison)
 
 
@@ -604,6 +649,7 @@ def ablate(task: Task, settings: AblationSettings, cache: ResultCache, progress:
         ctx = make_context(task, runner, settings)
         return Ablation(
             task=task_record(ctx), layers=ctx.layers, heads=ctx.heads,
+            groups=list(ctx.groups) if ctx.groups else None,
             experiments=[name for name in (*EXPERIMENTS, *OPTIONAL_EXPERIMENTS) if getattr(switched_on, name)],
             baseline=baseline(ctx) if switched_on.baseline else None,
             single_heads=single_heads(ctx) if switched_on.single_heads else None,
@@ -624,7 +670,8 @@ def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, c
     With a `cluster` (`reportgen.ablation.ray_runner.connected`) the masks are evaluated on its actors."""
     store = Cache(Path(cache_dir))
     data_sha256 = _data_sha256(settings)
-    key = f"record-{record_key(settings, fingerprint, data_sha256)}" if data_sha256 else None
+    key = (f"record-{record_key(settings, fingerprint, data_sha256, _encoder_decoder(model_dir))}" if data_sha256
+           else None)
     folder = f"ablation/{fingerprint}"
     stored = _stored_record(store.get_json(folder, key), settings) if key else None
     if stored is not None:
@@ -650,16 +697,30 @@ def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, c
     return result
 
 
-def record_key(settings: AblationSettings, fingerprint: str, data_sha256: str) -> str:
+def record_key(settings: AblationSettings, fingerprint: str, data_sha256: str, encoder_decoder: bool = False) -> str:
     """The key of a whole ablation record: everything it depends on. The model's files (`fingerprint`),
     the data file's content, every setting but where the data file is (a moved project keeps its
     record), the statistics' and the masks' code versions. The device is left out, as it is from the
     mask cache: it changes outputs only at float rounding; so is where the masks ran (`ray`), so that
-    a Ray build and a local one share the cache both ways."""
+    a Ray build and a local one share the cache both ways. An encoder-decoder's record (its groups, its
+    layer halves within each group) has a key of its own, which no record without them was stored under;
+    every other model's key is as it was."""
     fields = settings.model_dump(mode="json")
     fields.pop("data")
     fields.pop("ray", None)
-    return key_of("ablation-record", STATS_VERSION, CODE_VERSION, fingerprint, data_sha256, fields)
+    grouped = ("groups-1",) if encoder_decoder else ()
+    return key_of("ablation-record", STATS_VERSION, CODE_VERSION, fingerprint, data_sha256, fields, *grouped)
+
+
+def _encoder_decoder(model_dir: Path) -> bool:
+    """Whether config.json says the model is a supported encoder-decoder (read without loading it); False
+    where it cannot be read (loading the task then says why)."""
+    from reportgen.model.loading import is_encoder_decoder
+
+    try:
+        return is_encoder_decoder(Path(model_dir))
+    except (ModelError, OSError):
+        return False
 
 
 def _data_sha256(settings: AblationSettings) -> str | None:

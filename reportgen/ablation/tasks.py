@@ -611,6 +611,30 @@ def _check_seq2seq(model_dir: Path) -> None:
                      f"({', '.join(SUPPORTED_ENCODER_DECODERS.values())})")
 
 
+def check_task(kind: str, model_dir: Path) -> None:
+    """Refuses, from config.json alone and so before any work (the build calls it first), a task the model's
+    architecture cannot run: causal_lm needs a decoder, seq2seq an encoder-decoder, and similarity and mlm
+    an encoder-only stack."""
+    if kind == "causal_lm":
+        _check_causal(model_dir)
+    elif kind == "seq2seq":
+        _check_seq2seq(model_dir)
+    elif kind in ("similarity", "mlm"):
+        _check_not_encoder_decoder(kind, model_dir)
+
+
+def _check_not_encoder_decoder(kind: str, model_dir: Path) -> None:
+    """Similarity pools one stack's token states and MLM fills masks in one text: neither says which of an
+    encoder-decoder's stacks, fed what, it would read, so they are refused for one, from config.json."""
+    from reportgen.model.loading import is_encoder_decoder
+
+    config = _config_or_none(model_dir)
+    if config is not None and is_encoder_decoder(model_dir):
+        raise ModelError(f"model directory {model_dir}: model type '{config.get('model_type')}' "
+                         f"is an encoder-decoder; task '{kind}' reads a single stack of an encoder, so for an "
+                         "encoder-decoder use task 'seq2seq' (a target's loss given its source) or 'classification'")
+
+
 def _load_model(kind: str, model_dir: Path, device: str) -> tuple[torch.nn.Module, object]:
     from transformers import (
         AutoModel,
@@ -627,10 +651,7 @@ def _load_model(kind: str, model_dir: Path, device: str) -> tuple[torch.nn.Modul
     device = resolve_device(device)
     # The same refusals as the model stage: custom code only if trusted, pickle only if allowed.
     kwargs = pretrained_kwargs(model_dir)
-    if kind == "causal_lm":
-        _check_causal(model_dir)
-    if kind == "seq2seq":
-        _check_seq2seq(model_dir)
+    check_task(kind, model_dir)
     tokenizer = load_tokenizer(model_dir, kwargs["trust_remote_code"])
     try:
         model, info = auto_class.from_pretrained(model_dir, output_loading_info=True, ignore_mismatched_sizes=True,

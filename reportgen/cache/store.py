@@ -231,14 +231,43 @@ class Cache:
             spec, meta["tokens"], data["word_ids"], data["segment_ids"], data["special"],
             data["attention"], meta["truncated"], extras,
             data["value_norms"] if "value_norms" in data.files else None,
+            _seq2seq_of(meta, data),
         )
 
     def put_run(self, key: str, run: ExampleRun) -> None:
         buf = io.BytesIO()
-        meta = json.dumps({"tokens": run.tokens, "truncated": run.truncated})
+        meta = {"tokens": run.tokens, "truncated": run.truncated}
         arrays = {f"x_{name}": value for name, value in run.extras.items()}
+        if run.seq2seq is not None:
+            pair_meta, pair_arrays = _seq2seq_parts(run.seq2seq)
+            meta["seq2seq"], arrays = pair_meta, {**arrays, **pair_arrays}
+        meta = json.dumps(meta)
         if run.value_norms is not None:
             arrays["value_norms"] = run.value_norms
         np.savez(buf, meta=np.array(meta), word_ids=run.word_ids, segment_ids=run.segment_ids,
                  special=run.special, attention=run.attention, **arrays)
         self.write_bytes(self._path("runs", key, ".npz"), buf.getvalue())
+
+
+# the encoder's attention is the run's own `attention`, stored once
+SEQ2SEQ_ARRAYS = ("decoder_attention", "cross_attention", "target_special")
+
+
+def _seq2seq_parts(pair_run) -> tuple[dict, dict[str, np.ndarray]]:
+    """An encoder-decoder's run as (its texts, tokens and flags for the meta; its arrays, each under "s_")."""
+    meta = {name: getattr(pair_run, name) for name in ("source", "target", "source_tokens", "target_tokens",
+                                                       "label_tokens", "source_truncated", "target_truncated")}
+    arrays = {f"s_{name}": getattr(pair_run, name) for name in SEQ2SEQ_ARRAYS if getattr(pair_run, name) is not None}
+    arrays.update({f"s_norms_{group}": norms for group, norms in (pair_run.value_norms or {}).items()})
+    return meta, arrays
+
+
+def _seq2seq_of(meta: dict, data):
+    """The encoder-decoder run that `_seq2seq_parts` stored, or None for any other model's run."""
+    if "seq2seq" not in meta:
+        return None
+    from reportgen.runs import Seq2SeqRun
+
+    arrays = {name: data[f"s_{name}"] if f"s_{name}" in data.files else None for name in SEQ2SEQ_ARRAYS}
+    norms = {name[len("s_norms_"):]: data[name] for name in data.files if name.startswith("s_norms_")}
+    return Seq2SeqRun(**meta["seq2seq"], encoder_attention=data["attention"], **arrays, value_norms=norms or None)

@@ -18,10 +18,14 @@ __all__ = ["PATTERN_FINDINGS", "ablation_findings", "all_findings", "decoder_fin
            "pattern_findings"]
 
 
-def all_findings(statistics: PatternStatistics | DecoderStatistics, ablation: Ablation | None) -> list[Finding]:
-    """The pattern findings (an encoder's or a decoder's), then the ablation's."""
+def all_findings(statistics: PatternStatistics | DecoderStatistics, ablation: Ablation | None,
+                 decoder_group: DecoderStatistics | None = None) -> list[Finding]:
+    """The pattern findings (an encoder's or a decoder's; an encoder-decoder's encoder's, then its
+    `decoder_group`'s, the decoder self-attention's), then the ablation's."""
     decoder = isinstance(statistics, DecoderStatistics)
     patterns = decoder_findings(statistics) if decoder else pattern_findings(statistics)
+    if decoder_group is not None:
+        patterns += decoder_findings(decoder_group, "decoder")
     return patterns + (ablation_findings(ablation) if ablation else [])
 
 

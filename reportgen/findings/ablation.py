@@ -1,5 +1,9 @@
 """Findings about the head-ablation experiments: each sentence says no more than its test
-(see REFERENCE "Claims and the test that answers them" and `reportgen.stats`)."""
+(see REFERENCE "Claims and the test that answers them" and `reportgen.stats`).
+
+A head or a layer is named by `reportgen.findings.names` (`head_name`, `layer_name`): "layer 3 head 1", and
+an encoder-decoder's by its group and its layer within the group (`Ablation.groups`), "cross-attention layer 1
+head 0". The numbers keep the flat layer index, which the charts and links use."""
 
 from __future__ import annotations
 
@@ -17,8 +21,8 @@ from reportgen.findings.formatting import (
     p_text,
     percent,
 )
-from reportgen.findings.sentence import SHOWN_SIGNIFICANT, Sentence, grid, head_name, plural
-from reportgen.report import Ablation, Finding, Link, model_link
+from reportgen.findings.sentence import SHOWN_SIGNIFICANT, Sentence, grid, plural
+from reportgen.report import Ablation, Finding, Link, flat_model_link
 
 
 def _capital(text: str) -> str:
@@ -77,6 +81,9 @@ def _single_heads(ablation: Ablation) -> Finding:
 
     def p_of(h: dict) -> str:
         return p_text(h["p"], h["raw"], runs, tests.alpha)
+
+    def head_name(h: dict, capital: bool = False) -> str:
+        return names.head_name(h["layer"], h["head"], ablation.groups, capital)
 
     heads = sorted((numbers(int(layer), int(head)) for layer, head in np.argwhere(tests.significant)),
                    key=lambda x: x["delta"] if higher else -x["delta"])  # the most harmful first
@@ -161,11 +168,13 @@ def _layer_halves(ablation: Ablation) -> Finding:
              if sig and (d < 0) != higher]
     more, where = ("upper", upper) if len(upper) >= len(lower) else ("lower", lower)
     less = "lower" if more == "upper" else "upper"
+    # an encoder-decoder's halves are taken within each group (reportgen.ablation.experiments.half_layers)
+    layers = "layers of each group" if ablation.groups else "layers"
     s = Sentence()
     if where:
         at = where[-1]
         i, t = index[at], test.fractions.index(at)
-        s.strong(f"Masking heads in the {more} layers costs more {said} than in the {less} layers at "
+        s.strong(f"Masking heads in the {more} {layers} costs more {said} than in the {less} {layers} at "
                  f"{fractions_list(where)} of all heads").text(
             f" ({p_text(test.p_adjusted[t], test.p_value[t], test.permutations, test.alpha)} at {percent(at)}; "
             f"{test.test}). "
@@ -177,7 +186,7 @@ def _layer_halves(ablation: Ablation) -> Finding:
             s.text(f" At {fractions_list(other)} the {less} layers cost more.")
     else:
         best = int(np.nanargmin([np.inf if p is None else p for p in test.p_adjusted]))
-        s.strong("Lower and upper layers do not differ significantly at any fraction").text(
+        s.strong(f"Lower and upper {layers} do not differ significantly at any fraction").text(
             f" (smallest corrected {p_text(test.p_adjusted[best], test.p_value[best], test.permutations, test.alpha)}"
             f", at {percent(test.fractions[best])}; {test.test}).")
     deterministic = [f for f, same in zip(halves.fractions, halves.same_mask, strict=True)
@@ -241,18 +250,20 @@ def _whole_layers(ablation: Ablation) -> Finding:
 
     worst, best = layer_numbers(int(np.nanargmin(gain))), layer_numbers(int(np.nanargmax(gain)))
     improves = bool(gain[best["layer"]] > 0)
-    s = Sentence().strong(f"Removing layer {worst['layer']} costs most:").text(
+    groups = ablation.groups
+    s = Sentence().strong(f"Removing {names.layer_name(worst['layer'], groups)} costs most:").text(
         f" {change_with_absolute(worst['relative'], worst['delta'], said)}, "
         f"{'significant' if worst['significant'] else 'not significant'} (corrected "
         f"{p_text(worst['p'], worst['raw'], tests.permutations, tests.alpha)}; {tests.test}). ")
     if improves:
-        s.text(f"Removing layer {best['layer']} changes it by "
+        s.text(f"Removing {names.layer_name(best['layer'], groups)} changes it by "
                f"{change_with_absolute(best['relative'], best['delta'], said)}, "
                f"{'a significant improvement' if best['significant'] else 'not a significant change'} "
                f"({p_text(best['p'], best['raw'], tests.permutations, tests.alpha)}).")
     else:
         s.text("No whole-layer removal improves the metric.")
-    links = _chart("ablation-whole-layers") + [Link(label="model view", href=model_link(worst["layer"]))]
+    links = _chart("ablation-whole-layers") + [Link(label="model view",
+                                                    href=flat_model_link(worst["layer"], ablation.groups))]
     return s.finding("ablation-whole-layers", "ablation", True, links,
                      {"metric": metric, "worst": worst, "best": best, "improves": improves,
                       "permutations": tests.permutations, "alpha": tests.alpha},

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from reportgen.findings.formatting import share
+from reportgen.findings.names import GROUPS
 from reportgen.findings.sentence import SHOWN_HEADS, Sentence, grid, head_name, plural, plus_minus, view
 from reportgen.report import DecoderStatistics, Finding, Link
 
@@ -28,19 +29,21 @@ DECODER_FINDINGS = [
 ]
 
 
-def _heads(stats: DecoderStatistics, stat: str, passes: np.ndarray) -> list[dict]:
+def _heads(stats: DecoderStatistics, stat: str, passes: np.ndarray, group: str | None = None) -> list[dict]:
     record = stats[stat]
     heads = [{"layer": int(layer), "head": int(head), "value": record.mean[layer][head],
-              "std": record.std[layer][head], "example": record.example[layer][head]}
+              "std": record.std[layer][head], "example": record.example[layer][head], **({"group": group} if group
+                                                                                          else {})}
              for layer, head in np.argwhere(passes)]
     return sorted(heads, key=lambda head: -head["value"])
 
 
-def decoder_numbers(stats: DecoderStatistics, stat: str, threshold: float) -> dict:
-    """The heads above `threshold` on `stat`, strongest first (at most SHOWN_HEADS), else the strongest head."""
+def decoder_numbers(stats: DecoderStatistics, stat: str, threshold: float, group: str | None = None) -> dict:
+    """The heads above `threshold` on `stat`, strongest first (at most SHOWN_HEADS), else the strongest head;
+    each of an encoder-decoder's `group` (named and linked so) where one is given."""
     mean = grid(stats[stat].mean)
-    passing = _heads(stats, stat, np.nan_to_num(mean, nan=-1) > threshold)
-    strongest = _heads(stats, stat, mean == np.nanmax(mean))[0] if np.isfinite(mean).any() else None
+    passing = _heads(stats, stat, np.nan_to_num(mean, nan=-1) > threshold, group)
+    strongest = _heads(stats, stat, mean == np.nanmax(mean), group)[0] if np.isfinite(mean).any() else None
     return {"stat": stat, "threshold": threshold, "heads": passing[:SHOWN_HEADS], "count": len(passing),
             "strongest": strongest, "null": stats[stat].null, "queries": stats[stat].queries}
 
@@ -78,31 +81,42 @@ def _sentence(stats: DecoderStatistics, n: dict, target: str, kind: str) -> Sent
             s.text(f" {n['count']} heads pass in all" + (f"; the next: {others}." if others else "."))
         return s
     strongest = n["strongest"]
-    s.strong(f"No head is {'an' if kind[0] in 'aeiou' else 'a'} {kind}").text(
+    group = GROUPS.get(strongest.get("group"), "") + " " if strongest.get("group") else ""
+    s.strong(f"No {group}head is {'an' if kind[0] in 'aeiou' else 'a'} {kind}").text(
         f" (not supported: none puts more than {n['threshold']} of its attention on {target}, {where}); the "
         f"strongest is {head_name(strongest)} with {plus_minus(strongest)}")
     return _with_view(s, n["stat"], strongest).text(f", and {null}.")
 
 
-def decoder_findings(stats: DecoderStatistics) -> list[Finding]:
-    """One finding per decoder pattern that was measured; a pattern not measured says why."""
+# An encoder-decoder's decoder self-attention has its atlas on a page of its own, and its findings ids of their own
+# (an encoder's findings use the same names for the encoder's patterns).
+SEQ2SEQ_DECODER_PAGE, SEQ2SEQ_DECODER_PREFIX = "decoder-patterns.html", "decoder-"
+
+
+def decoder_findings(stats: DecoderStatistics, group: str | None = None) -> list[Finding]:
+    """One finding per decoder pattern that was measured; a pattern not measured says why. With `group`
+    ("decoder": an encoder-decoder's decoder self-attention) the ids, chart links and head names say so."""
     out = []
-    for fid, stat, anchor, target, kind in DECODER_FINDINGS:
+    page, prefix = (SEQ2SEQ_DECODER_PAGE, SEQ2SEQ_DECODER_PREFIX) if group else ("patterns.html", "")
+    for plain_id, stat, anchor, target, kind in DECODER_FINDINGS:
+        fid = prefix + plain_id
         label = next((label for label, name in stats.label_stats.items() if name == stat), None)
-        links = [Link(label="chart", href=f"patterns.html#{anchor}")]
+        links = [Link(label="chart", href=f"{page}#{anchor}")]
         if stats[stat] is None or label is None:
-            out.append(_not_measured(stats, fid, stat, links))
+            out.append(_not_measured(stats, fid, stat, links, group))
             continue
-        numbers = decoder_numbers(stats, stat, stats.thresholds[label])
+        numbers = decoder_numbers(stats, stat, stats.thresholds[label], group)
         out.append(_sentence(stats, numbers, target, kind).finding(fid, "patterns", bool(numbers["count"]), links,
                                                                     numbers))
     return out
 
 
-def _not_measured(stats: DecoderStatistics, fid: str, stat: str, links: list[Link]) -> Finding:
+def _not_measured(stats: DecoderStatistics, fid: str, stat: str, links: list[Link],
+                  group: str | None = None) -> Finding:
     s = Sentence()
     if stat == "induction":
-        s.strong("Induction heads were not measured:").text(f" {stats.induction_missing or 'the test did not run'}.")
+        s.strong(f"Induction heads{' of the decoder' if group else ''} were not measured:").text(
+            f" {stats.induction_missing or 'the test did not run'}.")
     elif stat == "duplicate_token":
         s.strong("Duplicate-token heads were not measured:").text(" no input repeats a token.")
     else:

@@ -19,8 +19,11 @@ patterns.LABELS have one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from reportgen.report import group_layer
 
 Scale = Literal["share", "nats", "difference"]
 SCALE_DOMAIN: dict[Scale, tuple[float, float] | None] = {"share": (0.0, 1.0), "nats": None, "difference": (-1.0, 1.0)}
@@ -107,9 +110,11 @@ DECODER_ONLY = frozenset({"induction", "duplicate_token", "bos_delimiter", "sink
 SHARED = frozenset({"previous_token", "mixed"})
 
 
-def on_site(key: str, decoder: bool) -> bool:
-    """Whether a site of that architecture measures the pattern `key` (so its glossary names it)."""
-    return key in SHARED or (key in DECODER_ONLY) == decoder
+def on_site(key: str, decoder: bool, encoder: bool | None = None) -> bool:
+    """Whether a site of that architecture measures the pattern `key` (so its glossary names it): a decoder's
+    site the decoder patterns, an encoder's the encoder's, an encoder-decoder's (`decoder` and `encoder`) both."""
+    encoder = not decoder if encoder is None else encoder
+    return key in SHARED or (decoder if key in DECODER_ONLY else encoder)
 
 # The heads with a known simple pattern whose scores on the same inputs are each statistic's nulls
 # (report.PatternNull): uniform attention, and all weight on the previous or the next token.
@@ -156,3 +161,30 @@ def metric(key: str) -> str:
 def task_data(data: str) -> str:
     """The task's data as the pages name it: the built-in set by its description, a file by its path."""
     return BUILTIN_DATA if data == "builtin" else data
+
+
+# -- layers and heads of an ablation -------------------------------------------------------------------
+# An encoder-decoder's heads are laid out flat (reportgen.model.head_sites): its encoder self-attention
+# layers, then its decoder self-attention layers, then its cross-attention layers. `groups` names the group
+# of each flat layer (report.Ablation.groups); None for every other model, whose flat layer is its depth.
+GROUPS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
+GROUP_SHORT = {"encoder": "enc", "decoder": "dec", "cross": "cross"}  # axis labels: "enc 0", "cross 1"
+
+
+def layer_name(layer: int, groups: Sequence[str] | None = None, capital: bool = False) -> str:
+    """A layer as every page and finding writes it: "layer 3"; an encoder-decoder's by its group and its
+    layer within the group, "cross-attention layer 1" (flat layer `layer` of `groups`)."""
+    group, within = group_layer(layer, groups)
+    text = f"layer {within}" if group is None else f"{GROUPS.get(group, group)} layer {within}"
+    return text[:1].upper() + text[1:] if capital else text
+
+
+def head_name(layer: int, head: int, groups: Sequence[str] | None = None, capital: bool = False) -> str:
+    """A head as every page and finding writes it: "layer 3 head 1", "cross-attention layer 1 head 0"."""
+    return f"{layer_name(layer, groups, capital)} head {head}"
+
+
+def layer_label(layer: int, groups: Sequence[str] | None = None) -> str:
+    """A flat layer as a chart's axis labels it: "3"; an encoder-decoder's "enc 0", "dec 1", "cross 1"."""
+    group, within = group_layer(layer, groups)
+    return str(layer) if group is None else f"{GROUP_SHORT.get(group, group)} {within}"

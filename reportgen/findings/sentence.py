@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from reportgen.findings.names import GROUPS
 from reportgen.report import Finding, Link, Span, head_link
 
 SHOWN_HEADS = 5  # heads a pattern finding names
@@ -42,7 +43,12 @@ class Sentence:
 
 # -- how numbers are written (the rounding itself is reportgen.findings.formatting) -------------------------
 def head_name(head: dict, capital: bool = False) -> str:
-    return f"{'Layer' if capital else 'layer'} {head['layer']} head {head['head']}"
+    """"layer 1 head 2"; a head of an encoder-decoder's group (head["group"], its layer within the group)
+    "decoder self-attention layer 1 head 2"."""
+    text = f"layer {head['layer']} head {head['head']}"
+    if head.get("group"):
+        text = f"{GROUPS[head['group']]} {text}"
+    return text[:1].upper() + text[1:] if capital else text
 
 
 def plus_minus(head: dict) -> str:
@@ -56,7 +62,7 @@ def plural(count: int, many: str, one: str = "") -> str:
 def view(sentence: Sentence, head: dict) -> Sentence:
     """The link to the head's view on the example where it shows the pattern most. Its words name the example, so
     that printed (links print as text) it still says where to look, not a bare "view"."""
-    href = head_link(head["example"], head["layer"], head["head"])
+    href = head_link(head["example"], head["layer"], head["head"], group=head.get("group"))
     return sentence.link(f"view on example {head['example'] + 1}", href)
 
 

@@ -42,8 +42,8 @@ SUPPORTED_NAMES = ", ".join(SUPPORTED_ENCODERS.values())
 # `decoders` (a caller that does not set it refuses them).
 VIEWABLE_DECODERS = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "gemma": "Gemma"}
 # Encoder-decoder families whose three groups of heads (encoder self-attention, decoder self-attention,
-# cross-attention) reportgen finds, masks and runs (tests/model/test_encoder_decoders.py); their site pages do
-# not exist yet, so only a caller that sets FilePolicy.encoder_decoders loads them.
+# cross-attention) reportgen finds, masks and runs (tests/model/test_encoder_decoders.py) and builds show
+# (tests/test_encoder_decoder_build.py); only a caller that sets FilePolicy.encoder_decoders loads them.
 SUPPORTED_ENCODER_DECODERS = {"bart": "BART", "t5": "T5", "marian": "Marian"}
 DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (embedded)"
 
@@ -52,7 +52,7 @@ DEFAULT_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2 (embedded)"
 class FilePolicy:
     """What a model directory may contain (the config keys `trust_remote_code` and `allow_pickle`), whether
     the caller shows decoders (VIEWABLE_DECODERS: the quick view and notebook views do), and whether it
-    handles encoder-decoders (SUPPORTED_ENCODER_DECODERS: no build does yet)."""
+    handles encoder-decoders (SUPPORTED_ENCODER_DECODERS: builds and the quick view do)."""
 
     trust_remote_code: bool = False
     allow_pickle: bool = False
@@ -187,7 +187,8 @@ def _check_family(path: Path, cfg: dict, decoders: bool = False, encoder_decoder
     decoder_only = (model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
                     and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
     if cfg.get("is_encoder_decoder"):
-        kind = "is an encoder-decoder, which reportgen does not analyse yet"
+        kind = ("is an encoder-decoder reportgen does not support" if encoder_decoders or not _is_encoder_decoder(cfg)
+                else "is an encoder-decoder, which this command does not analyse")
     elif model_type in VIEWABLE_DECODERS:
         kind = "is a decoder, which this command does not analyse"
     elif decoder_only or cfg.get("is_decoder"):
@@ -195,8 +196,9 @@ def _check_family(path: Path, cfg: dict, decoders: bool = False, encoder_decoder
     else:
         kind = "is not an architecture reportgen supports"
     raise ModelError(f"model directory {path}: model type '{model_type}' {kind}; reportgen analyses the "
-                     f"self-attention of these encoders: {SUPPORTED_NAMES}; and of these decoders: "
-                     f"{', '.join(VIEWABLE_DECODERS.values())}")
+                     f"self-attention of these encoders: {SUPPORTED_NAMES}; of these decoders: "
+                     f"{', '.join(VIEWABLE_DECODERS.values())}; and the three attention groups of these "
+                     f"encoder-decoders: {', '.join(SUPPORTED_ENCODER_DECODERS.values())}")
 
 
 def _unsupported_setting(cfg: dict) -> str | None:

@@ -13,9 +13,12 @@ the source) and, for contributions, the value norms of each group (Kobayashi et 
 
 from __future__ import annotations
 
+import numpy as np
+
+from reportgen.config import ExampleSpec
 from reportgen.errors import ModelError
-from reportgen.model.run import clip
-from reportgen.runs import Seq2SeqRun
+from reportgen.model.run import clip, encode
+from reportgen.runs import ExampleRun, Seq2SeqRun
 
 
 def decoder_start(model) -> int:
@@ -66,3 +69,18 @@ def run_pair(model, tokenizer, source: str, target: str, max_length: int = 128) 
     tokens = tokenizer.convert_ids_to_tokens
     return Seq2SeqRun(source, target, tokens(source_ids), tokens(decoder_ids), tokens(labels), encoder, decoder,
                       cross, norms.groups or None, source_cut, target_cut)
+
+
+def run_source_target(model, tokenizer, spec: ExampleSpec, max_length: int) -> ExampleRun:
+    """A build's example on an encoder-decoder: the teacher-forced run of (spec.text, spec.target), as an
+    `ExampleRun` of its encoder's side (the source's tokens, words and special tokens as the tokenizer gives
+    them, the encoder's self-attention and value norms), with the whole run in `seq2seq`."""
+    pair_run = run_pair(model, tokenizer, spec.text, spec.target, max_length)
+    _, tokens, words, segments, special, _ = encode(tokenizer, ExampleSpec(text=spec.text), max_length)
+    if list(tokens) != list(pair_run.source_tokens):  # both read the same text at the same max_length
+        raise RuntimeError("the source was tokenized two ways; report this as a bug")
+    specials = set(tokenizer.all_special_tokens)
+    pair_run.target_special = np.array([token in specials for token in pair_run.target_tokens], dtype=bool)
+    return ExampleRun(spec, list(tokens), words, segments, special, pair_run.encoder_attention,
+                      pair_run.source_truncated or pair_run.target_truncated,
+                      value_norms=(pair_run.value_norms or {}).get("encoder"), seq2seq=pair_run)

@@ -44,6 +44,9 @@ def environment(templates: Path) -> jinja2.Environment:
     env.filters["sentence"] = sentence_markdown
     env.filters["links"] = links_markdown
     env.filters["pattern"] = lambda key: prose(names.name(key))
+    # a flat layer (and head) of an ablation as every page writes it: an encoder-decoder's by its group
+    env.filters["layer_name"] = lambda layer, groups=None: prose(names.layer_name(layer, groups))
+    env.filters["head_name"] = lambda layer, head, groups=None: prose(names.head_name(layer, head, groups))
     env.filters["metric"] = names.metric
     env.filters["task_type"] = lambda key: names.TASK_TYPES.get(key, key)
     env.filters["task_data"] = names.task_data

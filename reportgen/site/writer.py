@@ -62,16 +62,19 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                  task_data=names.task_data(report.ablation.task.data) if report.ablation else None,
                  head_maps=findings_figures(report, docs / "charts", cache),  # the head map(s), the first's PNG
                  pictures=finding_pictures.rendered(report, cache))  # finding id -> its picture (inline SVG)
+    seq2seq = report.architecture == "encoder-decoder"
     if report.decoder is not None:  # a decoder's own atlas: its patterns and their causal nulls
-        pages.render(env, "decoder_patterns.md.j2", docs / "patterns.md", recorder, report=report,
-                     stats=report.decoder, sections=chartdata.decoder_sections(report.decoder))
-    else:
+        # an encoder-decoder's decoder self-attention: a page beside its encoder's (and links opening its group)
+        pages.render(env, "decoder_patterns.md.j2", docs / ("decoder-patterns.md" if seq2seq else "patterns.md"),
+                     recorder, report=report, stats=report.decoder, group="decoder" if seq2seq else None,
+                     sections=chartdata.decoder_sections(report.decoder, "decoder" if seq2seq else None))
+    if report.statistics is not None:
         pages.render(env, "statistics.md.j2", docs / "statistics.md", recorder, report=report, stats=stats,
                      charts=chartdata.statistics_charts(stats))
         pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
                      sections=chartdata.pattern_sections(stats, example_views),
                      conventions=chartdata.conventions(stats), similarity=chartdata.similarity_chart(stats))
-    write_glossary(env, docs, decoder=report.decoder is not None)
+    write_glossary(env, docs, decoder=report.decoder is not None, encoder=report.statistics is not None)
     if report.ablation:
         pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report,
                      ablation=report.ablation, charts=chartdata.ablation_charts(report.ablation))
@@ -90,8 +93,10 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                                                               selectivity, report, cache)})
         progress("Writing pages", done, len(example_views))
     exports.export_charts(recorder.recorded, docs / "charts", progress, cache)
+    patterns_nav = ([{"Encoder patterns": "patterns.md"}, {"Decoder patterns": "decoder-patterns.md"}] if seq2seq
+                    else [{"Attention patterns": "patterns.md"}])
     return [{"Findings": "index.md"}, *([{"Attention statistics": "statistics.md"}] if stats else []),
-            {"Attention patterns": "patterns.md"},
+            *patterns_nav,
             *([{"Head ablation": "ablation.md"}] if report.ablation else []),
             *([{"Model comparison": "compare.md"}] if report.comparison else []),
             {"Examples": example_nav}, {"Glossary": glossary.PAGE}, {"Run manifest": "manifest.md"}]
@@ -134,14 +139,14 @@ def example_pager(examples: list[Example], index: int) -> dict:
     return {"previous": entry(index - 1), "next": entry(index + 1)}
 
 
-def write_glossary(env, docs: Path, decoder: bool = False) -> None:
+def write_glossary(env, docs: Path, decoder: bool = False, encoder: bool | None = None) -> None:
     """The glossary page: every term the pages link to (reportgen.site.glossary), then the names of the
-    patterns this site measures (a decoder's, or an encoder's: names.on_site)."""
+    patterns this site measures (a decoder's, an encoder's, or an encoder-decoder's both: names.on_site)."""
     terms = [{"id": term.id, "name": term.name, "definition": pages.prose(term.definition)}
              for term in glossary.TERMS]
     patterns = [{"key": key, "name": entry.name, "short": pages.prose(entry.short),
                  "term": glossary.BY_ID[entry.term] if entry.term else None}
-                for key, entry in names.PATTERNS.items() if names.on_site(key, decoder)]
+                for key, entry in names.PATTERNS.items() if names.on_site(key, decoder, encoder)]
     pages.render(env, "glossary.md.j2", docs / glossary.PAGE, terms=terms, patterns=patterns)
 
 
@@ -168,8 +173,9 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
                  views=Markup(view_files.example_html(docs, example.id, example_view.payload,
                                                           qk_href=example.qk_page)),
                  contributions="contributions" in example_view.payload,
-                 qk_max_tokens=views.QK_MAX_TOKENS, ln_n=uniform_entropy(example.n_tokens, report.decoder is not None),
-                 decoder=report.decoder is not None,
+                 qk_max_tokens=views.QK_MAX_TOKENS,
+                 ln_n=uniform_entropy(example.n_tokens, report.architecture == "decoder"),
+                 decoder=report.architecture == "decoder",
                  patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
                  selectivity=selectivity, summary_chart=chartdata.example_entropy_chart(example.entropy),
                  head_map=example_figure(report, example, docs / "charts", cache))

@@ -46,6 +46,7 @@ START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
 SUPPORTED = ("BERT, RoBERTa, XLM-RoBERTa, CamemBERT, RoBERTa-PreLayerNorm, XLM-RoBERTa-XL, ELECTRA, ALBERT, "
              "DistilBERT, DeBERTa, DeBERTa-v2, ERNIE, Megatron-BERT, MPNet, ModernBERT")
 DECODERS = "GPT-2, Llama, Qwen2, Mistral, Gemma"  # and the decoders (loading.VIEWABLE_DECODERS)
+ENCODER_DECODERS = "BART, T5, Marian"  # and the encoder-decoders (loading.SUPPORTED_ENCODER_DECODERS)
 BASE: dict[str, Any] = {
     "title": "Bad inputs",
     "model": "models/tiny",
@@ -289,16 +290,19 @@ CASES: list[Case] = [
     Case("model-state-space", "a model with no attention heads to show: a state-space model (Mamba)",
          {"model": "./models/mamba"}, errors.EXIT_MODEL,
          "model directory <dir>/models/mamba: model type 'mamba' is a decoder (causal LM) reportgen does not "
-         f"support; reportgen analyses the self-attention of these encoders: {SUPPORTED}; and of these decoders: "
-         f"{DECODERS}", setup=model_variant("mamba", {"model_type": "mamba"})),
-    Case("model-encoder-decoder", "an encoder-decoder (BART)", {"model": "./models/bart"}, errors.EXIT_MODEL,
-         "model directory <dir>/models/bart: model type 'bart' is an encoder-decoder, which reportgen does not "
-         f"analyse yet; reportgen analyses the self-attention of these encoders: {SUPPORTED}; and of these "
-         f"decoders: {DECODERS}", setup=model_variant("bart", {"model_type": "bart", "is_encoder_decoder": True})),
+         f"support; reportgen analyses the self-attention of these encoders: {SUPPORTED}; of these decoders: "
+         f"{DECODERS}; and the three attention groups of these encoder-decoders: {ENCODER_DECODERS}",
+         setup=model_variant("mamba", {"model_type": "mamba"})),
+    Case("model-encoder-decoder", "an encoder-decoder outside the tables (Pegasus)", {"model": "./models/pegasus"},
+         errors.EXIT_MODEL, "model directory <dir>/models/pegasus: model type 'pegasus' is an encoder-decoder "
+         f"reportgen does not support; reportgen analyses the self-attention of these encoders: {SUPPORTED}; of "
+         f"these decoders: {DECODERS}; and the three attention groups of these encoder-decoders: {ENCODER_DECODERS}",
+         setup=model_variant("pegasus", {"model_type": "pegasus", "is_encoder_decoder": True})),
     Case("model-unsupported-encoder", "an encoder transformers knows but reportgen does not support (Funnel)",
          {"model": "./models/funnel"}, errors.EXIT_MODEL,
          "model directory <dir>/models/funnel: model type 'funnel' is not an architecture reportgen supports; "
-         f"reportgen analyses the self-attention of these encoders: {SUPPORTED}; and of these decoders: {DECODERS}",
+         f"reportgen analyses the self-attention of these encoders: {SUPPORTED}; of these decoders: {DECODERS}; and "
+         f"the three attention groups of these encoder-decoders: {ENCODER_DECODERS}",
          setup=model_variant("funnel", {"model_type": "funnel"})),
     Case("model-talking-heads", "a DeBERTa whose heads mix their scores (`talking_head: true`)",
          {"model": "./models/talking"}, errors.EXIT_MODEL,

@@ -330,12 +330,13 @@ def test_the_loading_table_and_the_policy(checkpoints, tmp_path):
     assert set(loading.SUPPORTED_ENCODER_DECODERS) == set(FAMILIES)
     bert = make_checkpoint("bert", tmp_path / "bert")
     assert not loading.is_encoder_decoder(bert)
-    for policy in (loading.FilePolicy(), loading.FilePolicy(decoders=True)):  # builds and the views refuse them
+    for policy in (loading.FilePolicy(), loading.FilePolicy(decoders=True)):  # a caller that does not set it refuses
         with pytest.raises(ModelError) as raised:
             loading.check_directory(bart, policy)
         assert str(raised.value).startswith(f"model directory {bart}: model type 'bart' is an encoder-decoder, which "
-                                            "reportgen does not analyse yet; reportgen analyses the self-attention "
+                                            "this command does not analyse; reportgen analyses the self-attention "
                                             "of these encoders: BERT,")
+        assert str(raised.value).endswith("encoder-decoders: BART, T5, Marian")
     for family in FAMILIES:
         loading.check_directory(checkpoints[family], loading.FilePolicy(encoder_decoders=True))
         assert loading.read_shape(checkpoints[family]) == (family, LAYERS, HEADS, 32)  # flat layers

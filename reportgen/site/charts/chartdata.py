@@ -21,8 +21,9 @@ from reportgen.report import (
     PatternStatistics,
     Report,
     Sweep,
+    flat_head_link,
+    flat_model_link,
     head_link,
-    model_link,
 )
 from reportgen.site.charts import vegalite
 from reportgen.site.htmlsafe import chart_text
@@ -84,14 +85,15 @@ DELIMITER_TEST_AFTER = "sep"  # the section after which the patterns page gives 
 MATRICES = 3  # top heads per pattern shown as an attention matrix
 
 
-def strongest_links(rows: list[dict], examples: list[list[int]], mode: str | None = None) -> list[dict]:
+def strongest_links(rows: list[dict], examples: list[list[int]], mode: str | None = None,
+                    group: str | None = None) -> list[dict]:
     """Gives each head's row the link to its head view on the example where it shows the statistic
-    most (HeadStatistic.example), in the view's `mode` (contributions for a contribution heatmap); a
-    head with no such example (-1) gets no link and no pointer."""
+    most (HeadStatistic.example), in the view's `mode` (contributions for a contribution heatmap) and an
+    encoder-decoder's `group`; a head with no such example (-1) gets no link and no pointer."""
     for row in rows:
         example = examples[row["layer"]][row["head"]]
         if example is not None and example >= 0:
-            row["url"] = head_link(example, row["layer"], row["head"], mode=mode)
+            row["url"] = head_link(example, row["layer"], row["head"], mode=mode, group=group)
     return rows
 
 
@@ -114,8 +116,9 @@ DECODER_SECTIONS = [
 ]
 
 
-def decoder_sections(stats: DecoderStatistics) -> list[dict]:
-    """The decoder atlas per statistic that was measured: heatmap, top heads with their strongest example, null."""
+def decoder_sections(stats: DecoderStatistics, group: str | None = None) -> list[dict]:
+    """The decoder atlas per statistic that was measured: heatmap, top heads with their strongest example, null;
+    an encoder-decoder's decoder self-attention (`group` "decoder") links to that group of the views."""
     out = []
     for key, anchor, description in DECODER_SECTIONS:
         statistic = stats[key]
@@ -123,9 +126,9 @@ def decoder_sections(stats: DecoderStatistics) -> list[dict]:
             continue
         test = stats.induction_test
         scale = names.pattern(key).scale
-        rows = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std), statistic.example)
+        rows = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std), statistic.example, group=group)
         spread = "std over sequences" if key == "induction" else "std over inputs"
-        top = [dict(head.model_dump(), url=Markup(_source_link(head.example, head.layer, head.head))
+        top = [dict(head.model_dump(), url=Markup(_source_link(head.example, head.layer, head.head, group=group))
                     if head.example >= 0 else None) for head in stats.top_heads.get(key, [])[:TOP_HEADS]]
         out.append({"key": key, "id": anchor, "title": names.name(key),
                     "description": prose(description.format(n=test.n if test else 0,
@@ -253,33 +256,52 @@ def _matrices(views: list[ExampleViews], top: list[dict]) -> list[dict]:
 
 
 def _source_link(example: int, layer: int, head: int, token: int | None = None, key: int | None = None,
-                 mode: str | None = None) -> str:
+                 mode: str | None = None, group: str | None = None) -> str:
     """A head link as Markdown names it: the source page (.md), which MkDocs checks and rewrites."""
-    page, anchor = head_link(example, layer, head, token, key, mode).split("#")
+    page, anchor = head_link(example, layer, head, token, key, mode, group).split("#")
     return f"{page.removesuffix('.html')}.md#{anchor}"
 
 
+def _layer_names(rows: list[dict], groups: list[str] | None) -> list[dict]:
+    """Gives each row of an encoder-decoder's ablation chart its flat layer's name, "cross-attention layer 1"
+    (names.layer_name), which the tooltip and the text alternative show; other models' rows stay as they are."""
+    if groups:
+        for row in rows:
+            row["layer_name"] = names.layer_name(row["layer"], groups)
+    return rows
+
+
+def layer_labels(ablation: Ablation) -> list[str] | None:
+    """An encoder-decoder's axis label of each flat layer ("enc 0", "dec 1", "cross 1": names.layer_label);
+    None for every other model, whose axis shows the layer number."""
+    groups = ablation.groups
+    return [names.layer_label(layer, groups) for layer in range(ablation.layers)] if groups else None
+
+
 def ablation_charts(ablation: Ablation) -> dict:
-    """Chart specs for each ablation experiment that ran; heads link to their view on example 1."""
+    """Chart specs for each ablation experiment that ran; heads link to their view on example 1. An
+    encoder-decoder's flat layers are labelled by their group and their layer within it (layer_labels), and
+    its "layer_names" (not a chart) name each flat layer for the page's text ("cross-attention layer 1")."""
     out = {}
     metric = names.metric(ablation.task.metric)  # as the pages write it
     higher = ablation.task.higher_is_better[ablation.task.metric]
+    groups, labels = ablation.groups, layer_labels(ablation)
     if ablation.single_heads:
         tests = ablation.single_heads
         rows = vegalite.head_rows(tests.relative, delta=tests.delta, metric=tests.value, p_adjusted=tests.p_adjusted,
                                 significant=tests.significant)
-        for row in rows:
-            row["url"] = head_link(0, row["layer"], row["head"])
+        for row in _layer_names(rows, groups):
+            row["url"] = flat_head_link(row["layer"], row["head"], groups)
         out["single_heads"] = vegalite.delta_heatmap(rows, f"Change in {metric} with one head masked",
-                                                     f"change in {metric}", higher)
+                                                     f"change in {metric}", higher, layer_labels=labels)
     if ablation.whole_layers:
         tests = ablation.whole_layers
-        rows = [{"layer": layer, "value": tests.relative[index], "delta": tests.delta[index],
-                 "p_adjusted": tests.p_adjusted[index], "significant": tests.significant[index],
-                 "url": model_link(layer)}
-                for index, layer in enumerate(tests.layers)]
+        rows = _layer_names([{"layer": layer, "value": tests.relative[index], "delta": tests.delta[index],
+                              "p_adjusted": tests.p_adjusted[index], "significant": tests.significant[index],
+                              "url": flat_model_link(layer, groups)}
+                             for index, layer in enumerate(tests.layers)], groups)
         out["whole_layers"] = vegalite.layer_bars(rows, f"Change in {metric} with a whole layer masked",
-                                                  f"change in {metric}", higher)
+                                                  f"change in {metric}", higher, layer_labels=labels)
     if ablation.random_fraction:
         sweep = ablation.random_fraction
         out["random_fraction"] = vegalite.metric_curves(
@@ -287,19 +309,21 @@ def ablation_charts(ablation: Ablation) -> dict:
             f"Change in {metric}, heads masked at random", "heads masked", f"change in {metric}",
             **_reference_lines(ablation))
     if ablation.layer_halves:
-        out["layer_halves"] = _layer_halves_chart(ablation.layer_halves, metric)
+        out["layer_halves"] = _layer_halves_chart(ablation.layer_halves, metric, bool(groups))
     if ablation.importance:
-        out.update(_importance_charts(ablation.importance, metric, higher))
+        out.update(_importance_charts(ablation.importance, metric, higher, groups))
     if ablation.head_pairs:
-        out["head_pairs"] = _head_pairs_chart(ablation.head_pairs, metric)
+        out["head_pairs"] = _head_pairs_chart(ablation.head_pairs, metric, groups)
+    if groups:  # not a chart: the name of each flat layer, for the page's text (only an encoder-decoder's)
+        out["layer_names"] = [names.layer_name(layer, groups) for layer in range(ablation.layers)]
     return out
 
 
-def _head_pairs_chart(pairs: HeadPairs, metric: str) -> dict:
+def _head_pairs_chart(pairs: HeadPairs, metric: str, groups: list[str] | None = None) -> dict:
     """The interaction of every masked pair; a cell opens the first head's view on example 1, where a
-    single-head cell opens its head."""
+    single-head cell opens its head. An encoder-decoder's heads are labelled "cross 1 H0" (names.layer_label)."""
     def label(head: list[int]) -> str:
-        return f"L{head[0]} H{head[1]}"
+        return f"{names.layer_label(head[0], groups)} H{head[1]}" if groups else f"L{head[0]} H{head[1]}"
 
     def relative(value: float | None) -> float | None:  # metric units -> relative to the unmasked model
         return None if value is None or not pairs.baseline else value / abs(pairs.baseline)
@@ -308,7 +332,7 @@ def _head_pairs_chart(pairs: HeadPairs, metric: str) -> dict:
              "interaction": pair.interaction, "relative": pair.relative, "change": pair.change,
              "ci_low": relative(pair.ci[0]), "ci_high": relative(pair.ci[1]),
              "p_value": pair.p_value, "p_adjusted": pair.p_adjusted, "significant": pair.significant,
-             "url": head_link(0, *pair.first)} for pair in pairs.pairs]
+             "url": flat_head_link(*pair.first, groups)} for pair in pairs.pairs]
     return vegalite.pair_heatmap(rows, [label(head) for head in pairs.heads],
                                f"Interaction of two masked heads ({metric})", "relative interaction")
 
@@ -338,17 +362,21 @@ def _margin_rule(test: NonInferiority | None, higher_is_better: bool = True) -> 
     return [{"y": test.margin, "label": f"margin +{formatting.margin(test.margin)}"}]
 
 
-def _layer_halves_chart(halves: LayerHalves, metric: str) -> dict:
-    rows = (_curve_rows(halves.fractions, halves.lower, "lower layers", halves.baseline)
-            + _curve_rows(halves.fractions, halves.upper, "upper layers", halves.baseline))
-    return vegalite.metric_curves(rows, f"Change in {metric}: lower vs upper layers",
+def _layer_halves_chart(halves: LayerHalves, metric: str, grouped: bool = False) -> dict:
+    """The lower against the upper half; an encoder-decoder's (`grouped`) halves are each group's."""
+    within = " of each group" if grouped else ""
+    rows = (_curve_rows(halves.fractions, halves.lower, f"lower layers{within}", halves.baseline)
+            + _curve_rows(halves.fractions, halves.upper, f"upper layers{within}", halves.baseline))
+    return vegalite.metric_curves(rows, f"Change in {metric}: lower vs upper layers{within}",
                                 "share of all heads masked", f"change in {metric}")
 
 
-def _importance_charts(importance: Importance, metric: str, higher_is_better: bool = True) -> dict:
-    rows = vegalite.head_rows(importance.importance)
+def _importance_charts(importance: Importance, metric: str, higher_is_better: bool = True,
+                       groups: list[str] | None = None) -> dict:
+    rows = _layer_names(vegalite.head_rows(importance.importance), groups)
+    labels = [names.layer_label(layer, groups) for layer in range(len(importance.importance))] if groups else None
     for row in rows:
-        row["url"] = head_link(0, row["layer"], row["head"])
+        row["url"] = flat_head_link(row["layer"], row["head"], groups)
     pruning, random_order = importance.pruning, importance.random_order
     curve = [{"x": f, "mean": rel, "low": rel, "high": rel, "absolute": _minus(value, pruning.baseline),
               "group": "least important first"}
@@ -359,7 +387,8 @@ def _importance_charts(importance: Importance, metric: str, higher_is_better: bo
                "high": max(spread[i], default=None), "absolute": _minus(random_order.mean[i], pruning.baseline),
                "group": f"{random_order.orders} random orders (mean, range)"}
               for i, f in enumerate(pruning.fractions)]
-    return {"importance": vegalite.head_heatmap(rows, "Head importance (Michel et al. 2019)", "importance"),
+    return {"importance": vegalite.head_heatmap(rows, "Head importance (Michel et al. 2019)", "importance",
+                                                layer_labels=labels),
             "pruning": vegalite.metric_curves(curve, f"Pruning: change in {metric}", "heads pruned",
                                             f"change in {metric}",
                                             rules=_margin_rule(importance.non_inferiority, higher_is_better))}

@@ -9,6 +9,7 @@ legends are the site's own words, pattern and metric names come from reportgen.f
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from typing import NamedTuple
@@ -16,6 +17,7 @@ from typing import NamedTuple
 from markupsafe import Markup, escape
 
 from reportgen.findings import formatting, names
+from reportgen.findings.decoder import SEQ2SEQ_DECODER_PREFIX
 from reportgen.report import Ablation, Finding, HeadStatistic, Report
 from reportgen.site.charts import inline_svg
 from reportgen.site.export_cache import NO_CACHE, ExportCache
@@ -56,12 +58,19 @@ def pictures(report: Report) -> dict[str, dict]:
     """Vega-Lite specs by finding id, for the findings the report has and that have something to draw."""
     out = {}
     for finding in report.findings:
-        draw = decoder_pattern if report.decoder is not None and finding.id in _DECODER_DRAWERS else (
-            _DRAWERS.get(finding.id))
+        draw = _drawer(report, finding.id)
         spec = draw(report, finding) if draw else None
         if spec is not None:
             out[finding.id] = spec
     return out
+
+
+def _drawer(report: Report, finding_id: str) -> Callable[[Report, Finding], dict | None] | None:
+    """What draws a finding's picture: a decoder pattern's head strip for a decoder's pattern findings and an
+    encoder-decoder's decoder-group ones (ids with SEQ2SEQ_DECODER_PREFIX), else the finding's own drawer."""
+    decoder_id = {"decoder": finding_id, "encoder-decoder": finding_id.removeprefix(SEQ2SEQ_DECODER_PREFIX)
+                  if finding_id.startswith(SEQ2SEQ_DECODER_PREFIX) else None}.get(report.architecture)
+    return decoder_pattern if decoder_id in _DECODER_DRAWERS else _DRAWERS.get(finding_id)
 
 
 # -- layout -----------------------------------------------------------------------------------------
@@ -120,6 +129,15 @@ def _higher(ablation: Ablation) -> bool:
     return ablation.task.higher_is_better[ablation.task.metric]
 
 
+def _layer_axis(ablation: Ablation, axis: dict) -> dict:
+    """A layer axis of an ablation picture; an encoder-decoder's flat layers labelled by their group and their
+    layer within it ("enc 0", "cross 1": names.layer_label), every other model's as it was."""
+    if not ablation.groups:
+        return axis
+    labels = [names.layer_label(layer, ablation.groups) for layer in range(ablation.layers)]
+    return {**axis, "labelExpr": f"{json.dumps(labels)}[datum.value]"}
+
+
 def _experiment(report: Report, name: str):
     """An ablation experiment's record, or None where ablation or the experiment was off."""
     return getattr(report.ablation, name) if report.ablation else None
@@ -168,8 +186,9 @@ def layer_halves(report: Report, _finding: Finding) -> dict | None:
     colour = _legend_colours(groups, [BLUE, ORANGE])
     layers = [*_rule(0.0, GREY), {"mark": {"type": "line", "point": True},
                                    "encoding": {"x": x, "y": y, "color": colour}}]
+    within = " of each group (encoder, decoder self-, cross-attention)" if report.ablation.groups else ""
     return _picture(rows, layers, f"Relative change in {_metric(report.ablation)} with heads masked only in the "
-                    "lower or only in the upper layers (mean over seeds).")
+                    f"lower or only in the upper layers{within} (mean over seeds).")
 
 
 def single_heads(report: Report, finding: Finding) -> dict | None:
@@ -193,16 +212,20 @@ def single_heads(report: Report, finding: Finding) -> dict | None:
     colours = "red: a loss, blue: a gain" if higher else "red: a rise, worse; blue: a fall, better"
     description = (f"Relative change in {_metric(report.ablation)} with one head masked, per layer and head "
                    f"({colours}); outlined: {outline}.")
-    return _head_grid(rows, report.layers, report.heads, (-extent, extent), description, reverse=not higher)
+    return _head_grid(rows, report.layers, report.heads, (-extent, extent), description, reverse=not higher,
+                      ablation=report.ablation)
 
 
 def _head_grid(rows: list[dict], layers: int, heads: int, domain: tuple[float, float], description: str,
-               reverse: bool = False) -> dict:
+               reverse: bool = False, ablation: Ablation | None = None) -> dict:
     """A layers x heads heatmap of `value` with the rows marked `named` outlined; `reverse`: blue for
-    negative values (a change in a metric where lower is better)."""
+    negative values (a change in a metric where lower is better); an encoder-decoder's `ablation` labels
+    its flat layers by their group (_layer_axis)."""
     step = max(3, min(HEATMAP_WIDTH // heads, HEATMAP_HEIGHT // layers, MAX_CELL))  # whole pixels: shorter paths
     x = {"field": "head", "type": "ordinal", "title": "head", "axis": {"values": _ticks(heads), "labelAngle": 0}}
-    y = {"field": "layer", "type": "ordinal", "title": "layer", "axis": {"values": _ticks(layers)}}
+    y_axis = {"values": _ticks(layers)}
+    y = {"field": "layer", "type": "ordinal", "title": "layer",
+         "axis": _layer_axis(ablation, y_axis) if ablation is not None else y_axis}
     colour = {"field": "value", "type": "quantitative", "title": None,  # the caption says what it is
               "scale": {"scheme": "redblue", "domain": list(domain), **({"reverse": True} if reverse else {})},
               "legend": {"orient": "right", "gradientLength": max(40, step * layers), "gradientThickness": 8,
@@ -224,7 +247,8 @@ def whole_layers(report: Report, _finding: Finding) -> dict | None:
                                                           strict=True)], "value")
     if not rows:
         return None
-    x = {"field": "layer", "type": "ordinal", "title": "layer masked", "axis": {"labelAngle": 0}}
+    x = {"field": "layer", "type": "ordinal", "title": "layer masked",
+         "axis": _layer_axis(report.ablation, {"labelAngle": 0})}
     y = _y_change("value", f"change in {_metric(report.ablation)}")
     worse = "datum.value < 0" if _higher(report.ablation) else "datum.value > 0"
     bars = {"mark": {"type": "bar"}, "encoding": {"x": x, "y": y, "color": {

@@ -89,7 +89,23 @@ def extremes(rows: list[dict], place: Callable[[dict], str], text: Callable[[flo
 
 
 def _head(row: dict) -> str:
-    return f"layer {row['layer']} head {row['head']}"
+    """A head in a text alternative: "layer 3 head 1"; an encoder-decoder's row carries its layer's name
+    (chartdata: "cross-attention layer 1")."""
+    return f"{row.get('layer_name') or 'layer ' + str(row['layer'])} head {row['head']}"
+
+
+def _layer_encoding(channel: type, title: str, labels: list[str] | None) -> alt.X | alt.Y:
+    """The layer axis (`channel`: alt.X or alt.Y) of a chart over flat layers; with an encoder-decoder's
+    `labels` (chartdata.layer_labels: "enc 0", "cross 1"), each flat layer is labelled by them. Without, the
+    axis is what it always was."""
+    if labels is None:
+        return channel("layer:O", title=title)
+    return channel("layer:O", title=title, axis=alt.Axis(labelExpr=f"{json.dumps(labels)}[datum.value]"))
+
+
+def _layer_tooltip(labels: list[str] | None) -> alt.Tooltip:
+    """The layer in a tooltip: its number, or with an encoder-decoder's `labels` the row's "layer_name"."""
+    return alt.Tooltip("layer:O") if labels is None else alt.Tooltip("layer_name:N", title="layer")
 
 
 def _grid_size(rows: list[dict]) -> str:
@@ -123,7 +139,8 @@ def head_rows(mean: list[list[float | None]], **fields: list[list]) -> list[dict
 
 
 def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, str] | None = None,
-                 domain: tuple[float, float] | None = None, percent: bool = False) -> dict:
+                 domain: tuple[float, float] | None = None, percent: bool = False,
+                 layer_labels: list[str] | None = None) -> dict:
     """A layers x heads heatmap of `rows` (see head_rows); the tooltip shows exact values.
 
     `tooltips` maps extra row fields to their titles. A row with a "url" field makes its cell a link
@@ -132,12 +149,15 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
     one colour is one value on every pattern); a domain around 0 (lower bound < 0) gets diverging
     colours. Values outside it take the colour of its end. Without one the scale follows the data.
     `percent`: the values are relative changes, shown in percent as every page writes them (change_texts).
+    `layer_labels`: an encoder-decoder's label of each flat layer (see _layer_encoding); its rows then carry
+    "layer_name".
     """
     if percent:
         change_texts(rows, "value")
-        tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value_text:N", title=label)]
+        tooltip = [_layer_tooltip(layer_labels), alt.Tooltip("head:O"), alt.Tooltip("value_text:N", title=label)]
     else:
-        tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value:Q", title=label, format=".4f")]
+        tooltip = [_layer_tooltip(layer_labels), alt.Tooltip("head:O"),
+                   alt.Tooltip("value:Q", title=label, format=".4f")]
     tooltip += [alt.Tooltip(f"{name}:Q", title=title_, format=".4f") for name, title_ in (tooltips or {}).items()]
     scale = alt.Scale(scheme="viridis")
     if domain is not None:
@@ -145,7 +165,7 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
     mark, link = links(rows)
     legend = alt.Legend(format="%") if percent else alt.Undefined
     chart = alt.Chart(ROWS, title=title).mark_rect(**mark).encode(
-        x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
+        x=alt.X("head:O", title="head"), y=_layer_encoding(alt.Y, "layer", layer_labels),
         color=alt.Color("value:Q", title=label, scale=scale, legend=legend), tooltip=tooltip, **link)
     text = formatting.change if percent else _share
     description = (f"{title}: a heatmap of {label} for each of {_grid_size(rows)}; "
@@ -201,24 +221,27 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, l
     return with_rows(chart.properties(width=alt.Step(14), height=alt.Step(14)), rows, description, len(tokens))
 
 
-def delta_heatmap(rows: list[dict], title: str, label: str, higher_is_better: bool = True) -> dict:
+def delta_heatmap(rows: list[dict], title: str, label: str, higher_is_better: bool = True,
+                  layer_labels: list[str] | None = None) -> dict:
     """Layers x heads of a relative change in the metric (diverging colours around 0, in percent, red for
     worse: a fall where higher is better, a rise where lower is better, as for a loss); significant cells starred.
 
     Rows: {"layer", "head", "value" (relative change), "delta" (absolute change), "significant", ...tooltip
     fields, optional "url"}. The star is drawn on top of its cell, so it carries the cell's tooltip and
     link: hovering or clicking a significant head does what it does on any other head.
+    `layer_labels`: an encoder-decoder's label of each flat layer (see _layer_encoding); its rows then carry
+    "layer_name".
     """
     extent = max([abs(r["value"]) for r in rows if r["value"] is not None] + [1e-9])
     change_texts(rows, "value", "delta")
-    tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("value_text:N", title=label),
+    tooltip = [_layer_tooltip(layer_labels), alt.Tooltip("head:O"), alt.Tooltip("value_text:N", title=label),
                alt.Tooltip("delta_text:N", title="absolute change"),
                alt.Tooltip("metric:Q", title="metric with the head masked", format=".4f"),
                alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
                alt.Tooltip("significant:N", title="significant")]
     mark, link = links(rows)
     base = alt.Chart(ROWS, title=title).encode(
-        x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"), tooltip=tooltip, **link)
+        x=alt.X("head:O", title="head"), y=_layer_encoding(alt.Y, "layer", layer_labels), tooltip=tooltip, **link)
     cells = base.mark_rect(**mark).encode(
         color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent],
                                                                 **({} if higher_is_better else {"reverse": True})),
@@ -324,19 +347,21 @@ def _curve_summary(rows: list[dict], group: str) -> str:
     return f"{group}: {formatting.change(last['mean'])} at {formatting.percent(last['x'])}"
 
 
-def layer_bars(rows: list[dict], title: str, label: str, higher_is_better: bool = True) -> dict:
+def layer_bars(rows: list[dict], title: str, label: str, higher_is_better: bool = True,
+               layer_labels: list[str] | None = None) -> dict:
     """One bar per layer: the relative change in the metric, in percent, with that whole layer masked, red
     where it is worse (a fall, or a rise where lower is better); significant bars starred.
 
     Rows: {"layer", "value" (relative change), "delta" (absolute change), "p_adjusted", "significant",
     optional "url"}. A row's "url" (the model view at that layer) makes its bar a link; its star carries
-    the same link and tooltip, so the star never hides them.
+    the same link and tooltip, so the star never hides them. `layer_labels`: an encoder-decoder's label of
+    each flat layer (see _layer_encoding); its rows then carry "layer_name".
     """
     change_texts(rows, "value", "delta")
     mark, link = links(rows)
     base = alt.Chart(ROWS, title=title).encode(
-        x=alt.X("layer:O", title="layer masked"),
-        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("value_text:N", title=label),
+        x=_layer_encoding(alt.X, "layer masked", layer_labels),
+        tooltip=[_layer_tooltip(layer_labels), alt.Tooltip("value_text:N", title=label),
                  alt.Tooltip("delta_text:N", title="absolute change"),
                  alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
                  alt.Tooltip("significant:N")], **link)
@@ -346,10 +371,14 @@ def layer_bars(rows: list[dict], title: str, label: str, higher_is_better: bool 
                             alt.value("#1565c0")))
     stars = base.mark_text(text="*", dy=-8, fontSize=16, **mark).encode(y="value:Q").transform_filter(
         "datum.significant")
-    starred = [str(row["layer"]) for row in rows if row.get("significant")]
+    starred = [row for row in rows if row.get("significant")]
+    significant = (", ".join(row["layer_name"] for row in starred) or "none" if layer_labels is not None
+                   else _layers([str(row["layer"]) for row in starred]))
+    def place(row: dict) -> str:
+        return row.get("layer_name") or f"layer {row['layer']}"
+
     description = (f"{title}: bars of the {label}, in percent, for each of {len(rows)} layers; "
-                   f"{extremes(rows, lambda row: 'layer ' + str(row['layer']), formatting.change)}; "
-                   f"significant: {_layers(starred)}.")
+                   f"{extremes(rows, place, formatting.change)}; significant: {significant}.")
     return with_rows((bars + stars).properties(width=alt.Step(40), height=240), rows, description)
 
 

@@ -1,0 +1,274 @@
+"""`reportgen build` on encoder-decoders (issue 31): tiny random BART, T5 and Marian checkpoints
+(tests/seq2seq_checkpoints.py).
+
+Each example is a source (`text`) and a `target`. Every group of each example page's views is checked against
+attention read here with transformers alone (teacher-forced as the model was trained); the encoder's statistics
+against the entropy formula on that attention; the ablation's heads are the three groups, named so in the
+findings. What an encoder-decoder's build cannot take is refused up front in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reportgen.site import views
+from tests.helpers import build_tiny_site, check_report, tiny_config
+from tests.seq2seq_checkpoints import FAMILIES, make_encoder_decoder, write_pairs
+
+pytestmark = pytest.mark.slow  # three tiny builds with a sequence-to-sequence ablation: ~90 s
+
+EXAMPLES = [{"name": "a cat", "text": "the cat sat on the mat.", "target": "le chat est assis sur le tapis."},
+            {"text": "a dog was in the garden.", "target": "un chien était dans le jardin."}]
+ABLATION = {"task": "seq2seq", "data": "pairs.jsonl", "max_length": 64, "seeds": [0], "fractions": [0.5],
+            "bootstrap_samples": 100, "permutations": 100,
+            "experiments": {"baseline": True, "single_heads": True, "random_fraction": False, "layer_halves": True,
+                            "whole_layers": True, "importance": False}}
+STEP = 0.5 / 255  # the views' 8-bit encoding rounds each weight within half a step
+GROUP_WORDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
+
+
+@pytest.fixture(scope="module")
+def sites(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """family -> (model directory, site), each with a sequence-to-sequence ablation."""
+    out = {}
+    for family in FAMILIES:
+        root = tmp_path_factory.mktemp(family)
+        model = make_encoder_decoder(family, root / "model")
+        write_pairs(root / "pairs.jsonl")
+        out[family] = model, build_tiny_site(root, tiny_config(model, examples=EXAMPLES, max_length=64,
+                                                               ablation=ABLATION))
+    return out
+
+
+def model_attention(path: Path, source: str, target: str) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
+    """({group: [L, H, Q, K]}, source tokens, decoder tokens), read with transformers, not through reportgen."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, attn_implementation="eager").eval()
+    ids = torch.tensor([tokenizer(source)["input_ids"]])
+    labels = torch.tensor([tokenizer(text_target=target)["input_ids"]])
+    decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
+    with torch.no_grad():
+        out = model(input_ids=ids, decoder_input_ids=decoder_ids, output_attentions=True, use_cache=False)
+    stacks = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+    tokens = tokenizer.convert_ids_to_tokens
+    return ({name: torch.stack(stack)[:, 0].numpy() for name, stack in stacks.items()},
+            tokens(ids[0].tolist()), tokens(decoder_ids[0].tolist()))
+
+
+def page_payload(site: Path, number: int) -> dict:
+    html = (site / f"example-{number}.html").read_text(encoding="utf-8")
+    return json.loads(re.search(r'class="rgv-data">(.*?)</script>', html, re.S).group(1))
+
+
+def decoded_shares(payload: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, contribution shares) of one group as the page decodes them."""
+    encoded, contributions = views.group_attention(payload, name)
+    if contributions.get("encoding") == "norms-f32":
+        share, _ = views.decode_norm_contributions(encoded, contributions)
+    else:
+        share, _ = views.decode_contributions(contributions)
+    return views.decode_attention(encoded), share
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_group_of_each_example_page_is_the_models_own_attention(sites, family):
+    model, site = sites[family]
+    report = check_report(site)
+    assert report["architecture"] == "encoder-decoder" and report["layers"] == 6
+    assert report["groups"] == ["encoder"] * 2 + ["decoder"] * 2 + ["cross"] * 2
+    for number, example in enumerate(EXAMPLES, 1):
+        attention, source, decoder = model_attention(model, example["text"], example["target"])
+        payload = page_payload(site, number)
+        described = report["examples"][number - 1]
+        assert (described["text"], described["target"]) == (example["text"], example["target"])
+        assert described["n_tokens"] == len(source) and described["target_tokens"] == len(decoder)
+        assert described["qk_page"] is None and not (site / f"example-{number}-qk.html").exists()
+        assert payload["tokens"] == source and payload["target"] == example["target"]
+        sides = {"encoder": (source, source), "decoder": (decoder, decoder), "cross": (decoder, source)}
+        for group in payload["groups"]:
+            assert (group["queries"], group["keys"]) == sides[group["name"]]
+            weights, share = decoded_shares(payload, group["name"])
+            assert np.abs(weights - attention[group["name"]]).max() <= STEP + 1e-6, group["name"]
+            # each share rounded within half a step of the 8-bit encoding, or computed from the norms
+            assert np.allclose(share.sum(-1), 1, atol=share.shape[-1] * STEP)
+            assert not np.allclose(share, weights, atol=1e-3)
+        # the encoder's statistics read the encoder's attention: Clark et al.'s smoothed entropy per head
+        encoder = attention["encoder"].astype(np.float64)
+        smooth = 0.9999 * encoder + 0.0001 / encoder.shape[-1]
+        expected = -(smooth * np.log(smooth)).sum(-1).mean(-1)
+        assert np.allclose(np.array(described["entropy"], dtype=float), expected, atol=2e-4)
+
+
+def grid(values) -> np.ndarray:
+    return np.array([[np.nan if v is None else v for v in row] for row in values], dtype=float)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_decoder_self_attention_has_the_decoder_atlas_on_its_own_attention(sites, family):
+    from reportgen.patterns import decoder
+
+    model, site = sites[family]
+    report = check_report(site)
+    runs = [model_attention(model, example["text"], example["target"]) for example in EXAMPLES]
+    seen = [attention["decoder"] for attention, _, _ in runs]
+    tokens = [decoder_tokens for _, _, decoder_tokens in runs]
+    atlas = report["decoder"]
+    assert atlas["counts"]["layers"] == 2 and atlas["counts"]["examples"] == len(EXAMPLES)
+    for name, score in (("previous_token", decoder.previous_token(seen)), ("sink", decoder.sink(seen)),
+                        ("causal_entropy", decoder.causal_entropy(seen)),
+                        ("duplicate_token", decoder.duplicate_token(seen, tokens))):
+        assert np.abs(grid(atlas[name]["mean"]) - score).max() < 1e-5, name
+    previous = [(len(row), q) for row in tokens for q in range(1, len(row))]
+    assert atlas["previous_token"]["null"] == pytest.approx(np.mean([1 / (q + 1) for _, q in previous]), abs=1e-6)
+    assert atlas["induction"] is None and "does not define" in atlas["induction_missing"]
+    # its findings have ids of their own, name the group and open the decoder's group of the views
+    found = {f["id"]: f for f in report["findings"] if f["id"].startswith("decoder-patterns-")}
+    assert set(found) == {"decoder-patterns-induction", "decoder-patterns-previous-token",
+                          "decoder-patterns-duplicate-token", "decoder-patterns-sink", "decoder-patterns-delimiter"}
+    sink = found["decoder-patterns-sink"]
+    assert "decoder self-attention layer" in sink["sentence"]
+    assert [link["href"] for link in sink["links"]] == ["decoder-patterns.html#sink"]
+    views = [span["link"] for span in sink["spans"] if span.get("link")]
+    assert views and all("&attn=decoder&" in href for href in views)
+    page = (site / "decoder-patterns.html").read_text(encoding="utf-8")
+    assert "this page is about its <strong>decoder's self-attention</strong>" in page
+    assert "attn=decoder" in page and 'id="chart-sink"' in page
+
+
+def test_the_heads_frame_has_a_row_per_head_of_every_group(sites):
+    pytest.importorskip("pandas")
+    from reportgen.report import Report
+
+    _, site = sites["bart"]
+    frame = Report.load(site).heads_frame()
+    report = check_report(site)
+    assert len(frame) == 6 * 4 and list(frame["group"].unique()) == ["encoder", "decoder", "cross"]
+    encoder, decoder_rows, cross = (frame[frame["group"] == group] for group in ("encoder", "decoder", "cross"))
+    assert list(encoder["group_layer"].unique()) == [0, 1] and list(cross["group_layer"].unique()) == [0, 1]
+    assert np.allclose(encoder["entropy"], grid(report["statistics"]["entropy"]["mean"]).ravel())
+    assert decoder_rows["entropy"].isna().all() and encoder["sink"].isna().all()
+    assert np.allclose(decoder_rows["sink"], grid(report["decoder"]["sink"]["mean"]).ravel())
+    assert cross["label"].isna().all() and encoder["label"].notna().all()
+    assert np.allclose(frame["ablation_value"], grid(report["ablation"]["single_heads"]["value"]).ravel())
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_ablation_masks_the_three_groups_and_names_them(sites, family):
+    _, site = sites[family]
+    report = check_report(site)
+    ablation = report["ablation"]
+    assert ablation["task"]["type"] == "seq2seq" and ablation["groups"] == report["groups"]
+    assert np.shape(ablation["single_heads"]["relative"]) == (6, 4)
+    assert len(ablation["whole_layers"]["layers"]) == 6
+    sentences = {f["id"]: f["sentence"] for f in report["findings"]}
+    named = re.findall(r"(encoder self-attention|decoder self-attention|cross-attention) layer (\d)",
+                       sentences["ablation-single-heads"] + sentences["ablation-whole-layers"])
+    assert named and all(int(layer) < 2 for _, layer in named)
+    assert not re.search(r"(?<![-a-z] )layer [2-5]\b", sentences["ablation-whole-layers"])
+    # a flat layer's links open its group's views at its layer within the group
+    charts = (site / "ablation.html").read_text(encoding="utf-8")
+    assert "example-1.html#view=head\\u0026attn=cross\\u0026layer=1\\u0026head=3" in charts  # JSON in a script
+    assert "example-1.html#view=model\\u0026attn=decoder\\u0026layer=0" in charts
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert "an encoder-decoder" in home and "2 encoder self-attention + 2 decoder self-attention + 2 cross-attention" \
+        in home
+
+
+def test_the_pages_say_which_group_the_statistics_are_about(sites):
+    _, site = sites["bart"]
+    for page in ("statistics.html", "patterns.html"):
+        text = re.sub(r"<[^>]+>", "", (site / page).read_text(encoding="utf-8"))
+        assert "this page is about its encoder's self-attention" in text, page
+    example = re.sub(r"<[^>]+>", "", (site / "example-1.html").read_text(encoding="utf-8"))
+    assert "Source the cat sat on the mat." in " ".join(example.split())
+    assert "Target le chat est assis sur le tapis." in " ".join(example.split())
+    assert "Encoder-decoders have no query/key view yet." in " ".join(example.split())
+
+
+def test_a_rebuild_reads_every_run_from_the_cache(sites, tmp_path):
+    from reportgen.config import load_config
+    from reportgen.pipeline import build
+
+    model, site = sites["t5"]
+    project = site.parent
+    again = build(load_config(project / "reportgen.yaml"), out=tmp_path / "again")
+    assert (again.computed, again.cached) == (0, len(EXAMPLES))
+    first = json.loads((site / "report.json").read_text(encoding="utf-8"))
+    second = json.loads((tmp_path / "again" / "report.json").read_text(encoding="utf-8"))
+    for key in ("examples", "statistics", "groups", "findings"):
+        assert first[key] == second[key], key
+    assert page_payload(site, 1)["groups"] == page_payload(tmp_path / "again", 1)["groups"]
+
+
+def reportgen(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reportgen", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.mark.parametrize("extra, code, line", [
+    ({"examples": [{"text": "the cat sat on the mat."}]}, 4,
+     "field 'examples': the example 'the cat sat on the mat.' has no 'target'; an encoder-decoder reads a source "
+     "('text') and a 'target' for its decoder"),
+    ({"examples": [{"text": "the cat sat", "pair": "on the mat", "target": "le chat"}]}, 4,
+     "field 'examples': the example 'the cat sat' has a 'pair'; an encoder-decoder reads a source ('text') and a "
+     "'target', not a pair"),
+    ({"examples": "builtin"}, 4,
+     "field 'examples': an encoder-decoder reads a source and a target, and the built-in examples have no target; "
+     "give examples with 'text' and 'target'"),
+    ({"compare": {"model": "./model"}}, 2,
+     "field 'compare': comparing models is for encoders; an encoder-decoder's build has no comparison yet "
+     "(remove 'compare')"),
+    ({"claims": "seed004"}, 2,
+     "field 'claims': seed 004's claims are about an encoder's heads; remove 'claims' for an encoder-decoder"),
+    ({"patterns": {"corpus": [{"path": "pairs.jsonl", "column": "source"}]}}, 2,
+     "field 'patterns.corpus': an encoder-decoder's statistics are over its examples (each a source and a "
+     "target); remove 'corpus'"),
+    ({"ablation": {"task": "similarity", "data": "builtin"}}, 3,
+     "is an encoder-decoder; task 'similarity' reads a single stack of an encoder, so for an encoder-decoder use "
+     "task 'seq2seq' (a target's loss given its source) or 'classification'"),
+])
+def test_what_an_encoder_decoders_build_cannot_take_is_refused_in_one_line(tmp_path, extra, code, line):
+    model = make_encoder_decoder("bart", tmp_path / "model")
+    write_pairs(tmp_path / "pairs.jsonl")
+    config = {"examples": EXAMPLES, "ablation": {"enabled": False}, **extra}
+    (tmp_path / "reportgen.yaml").write_text(tiny_config(model, **config), encoding="utf-8")
+    done = reportgen(tmp_path, "build")
+    assert done.returncode == code and not (tmp_path / "site").exists(), done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(line), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_target_is_refused_for_a_model_that_is_not_an_encoder_decoder(tmp_path):
+    from tests.architectures import make_checkpoint
+
+    model = make_checkpoint("bert", tmp_path / "model")
+    examples = [{"text": "the cat sat on the mat.", "target": "le chat"}]
+    (tmp_path / "reportgen.yaml").write_text(tiny_config(model, examples=examples, ablation={"enabled": False}),
+                                             encoding="utf-8")
+    done = reportgen(tmp_path, "build")
+    assert done.returncode == 4 and not (tmp_path / "site").exists()
+    assert done.stderr.strip().splitlines()[-1].endswith(
+        "field 'examples': the example 'the cat sat on the mat.' has a 'target', which only an encoder-decoder "
+        "(BART, T5, Marian) reads; remove it"), done.stderr
+
+
+def test_the_built_in_examples_are_left_out_beside_the_users_with_a_warning(tmp_path):
+    from reportgen.config import builtin_examples
+
+    model = make_encoder_decoder("marian", tmp_path / "model")
+    site = build_tiny_site(tmp_path, tiny_config(model, examples=["builtin", EXAMPLES[0]], ablation={"enabled": False}))
+    report = check_report(site)
+    assert [example["target"] for example in report["examples"]] == [EXAMPLES[0]["target"]]
+    dropped = len(builtin_examples())
+    assert f"{dropped} built-in examples without a target left out: an encoder-decoder reads a source and a target" \
+        in report["warnings"]

@@ -149,6 +149,24 @@ def _decoder_site(root: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def seq2seq_site(tmp_path_factory) -> Path:
+    """A tiny random BART's site with its sequence-to-sequence ablation (an encoder-decoder's pages), built
+    once per run on first use."""
+    from tests.helpers import build_tiny_site, tiny_config
+    from tests.seq2seq_checkpoints import make_encoder_decoder, write_pairs
+
+    root = tmp_path_factory.mktemp("seq2seq-site")
+    model = make_encoder_decoder("bart", root / "model")
+    write_pairs(root / "pairs.jsonl")
+    examples = [{"name": "a cat", "text": "the cat sat on the mat.", "target": "le chat est assis sur le tapis."},
+                {"text": "a dog was in the garden.", "target": "un chien était dans le jardin."}]
+    ablation = {"task": "seq2seq", "data": "pairs.jsonl", "max_length": 64, "seeds": [0], "fractions": [0.0, 0.5],
+                "bootstrap_samples": 100, "permutations": 100}
+    return build_tiny_site(root, tiny_config(model, title="An encoder-decoder", examples=examples, max_length=64,
+                                             ablation=ablation))
+
+
+@pytest.fixture(scope="session")
 def browser():
     from playwright.sync_api import sync_playwright
 

@@ -135,3 +135,38 @@ def write_pairs(path: Path, pairs=PAIRS) -> Path:
     """The pairs as a JSONL file with `source` and `target` fields (task seq2seq's default columns)."""
     path.write_text("".join(json.dumps({"source": s, "target": t}) + "\n" for s, t in pairs), encoding="utf-8")
     return path
+
+
+# The README's encoder-decoder table: check -> (header, what a "yes" means, the test file behind it). Every family
+# in FAMILIES has every check (each test is parametrized over FAMILIES).
+CHECKS = {
+    "views": ("views", "the quick view's Encoder, Decoder and Cross groups hold the model's own attention within the "
+                       "8-bit step, with contributions", "tests/quickview/test_encoder_decoder_views.py"),
+    "masking": ("masking exact", "masking a head of any group equals zeroing its columns of the output projection",
+                "tests/model/test_encoder_decoders.py"),
+    "seq2seq": ("seq2seq task", "the target-token loss equals transformers' own `labels=` loss, masked heads too",
+                "tests/model/test_encoder_decoders.py"),
+    "pages": ("build pages", "every group of each built example page is the model's own attention",
+              "tests/test_encoder_decoder_build.py"),
+    "atlases": ("encoder and decoder atlases", "the encoder's statistics and the decoder self-attention's equal "
+                                               "the definitions on the model's own attention",
+                "tests/test_encoder_decoder_build.py"),
+    "ablation": ("ablation in groups", "the build's seq2seq ablation masks the three groups and names each head "
+                                       "by its group", "tests/test_encoder_decoder_build.py"),
+}
+DESCRIBED = {"bart": "`BartConfig`: learned positions", "t5": "`T5Config`: relative position buckets, heads 6 wide",
+             "marian": "`MarianConfig`: sinusoidal positions"}
+NAMES = {"bart": "BART", "t5": "T5", "marian": "Marian"}
+
+
+def render_encoder_decoder_table() -> str:
+    """The README's encoder-decoder support table, from FAMILIES and CHECKS."""
+    lines = ["Encoder-decoders on tiny random checkpoints (2 encoder and 2 decoder layers x 4 heads, hidden 32; a",
+             "tokenizer trained here, `tests/seq2seq_checkpoints.py`). The columns, each a test parametrized over",
+             "these families:", ""]
+    lines += [f"- {header}: {meaning} (`{test}`)" for header, meaning, test in CHECKS.values()]
+    lines += ["", "| Architecture (`model_type`) | Tiny config tested | "
+              + " | ".join(header for header, _, _ in CHECKS.values()) + " |", "|---|---|" + "---|" * len(CHECKS)]
+    lines += [f"| {NAMES[family]} (`{family}`) | {DESCRIBED[family]} | " + " | ".join("yes" for _ in CHECKS) + " |"
+              for family in FAMILIES]
+    return "\n".join(lines) + "\n"

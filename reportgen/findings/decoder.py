@@ -103,7 +103,7 @@ def decoder_findings(stats: DecoderStatistics, group: str | None = None) -> list
         label = next((label for label, name in stats.label_stats.items() if name == stat), None)
         links = [Link(label="chart", href=f"{page}#{anchor}")]
         if stats[stat] is None or label is None:
-            out.append(_not_measured(stats, fid, stat, links, group))
+            out.append(_not_measured(stats, fid, stat, [], group))  # no section, so no chart to link to
             continue
         numbers = decoder_numbers(stats, stat, stats.thresholds[label], group)
         out.append(_sentence(stats, numbers, target, kind).finding(fid, "patterns", bool(numbers["count"]), links,

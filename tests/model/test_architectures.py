@@ -66,6 +66,9 @@ from tests.helpers import (
     write_readme_section,
     write_sentences,
 )
+from tests.seq2seq_checkpoints import FAMILIES as ENCODER_DECODER_FAMILIES
+from tests.seq2seq_checkpoints import NAMES as ENCODER_DECODER_NAMES
+from tests.seq2seq_checkpoints import render_encoder_decoder_table
 
 README = ROOT / "README.md"
 START, END = "<!-- support:start -->", "<!-- support:end -->"
@@ -125,11 +128,13 @@ def render_support_table() -> str:
 
 
 DECODERS_START, DECODERS_END = "<!-- decoders:start -->", "<!-- decoders:end -->"
+SEQ2SEQ_START, SEQ2SEQ_END = "<!-- encoder-decoders:start -->", "<!-- encoder-decoders:end -->"
 
 
 def write_readme() -> None:
     write_readme_section(START, END, render_support_table())
     write_readme_section(DECODERS_START, DECODERS_END, render_decoder_table())
+    write_readme_section(SEQ2SEQ_START, SEQ2SEQ_END, render_encoder_decoder_table())
 
 
 def test_readme_decoder_table_is_generated_from_the_decoder_tests():
@@ -139,6 +144,16 @@ def test_readme_decoder_table_is_generated_from_the_decoder_tests():
     assert readme_section(text, DECODERS_START, DECODERS_END) == render_decoder_table(), (
         "README decoder table is stale: run `python -m tests.model.test_architectures --write`")
     assert set(DECODER_FAMILIES) == set(VIEWABLE_DECODERS) and DECODER_NAMES == VIEWABLE_DECODERS
+
+
+def test_readme_encoder_decoder_table_is_generated_from_the_encoder_decoder_tests():
+    from reportgen.model.loading import SUPPORTED_ENCODER_DECODERS
+
+    text = README.read_text(encoding="utf-8")
+    assert readme_section(text, SEQ2SEQ_START, SEQ2SEQ_END) == render_encoder_decoder_table(), (
+        "README encoder-decoder table is stale: run `python -m tests.model.test_architectures --write`")
+    assert set(ENCODER_DECODER_FAMILIES) == set(SUPPORTED_ENCODER_DECODERS)
+    assert ENCODER_DECODER_NAMES == SUPPORTED_ENCODER_DECODERS
 
 
 def test_readme_support_table_is_generated_from_the_tests():

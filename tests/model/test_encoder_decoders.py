@@ -13,7 +13,9 @@
   diagonal) for the decoder input that transformers' `prepare_decoder_input_ids_from_labels` makes;
 - task seq2seq's loss equals transformers' `labels=` loss pair by pair, and under a masked head the loss of
   a copy of the model whose head is zeroed by hand; it is refused on a model that is not an encoder-decoder;
-- the loading table and policy: builds still refuse encoder-decoders unless FilePolicy.encoder_decoders.
+- the loading table and policy: a caller that does not set FilePolicy.encoder_decoders refuses them;
+- task classification through BART's and T5's *ForSequenceClassification heads masks every group exactly as
+  zeroing the head by hand (Marian has no such head in transformers).
 """
 
 from __future__ import annotations
@@ -350,3 +352,57 @@ def test_the_loading_table_and_the_policy(checkpoints, tmp_path):
         assert base.config._attn_implementation == lm.config._attn_implementation == "eager"
     with pytest.raises(ModelError, match="not an encoder-decoder"):
         loading.load(bert, "cpu", lm_head=True)
+
+
+# -- classification through the family's *ForSequenceClassification head (Marian has none) ------------------------
+CLASSIFIERS = {"bart": "BartForSequenceClassification", "t5": "T5ForSequenceClassification"}
+
+
+@pytest.fixture(scope="module")
+def classifiers(tmp_path_factory) -> dict[str, Path]:
+    """family -> a tiny random classifier of 2 labels with its tokenizer, saved as a user's fine-tuned model is."""
+    import transformers
+
+    from tests.seq2seq_checkpoints import family_tokenizer, model_config
+
+    root, out = tmp_path_factory.mktemp("classifiers"), {}
+    for family, name in CLASSIFIERS.items():
+        tokenizer = family_tokenizer(family)
+        config = model_config(family, tokenizer)
+        config.id2label, config.label2id = {0: "no", 1: "yes"}, {"no": 0, "yes": 1}
+        torch.manual_seed(0)
+        getattr(transformers, name)(config).eval().save_pretrained(root / family)
+        tokenizer.save_pretrained(root / family)
+        out[family] = root / family
+    return out
+
+
+@pytest.mark.parametrize("family", list(CLASSIFIERS))
+def test_classification_masks_every_group_as_zeroing_the_head_by_hand(family, classifiers, tmp_path):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    data = tmp_path / "labels.jsonl"
+    data.write_text("".join(json.dumps({"text": source, "label": ("no", "yes")[i % 2]}) + "\n"
+                            for i, (source, _) in enumerate(PAIRS)), encoding="utf-8")
+    with loading.file_policy(encoder_decoders=True):
+        task = load_task("classification", classifiers[family], data, max_length=MAX_LENGTH)
+    model = AutoModelForSequenceClassification.from_pretrained(classifiers[family], attn_implementation="eager").eval()
+    tokenizer = AutoTokenizer.from_pretrained(classifiers[family])
+
+    def logits(net) -> np.ndarray:  # text by text, unpadded: the model's own forward
+        with torch.no_grad():
+            return np.stack([net(**tokenizer(source, return_tensors="pt")).logits[0].numpy() for source, _ in PAIRS])
+
+    def outputs(scores: np.ndarray) -> np.ndarray:  # the task's per-example [predicted label, loss]
+        gold = np.arange(len(PAIRS)) % 2
+        log_p = scores - np.log(np.exp(scores).sum(-1, keepdims=True))
+        return np.stack([scores.argmax(-1), -log_p[np.arange(len(gold)), gold]], axis=-1)
+
+    masks = np.stack([_one_head(depth).numpy() for depth in GROUPS.values()])
+    with Engine(task, "zero", batch_tokens=96) as engine:
+        fast = engine.evaluate(masks)
+    for mask, depth, got in zip(masks, GROUPS.values(), fast, strict=True):
+        expected = logits(_zeroed(model, depth))
+        assert np.abs(expected - logits(model)).max() > 1e-4  # the head matters, so the comparison can fail
+        assert np.allclose(got, outputs(expected), atol=1e-4), depth
+        assert np.allclose(evaluate_plain(task, mask, "zero", batch_size=3), outputs(expected), atol=1e-4), depth

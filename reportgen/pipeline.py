@@ -36,6 +36,7 @@ from reportgen.progress import Callback, silent
 from reportgen.report import (
     Ablation,
     Comparison,
+    CrossStatistics,
     DecoderStatistics,
     Example,
     ExampleViews,
@@ -323,6 +324,17 @@ def run_seq2seq_decoder_patterns(config: Config, stage: ModelStage) -> DecoderSt
                                              "induction_missing": SEQ2SEQ_INDUCTION})
 
 
+def run_cross_patterns(config: Config, stage: ModelStage) -> CrossStatistics:
+    """An encoder-decoder's cross-attention heads over its examples (reportgen.patterns.cross), each beside a
+    uniform head over the source; a head parks its attention on the source's special tokens above the
+    delimiter threshold (config `patterns.thresholds.delimiter`, Clark et al.'s test for [SEP])."""
+    from reportgen.patterns.cross import cross_atlas
+
+    return CrossStatistics.model_validate(cross_atlas([run.seq2seq.cross_attention for run in stage.runs],
+                                                      [run.special for run in stage.runs],
+                                                      config.patterns.thresholds.delimiter, config.patterns.top_k))
+
+
 def decoder_side(run: ExampleRun) -> ExampleRun:
     """An encoder-decoder example's decoder self-attention as a run of its own: the decoder's input tokens
     (each its own word), their causal attention and value norms."""
@@ -401,11 +413,13 @@ def versions() -> dict[str, str]:
 
 def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics | DecoderStatistics,
                 ablation: Ablation | None, comparison: Comparison | None, manifest: Manifest,
-                reproducible: bool, decoder_group: DecoderStatistics | None = None) -> Report:
+                reproducible: bool,
+                groups: tuple[DecoderStatistics | None, CrossStatistics | None] = (None, None)) -> Report:
     """Everything the site shows, findings included: templates and charts read only this. `statistics` is
-    the encoder atlas, or for a decoder the decoder atlas; an encoder-decoder's is its encoder's, and
-    `decoder_group` the atlas of its decoder self-attention."""
-    found = findings.all_findings(statistics, ablation, decoder_group)
+    the encoder atlas, or for a decoder the decoder atlas; an encoder-decoder's is its encoder's, and `groups`
+    the atlas of its decoder self-attention and its cross-attention statistics."""
+    decoder_group, cross = groups
+    found = findings.all_findings(statistics, ablation, decoder_group, cross)
     decoder = statistics if isinstance(statistics, DecoderStatistics) else decoder_group
     return Report(
         title=config.title,
@@ -421,6 +435,7 @@ def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics
         groups=attention_groups(stage.runs[0]) if stage.encoder_decoder else None,
         statistics=statistics if isinstance(statistics, PatternStatistics) else None,
         decoder=decoder,
+        cross=cross,
         ablation=ablation,
         comparison=comparison,
         findings=found,
@@ -560,6 +575,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
     lap("model")
     statistics = (run_decoder_patterns if stage.decoder else run_patterns)(config, stage, progress)
     decoder_group = run_seq2seq_decoder_patterns(config, stage) if stage.encoder_decoder else None
+    cross = run_cross_patterns(config, stage) if stage.encoder_decoder else None
     lap("patterns")
     ablation = run_ablation(config, stage, progress)
     lap("ablation")
@@ -568,6 +584,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         comparison = run_comparison(config, stage, progress)
         lap("comparison")
     manifest = make_manifest(config, stage, data_files(config), timings, reproducible)
-    report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible, decoder_group)
+    report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible,
+                         (decoder_group, cross))
     writer.write_site(report, example_views(stage.runs, statistics), out, progress, reproducible, config.cache_dir)
     return Built(report, stage.computed, len(stage.runs) - stage.computed, round(stage.seconds, 3))

@@ -334,6 +334,18 @@ class DecoderStatistics(Record):
     counts: DecoderCounts
 
 
+class CrossStatistics(Record):
+    """An encoder-decoder's cross-attention heads (reportgen/patterns/cross.py): where each decoder token looks
+    in the source. Each statistic's `null` is a uniform head over the source on the same queries: the special
+    tokens' share of the source for `source_special`, ln S for `entropy`."""
+
+    source_special: DecoderStatistic  # the share of attention on the source's special tokens (</s>...)
+    entropy: DecoderStatistic  # the row entropy in nats
+    threshold: float  # a head above it on source_special parks its attention there (the findings' test)
+    top_heads: dict[str, list[TopHead]]
+    counts: DecoderCounts
+
+
 # -- head ablation (ablation.py) --------------------------------------------------------------------
 class AblationTask(Record):
     type: Literal["similarity", "classification", "mlm", "causal_lm", "seq2seq"]
@@ -677,6 +689,7 @@ class Report(Record):
     groups: list[Literal["encoder", "decoder", "cross"]] | None = None
     statistics: PatternStatistics | None  # the encoder atlas (an encoder-decoder's: its encoder's); null for a decoder
     decoder: DecoderStatistics | None = None  # the decoder atlas; null for an encoder
+    cross: CrossStatistics | None = None  # an encoder-decoder's cross-attention heads; null for other models
     ablation: Ablation | None
     comparison: Comparison | None = None
     findings: list[Finding]
@@ -738,7 +751,8 @@ class Report(Record):
           "mixed" where no pattern passes its threshold): what colours the head map.
         - for an encoder-decoder, `group` ("encoder", "decoder", "cross") and `group_layer` (the layer within
           its group): its encoder's rows carry the encoder statistics, its decoder self-attention's the
-          decoder statistics, NaN elsewhere, and no label on the cross-attention rows.
+          decoder statistics, its cross-attention's `cross_source_special` and `cross_entropy` (and their nulls,
+          a uniform head over the source), NaN elsewhere, and no label on the cross-attention rows.
         - for a decoder, instead of the encoder statistics below: each statistic of `decoder`
           (`previous_token`, `sink`, `causal_entropy`, `duplicate_token`, `induction`) and `<statistic>_null`,
           the uniform causal head's score on the same tokens; NaN for a statistic that was not measured.
@@ -780,6 +794,9 @@ class Report(Record):
         for name in head_statistics() if self.statistics is not None else ():
             null = self.statistics.nulls.get(name)
             column(name, "encoder", getattr(self.statistics, name), null.uniform if null is not None else None)
+        for name in ("source_special", "entropy") if self.cross is not None else ():
+            statistic = getattr(self.cross, name)
+            column(f"cross_{name}", "cross", statistic, statistic.null)
         single = self.ablation.single_heads if self.ablation is not None else None
         if single is not None:
             for key in ("value", "delta", "relative", "p_value", "p_adjusted"):

@@ -47,6 +47,12 @@ def sites(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     return out
 
 
+@pytest.fixture(scope="module")
+def bart(tmp_path_factory) -> Path:
+    """One tiny BART for the refusals, which never get as far as changing it."""
+    return make_encoder_decoder("bart", tmp_path_factory.mktemp("bart") / "model")
+
+
 def model_attention(path: Path, source: str, target: str) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
     """({group: [L, H, Q, K]}, source tokens, decoder tokens), read with transformers, not through reportgen."""
     import torch
@@ -145,6 +151,36 @@ def test_the_decoder_self_attention_has_the_decoder_atlas_on_its_own_attention(s
     assert "attn=decoder" in page and 'id="chart-sink"' in page
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_cross_attention_statistics_are_the_formulas_on_its_own_attention(sites, family):
+    from transformers import AutoTokenizer
+
+    model, site = sites[family]
+    report = check_report(site)
+    specials = set(AutoTokenizer.from_pretrained(model).all_special_tokens)
+    runs = [model_attention(model, example["text"], example["target"]) for example in EXAMPLES]
+    on_special, entropy, null_special, null_entropy, queries = 0.0, 0.0, 0.0, 0.0, 0
+    for attention, source, _ in runs:
+        cross = attention["cross"].astype(np.float64)  # [L, H, T, S]
+        special = np.array([token in specials for token in source])
+        on_special = on_special + cross[..., special].sum((-1, -2))
+        entropy = entropy - np.where(cross > 0, cross * np.log(np.where(cross > 0, cross, 1)), 0).sum((-1, -2))
+        null_special += cross.shape[2] * special.sum() / len(source)
+        null_entropy += cross.shape[2] * np.log(len(source))
+        queries += cross.shape[2]
+    stats = report["cross"]
+    assert np.abs(grid(stats["source_special"]["mean"]) - on_special / queries).max() < 1e-5
+    assert np.abs(grid(stats["entropy"]["mean"]) - entropy / queries).max() < 1e-4
+    assert stats["source_special"]["null"] == pytest.approx(null_special / queries, abs=1e-6)
+    assert stats["entropy"]["null"] == pytest.approx(null_entropy / queries, abs=1e-6)
+    finding = next(f for f in report["findings"] if f["id"] == "cross-patterns-source-special")
+    assert "cross-attention layer" in finding["sentence"] and "a uniform head over the source puts" in \
+        finding["sentence"]
+    assert all("&attn=cross&" in span["link"] for span in finding["spans"] if span.get("link"))
+    page = (site / "cross-attention.html").read_text(encoding="utf-8")
+    assert 'id="chart-source-special"' in page and 'id="chart-entropy"' in page and "attn=cross" in page
+
+
 def test_the_heads_frame_has_a_row_per_head_of_every_group(sites):
     pytest.importorskip("pandas")
     from reportgen.report import Report
@@ -159,6 +195,9 @@ def test_the_heads_frame_has_a_row_per_head_of_every_group(sites):
     assert decoder_rows["entropy"].isna().all() and encoder["sink"].isna().all()
     assert np.allclose(decoder_rows["sink"], grid(report["decoder"]["sink"]["mean"]).ravel())
     assert cross["label"].isna().all() and encoder["label"].notna().all()
+    assert np.allclose(cross["cross_source_special"], grid(report["cross"]["source_special"]["mean"]).ravel())
+    assert encoder["cross_entropy"].isna().all()
+    assert (cross["cross_entropy_null"] == report["cross"]["entropy"]["null"]).all()
     assert np.allclose(frame["ablation_value"], grid(report["ablation"]["single_heads"]["value"]).ravel())
 
 
@@ -225,7 +264,7 @@ def reportgen(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     ({"examples": "builtin"}, 4,
      "field 'examples': an encoder-decoder reads a source and a target, and the built-in examples have no target; "
      "give examples with 'text' and 'target'"),
-    ({"compare": {"model": "./model"}}, 2,
+    ({"compare": {"model": "<the model>"}}, 2,
      "field 'compare': comparing models is for encoders; an encoder-decoder's build has no comparison yet "
      "(remove 'compare')"),
     ({"claims": "seed004"}, 2,
@@ -237,9 +276,11 @@ def reportgen(cwd: Path, *args: str) -> subprocess.CompletedProcess:
      "is an encoder-decoder; task 'similarity' reads a single stack of an encoder, so for an encoder-decoder use "
      "task 'seq2seq' (a target's loss given its source) or 'classification'"),
 ])
-def test_what_an_encoder_decoders_build_cannot_take_is_refused_in_one_line(tmp_path, extra, code, line):
-    model = make_encoder_decoder("bart", tmp_path / "model")
+def test_what_an_encoder_decoders_build_cannot_take_is_refused_in_one_line(bart, tmp_path, extra, code, line):
+    model = bart
     write_pairs(tmp_path / "pairs.jsonl")
+    if "compare" in extra:  # the same model again: refused before it is looked at
+        extra = {"compare": {"model": str(model)}}
     config = {"examples": EXAMPLES, "ablation": {"enabled": False}, **extra}
     (tmp_path / "reportgen.yaml").write_text(tiny_config(model, **config), encoding="utf-8")
     done = reportgen(tmp_path, "build")

@@ -14,7 +14,7 @@ import numpy as np
 from reportgen.findings.formatting import share
 from reportgen.findings.names import GROUPS
 from reportgen.findings.sentence import SHOWN_HEADS, Sentence, grid, head_name, plural, plus_minus, view
-from reportgen.report import DecoderStatistics, Finding, Link
+from reportgen.report import CrossStatistics, DecoderStatistics, Finding, Link
 
 # (finding id, statistic, chart anchor on the patterns page, what the weight goes to, the head's kind)
 DECODER_FINDINGS = [
@@ -29,16 +29,17 @@ DECODER_FINDINGS = [
 ]
 
 
-def _heads(stats: DecoderStatistics, stat: str, passes: np.ndarray, group: str | None = None) -> list[dict]:
-    record = stats[stat]
+def _heads(stats: DecoderStatistics | CrossStatistics, stat: str, passes: np.ndarray,
+           group: str | None = None) -> list[dict]:
+    record, named = stats[stat], {"group": group} if group else {}
     heads = [{"layer": int(layer), "head": int(head), "value": record.mean[layer][head],
-              "std": record.std[layer][head], "example": record.example[layer][head], **({"group": group} if group
-                                                                                          else {})}
+              "std": record.std[layer][head], "example": record.example[layer][head], **named}
              for layer, head in np.argwhere(passes)]
     return sorted(heads, key=lambda head: -head["value"])
 
 
-def decoder_numbers(stats: DecoderStatistics, stat: str, threshold: float, group: str | None = None) -> dict:
+def decoder_numbers(stats: DecoderStatistics | CrossStatistics, stat: str, threshold: float,
+                    group: str | None = None) -> dict:
     """The heads above `threshold` on `stat`, strongest first (at most SHOWN_HEADS), else the strongest head;
     each of an encoder-decoder's `group` (named and linked so) where one is given."""
     mean = grid(stats[stat].mean)
@@ -122,3 +123,29 @@ def _not_measured(stats: DecoderStatistics, fid: str, stat: str, links: list[Lin
     else:
         s.strong("Delimiter heads were not measured:").text(" no input has a special token, '.' or ','.")
     return s.finding(fid, "patterns", False, links, {"stat": stat, "count": 0})
+
+
+def cross_finding(stats: CrossStatistics) -> Finding:
+    """Whether an encoder-decoder's cross-attention heads park their attention on the source's special tokens
+    (its </s>), the counterpart of Clark et al.'s [SEP] attention, beside a uniform head over the source."""
+    numbers = decoder_numbers(stats, "source_special", stats.threshold, "cross")
+    where = (f"over {numbers['queries']:,} decoder tokens of {stats.counts.examples} "
+             f"example{plural(stats.counts.examples, 's')}; threshold {stats.threshold}, Clark et al.'s for [SEP]")
+    null = f"a uniform head over the source puts {share(numbers['null'])} there"
+    links = [Link(label="chart", href="cross-attention.html#source-special")]
+    s = Sentence()
+    if numbers["count"]:
+        top = numbers["heads"][0]
+        s.strong(f"{head_name(top, capital=True)} parks its attention on the source's special tokens:").text(
+            f" {plus_minus(top)} of it goes to them, while {null} ({where}) (")
+        view(s, top).text(").")
+        if numbers["count"] > 1:
+            others = ", ".join(f"{head_name(head)} {share(head['value'])}" for head in numbers["heads"][1:])
+            s.text(f" {numbers['count']} heads pass in all" + (f"; the next: {others}." if others else "."))
+    else:
+        strongest = numbers["strongest"]
+        s.strong("No cross-attention head parks its attention on the source's special tokens").text(
+            f" (not supported: none puts more than {stats.threshold} of it there, {where}); the strongest is "
+            f"{head_name(strongest)} with {plus_minus(strongest)} (")
+        view(s, strongest).text(f"), and {null}.")
+    return s.finding("cross-patterns-source-special", "patterns", bool(numbers["count"]), links, numbers)

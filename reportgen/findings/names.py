@@ -102,19 +102,29 @@ PATTERNS: dict[str, PatternName] = {
                         colour="#5d4037"),
     "causal_entropy": PatternName("Causal entropy", "How spread the attention over the visible tokens is, in nats.",
                                   "entropy", "nats"),
+    # An encoder-decoder's cross-attention heads (reportgen.patterns.cross)
+    "source_special": PatternName(
+        "Source special tokens", "Cross-attention on the source's special tokens (its </s>): where a head with "
+        "nothing to take from the source parks its weight, as Clark et al. (2019) read attention to [SEP].", "no-op"),
     "mixed": PatternName("Mixed", "No single pattern passes its threshold.", colour="#8c8c8c"),
 }
 
-# The patterns only a decoder's site measures (reportgen.patterns.decoder_atlas), and the ones both measure.
+# The patterns only a decoder's site measures (reportgen.patterns.decoder_atlas), only an encoder-decoder's
+# cross-attention (reportgen.patterns.cross), and the ones every site measures.
 DECODER_ONLY = frozenset({"induction", "duplicate_token", "bos_delimiter", "sink", "causal_entropy"})
+CROSS_ONLY = frozenset({"source_special"})
 SHARED = frozenset({"previous_token", "mixed"})
 
 
-def on_site(key: str, decoder: bool, encoder: bool | None = None) -> bool:
-    """Whether a site of that architecture measures the pattern `key` (so its glossary names it): a decoder's
-    site the decoder patterns, an encoder's the encoder's, an encoder-decoder's (`decoder` and `encoder`) both."""
-    encoder = not decoder if encoder is None else encoder
-    return key in SHARED or (decoder if key in DECODER_ONLY else encoder)
+def on_site(key: str, architecture: str) -> bool:
+    """Whether a site of that architecture (report.architecture) measures the pattern `key`, so its glossary
+    names it: a decoder's site the decoder patterns, an encoder's the encoder's, an encoder-decoder's both and
+    its cross-attention's."""
+    if key in SHARED:
+        return True
+    if key in CROSS_ONLY:
+        return architecture == "encoder-decoder"
+    return architecture != ("encoder" if key in DECODER_ONLY else "decoder")
 
 # The heads with a known simple pattern whose scores on the same inputs are each statistic's nulls
 # (report.PatternNull): uniform attention, and all weight on the previous or the next token.

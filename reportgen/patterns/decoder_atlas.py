@@ -70,7 +70,7 @@ def per_input_scores(runs: Sequence[ExampleRun]) -> dict[str, np.ndarray]:
     return out
 
 
-def _summary(pooled: np.ndarray, scores: np.ndarray, queries: int, null: float, linkable: int) -> dict:
+def statistic_summary(pooled: np.ndarray, scores: np.ndarray, queries: int, null: float, linkable: int) -> dict:
     """One statistic's record: the pooled mean, the spread of the per-input scores [N, L, H] and the strongest
     of the first `linkable` inputs (the examples, which have pages)."""
     counted = np.isfinite(scores)
@@ -105,7 +105,7 @@ def label_decoder_heads(means: dict[str, np.ndarray], thresholds: dict[str, floa
     return labels, patterns
 
 
-def _top(summary: dict, top_k: int) -> list[dict[str, Any]]:
+def strongest_heads(summary: dict, top_k: int) -> list[dict[str, Any]]:
     mean = np.asarray(summary["mean"], dtype=np.float64)
     heads = mean.shape[1]
     flat = np.nan_to_num(mean, nan=-np.inf).reshape(-1)
@@ -132,9 +132,9 @@ def decoder_atlas(runs: Sequence[ExampleRun], induction_attention: np.ndarray | 
     for name, entry in pooled.items():
         if name == "induction":
             per_sequence = np.stack([decoder.induction(one, induction_test["n"]) for one in induction_attention])
-            out[name] = _summary(entry["score"], per_sequence, entry["queries"], entry["null"], linkable=0)
+            out[name] = statistic_summary(entry["score"], per_sequence, entry["queries"], entry["null"], linkable=0)
         else:
-            out[name] = _summary(entry["score"], scores[name], entry["queries"], entry["null"], linkable)
+            out[name] = statistic_summary(entry["score"], scores[name], entry["queries"], entry["null"], linkable)
     thresholds = thresholds_of(settings.thresholds)
     labels, patterns = label_decoder_heads({name: entry["mean"] for name, entry in out.items()}, thresholds)
     out["labels"] = labels.tolist()
@@ -142,7 +142,7 @@ def decoder_atlas(runs: Sequence[ExampleRun], induction_attention: np.ndarray | 
     out["label_counts"] = {name: int((labels == name).sum()) for name in DECODER_LABELS}
     out["label_stats"] = {label: stat for label, stat in DECODER_LABEL_STATS.items() if stat in out}
     out["thresholds"] = thresholds
-    out["top_heads"] = {name: _top(out[name], settings.top_k) for name in pooled}
+    out["top_heads"] = {name: strongest_heads(out[name], settings.top_k) for name in pooled}
     out["induction_test"] = induction_test
     out["counts"] = {"examples": linkable, "inputs": len(runs), "tokens": int(sum(run.n_tokens for run in runs)),
                      "layers": int(labels.shape[0]), "heads": int(labels.shape[1])}

@@ -68,13 +68,16 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
         pages.render(env, "decoder_patterns.md.j2", docs / ("decoder-patterns.md" if seq2seq else "patterns.md"),
                      recorder, report=report, stats=report.decoder, group="decoder" if seq2seq else None,
                      sections=chartdata.decoder_sections(report.decoder, "decoder" if seq2seq else None))
+    if report.cross is not None:
+        pages.render(env, "cross_attention.md.j2", docs / "cross-attention.md", recorder, report=report,
+                     stats=report.cross, sections=chartdata.cross_sections(report.cross))
     if report.statistics is not None:
         pages.render(env, "statistics.md.j2", docs / "statistics.md", recorder, report=report, stats=stats,
                      charts=chartdata.statistics_charts(stats))
         pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
                      sections=chartdata.pattern_sections(stats, example_views),
                      conventions=chartdata.conventions(stats), similarity=chartdata.similarity_chart(stats))
-    write_glossary(env, docs, decoder=report.decoder is not None, encoder=report.statistics is not None)
+    write_glossary(env, docs, report.architecture)
     if report.ablation:
         pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report,
                      ablation=report.ablation, charts=chartdata.ablation_charts(report.ablation))
@@ -93,8 +96,8 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                                                               selectivity, report, cache)})
         progress("Writing pages", done, len(example_views))
     exports.export_charts(recorder.recorded, docs / "charts", progress, cache)
-    patterns_nav = ([{"Encoder patterns": "patterns.md"}, {"Decoder patterns": "decoder-patterns.md"}] if seq2seq
-                    else [{"Attention patterns": "patterns.md"}])
+    patterns_nav = ([{"Encoder patterns": "patterns.md"}, {"Decoder patterns": "decoder-patterns.md"},
+                     {"Cross-attention": "cross-attention.md"}] if seq2seq else [{"Attention patterns": "patterns.md"}])
     return [{"Findings": "index.md"}, *([{"Attention statistics": "statistics.md"}] if stats else []),
             *patterns_nav,
             *([{"Head ablation": "ablation.md"}] if report.ablation else []),
@@ -139,14 +142,14 @@ def example_pager(examples: list[Example], index: int) -> dict:
     return {"previous": entry(index - 1), "next": entry(index + 1)}
 
 
-def write_glossary(env, docs: Path, decoder: bool = False, encoder: bool | None = None) -> None:
+def write_glossary(env, docs: Path, architecture: str = "encoder") -> None:
     """The glossary page: every term the pages link to (reportgen.site.glossary), then the names of the
     patterns this site measures (a decoder's, an encoder's, or an encoder-decoder's both: names.on_site)."""
     terms = [{"id": term.id, "name": term.name, "definition": pages.prose(term.definition)}
              for term in glossary.TERMS]
     patterns = [{"key": key, "name": entry.name, "short": pages.prose(entry.short),
                  "term": glossary.BY_ID[entry.term] if entry.term else None}
-                for key, entry in names.PATTERNS.items() if names.on_site(key, decoder, encoder)]
+                for key, entry in names.PATTERNS.items() if names.on_site(key, architecture)]
     pages.render(env, "glossary.md.j2", docs / glossary.PAGE, terms=terms, patterns=patterns)
 
 

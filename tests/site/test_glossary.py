@@ -251,17 +251,19 @@ def test_the_glossary_defines_every_metric_the_tasks_print_and_a_newcomers_words
                                               "glossary.md#significant"]
 
 
-@pytest.mark.parametrize("decoder", [False, True])
-def test_the_glossary_names_the_patterns_of_its_sites_architecture(tmp_path, decoder):
-    """An encoder's glossary does not name induction heads, nor a decoder's the word-piece patterns; both name
-    the previous token and "mixed"."""
+@pytest.mark.parametrize("architecture", ["encoder", "decoder", "encoder-decoder"])
+def test_the_glossary_names_the_patterns_of_its_sites_architecture(tmp_path, architecture):
+    """An encoder's glossary does not name induction heads, nor a decoder's the word-piece patterns; an
+    encoder-decoder's names both (its encoder's and its decoder's) and its cross-attention's; all name the
+    previous token and "mixed"."""
     from reportgen.site import writer
 
-    writer.write_glossary(pages.environment(ROOT / "site_src" / "templates"), tmp_path, decoder=decoder)
+    writer.write_glossary(pages.environment(ROOT / "site_src" / "templates"), tmp_path, architecture)
     table = (tmp_path / glossary.PAGE).read_text(encoding="utf-8").split("{ #pattern-names }", 1)[1]
     shown = {key for key, entry in names.PATTERNS.items() if f"| {entry.name} |" in table}
     assert {"previous_token", "mixed"} <= shown
     for key in ("induction", "sink", "duplicate_token"):
-        assert (key in shown) == decoder, key
+        assert (key in shown) == (architecture != "encoder"), key
     for key in ("within_word", "same_token", "next_token", "broad"):
-        assert (key in shown) != decoder, key
+        assert (key in shown) == (architecture != "decoder"), key
+    assert ("source_special" in shown) == (architecture == "encoder-decoder")

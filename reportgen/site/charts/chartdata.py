@@ -11,6 +11,7 @@ from markupsafe import Markup
 from reportgen.findings import formatting, names
 from reportgen.report import (
     Ablation,
+    CrossStatistics,
     DecoderStatistics,
     DelimiterContribution,
     ExampleViews,
@@ -134,6 +135,35 @@ def decoder_sections(stats: DecoderStatistics, group: str | None = None) -> list
                     "description": prose(description.format(n=test.n if test else 0,
                                                             sequences=test.sequences if test else 0)),
                     "heatmap": vegalite.head_heatmap(rows, names.name(key), LEGEND[scale], {"std": spread},
+                                                     names.domain(key)),
+                    "null": statistic.null, "queries": statistic.queries, "top": top, "scale": scale})
+    return out
+
+
+# An encoder-decoder's cross-attention page, one section per statistic: (report key, anchor, what it measures).
+CROSS_SECTIONS = [
+    ("source_special", "source-special",
+     "Mean cross-attention on the source's special tokens (its </s>), over every decoder token: where a head with "
+     "nothing to take from the source parks its weight, as Clark et al. (2019) read BERT's attention to [SEP]. "
+     "A uniform head over the source puts the special tokens' share of the source there."),
+    ("entropy", "entropy",
+     "Mean entropy of the cross-attention rows over the source, in nats (no smoothing): low when a decoder token "
+     "looks at a few source tokens, ln S (S source tokens) for a uniform head."),
+]
+
+
+def cross_sections(stats: CrossStatistics) -> list[dict]:
+    """The cross-attention statistics: heatmap, top heads with their strongest example (links open the Cross
+    group of the views), null."""
+    out = []
+    for key, anchor, description in CROSS_SECTIONS:
+        statistic, scale = stats[key], names.pattern(key).scale
+        rows = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std), statistic.example,
+                               group="cross")
+        top = [dict(head.model_dump(), url=Markup(_source_link(head.example, head.layer, head.head, group="cross")))
+               for head in stats.top_heads.get(key, [])[:TOP_HEADS] if head.example >= 0]
+        out.append({"key": key, "id": anchor, "title": names.name(key), "description": prose(description),
+                    "heatmap": vegalite.head_heatmap(rows, names.name(key), LEGEND[scale], {"std": "std over examples"},
                                                      names.domain(key)),
                     "null": statistic.null, "queries": statistic.queries, "top": top, "scale": scale})
     return out

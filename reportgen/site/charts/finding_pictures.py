@@ -68,9 +68,14 @@ def pictures(report: Report) -> dict[str, dict]:
 def _drawer(report: Report, finding_id: str) -> Callable[[Report, Finding], dict | None] | None:
     """What draws a finding's picture: a decoder pattern's head strip for a decoder's pattern findings and an
     encoder-decoder's decoder-group ones (ids with SEQ2SEQ_DECODER_PREFIX), else the finding's own drawer."""
-    decoder_id = {"decoder": finding_id, "encoder-decoder": finding_id.removeprefix(SEQ2SEQ_DECODER_PREFIX)
-                  if finding_id.startswith(SEQ2SEQ_DECODER_PREFIX) else None}.get(report.architecture)
-    return decoder_pattern if decoder_id in _DECODER_DRAWERS else _DRAWERS.get(finding_id)
+    if finding_id == CROSS_FINDING:
+        return cross_pattern
+    if report.decoder is not None:
+        decoder_id = {"decoder": finding_id, "encoder-decoder": finding_id.removeprefix(SEQ2SEQ_DECODER_PREFIX)
+                      if finding_id.startswith(SEQ2SEQ_DECODER_PREFIX) else None}.get(report.architecture)
+        if decoder_id in _DECODER_DRAWERS:
+            return decoder_pattern
+    return _DRAWERS.get(finding_id)
 
 
 # -- layout -----------------------------------------------------------------------------------------
@@ -389,6 +394,16 @@ def decoder_pattern(report: Report, finding: Finding) -> dict | None:
                        "finding names.")
 
 
+def cross_pattern(report: Report, finding: Finding) -> dict | None:
+    """The cross-attention heads' share on the source's special tokens, by layer, beside a uniform head's."""
+    numbers = finding.numbers
+    return _head_strip(report.cross.source_special, _named(numbers), numbers["threshold"], numbers.get("null"),
+                       "share on special tokens", f"Cross-attention on the source's special tokens per head (dots) and "
+                       f"mean per layer (bars); dashed: the threshold {numbers['threshold']}, dotted: a uniform head "
+                       "over the source; in red the heads the finding names.")
+
+
+CROSS_FINDING = "cross-patterns-source-special"
 _DECODER_DRAWERS = {"patterns-induction", "patterns-previous-token", "patterns-duplicate-token", "patterns-sink",
                     "patterns-delimiter"}
 _DRAWERS: dict[str, Callable[[Report, Finding], dict | None]] = {

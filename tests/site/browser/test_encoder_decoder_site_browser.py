@@ -34,7 +34,8 @@ def site(seq2seq_site) -> Path:
 
 def test_the_encoder_decoders_pages_are_the_ones_checked(site, pages):  # noqa: F811 - the imported fixture
     """The imported checks ran on an encoder-decoder's site: its encoder's pages and its decoder's."""
-    assert {"statistics.html", "patterns.html", "decoder-patterns.html", "ablation.html"} <= set(pages)
+    assert {"statistics.html", "patterns.html", "decoder-patterns.html", "cross-attention.html",
+            "ablation.html"} <= set(pages)
     assert "decoder's self-attention" in (site / "decoder-patterns.html").read_text(encoding="utf-8")
 
 

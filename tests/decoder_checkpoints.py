@@ -71,12 +71,9 @@ NAMES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistra
 
 def render_decoder_table() -> str:
     """The README's decoder support table, from FAMILIES and CHECKS."""
-    lines = ["Decoders (causal self-attention) on tiny random checkpoints (2 or 3 layers x 4 heads, hidden 32; a",
-             "byte-level BPE tokenizer trained here, `tests/decoder_checkpoints.py`). The columns, each a test",
-             "parametrized over these families:", ""]
-    lines += [f"- {header}: {meaning} (`{test}`)" for header, meaning, test in CHECKS.values()]
-    lines += ["", "| Architecture (`model_type`) | Tiny config tested | "
-              + " | ".join(header for header, _, _ in CHECKS.values()) + " |", "|---|---|" + "---|" * len(CHECKS)]
-    lines += [f"| {NAMES[family]} (`{family}`) | {DESCRIBED[family]} | " + " | ".join("yes" for _ in CHECKS) + " |"
-              for family in FAMILIES]
-    return "\n".join(lines) + "\n"
+    from tests.helpers import family_table
+
+    return family_table(["Decoders (causal self-attention) on tiny random checkpoints (2 or 3 layers x 4 heads, "
+                         "hidden 32; a", "byte-level BPE tokenizer trained here, `tests/decoder_checkpoints.py`). "
+                         "The columns, each a test", "parametrized over these families:"],
+                        CHECKS, FAMILIES, NAMES, DESCRIBED)

@@ -560,6 +560,19 @@ def readme_section(text: str, start: str, end: str) -> str:
     return text[first:last].strip("\n") + "\n"
 
 
+def family_table(intro: list[str], checks: dict[str, tuple[str, str, str]], families, names: dict[str, str],
+                 described: dict[str, str]) -> str:
+    """A README support table whose every family has every check (each a test parametrized over `families`):
+    the `intro` lines, each check's header, meaning and test file, then one row per family."""
+    lines = [*intro, ""]
+    lines += [f"- {header}: {meaning} (`{test}`)" for header, meaning, test in checks.values()]
+    lines += ["", "| Architecture (`model_type`) | Tiny config tested | "
+              + " | ".join(header for header, _, _ in checks.values()) + " |", "|---|---|" + "---|" * len(checks)]
+    lines += [f"| {names[family]} (`{family}`) | {described[family]} | " + " | ".join("yes" for _ in checks) + " |"
+              for family in families]
+    return "\n".join(lines) + "\n"
+
+
 def write_readme_section(start: str, end: str, rendered: str) -> None:
     """Put `rendered` between the markers of README.md."""
     readme = ROOT / "README.md"

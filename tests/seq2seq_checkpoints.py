@@ -131,6 +131,26 @@ def make_encoder_decoder(family: str, target_dir: Path, seed: int = 0) -> Path:
     return target_dir
 
 
+def model_attention(path: Path, source: str, target: str):
+    """({group: [L, H, Q, K] numpy}, source tokens, decoder tokens) of (source, target) teacher-forced, read with
+    transformers alone (eager attention; the decoder input from its own `prepare_decoder_input_ids_from_labels`),
+    not through reportgen: the reference the views and the atlases are checked against."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForSeq2SeqLM.from_pretrained(path, attn_implementation="eager").eval()
+    ids = torch.tensor([tokenizer(source)["input_ids"]])
+    labels = torch.tensor([tokenizer(text_target=target)["input_ids"]])
+    decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
+    with torch.no_grad():
+        out = model(input_ids=ids, decoder_input_ids=decoder_ids, output_attentions=True, use_cache=False)
+    stacks = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
+    tokens = tokenizer.convert_ids_to_tokens
+    return ({name: torch.stack(stack)[:, 0].numpy() for name, stack in stacks.items()},
+            tokens(ids[0].tolist()), tokens(decoder_ids[0].tolist()))
+
+
 def write_pairs(path: Path, pairs=PAIRS) -> Path:
     """The pairs as a JSONL file with `source` and `target` fields (task seq2seq's default columns)."""
     path.write_text("".join(json.dumps({"source": s, "target": t}) + "\n" for s, t in pairs), encoding="utf-8")
@@ -161,12 +181,8 @@ NAMES = {"bart": "BART", "t5": "T5", "marian": "Marian"}
 
 def render_encoder_decoder_table() -> str:
     """The README's encoder-decoder support table, from FAMILIES and CHECKS."""
-    lines = ["Encoder-decoders on tiny random checkpoints (2 encoder and 2 decoder layers x 4 heads, hidden 32; a",
-             "tokenizer trained here, `tests/seq2seq_checkpoints.py`). The columns, each a test parametrized over",
-             "these families:", ""]
-    lines += [f"- {header}: {meaning} (`{test}`)" for header, meaning, test in CHECKS.values()]
-    lines += ["", "| Architecture (`model_type`) | Tiny config tested | "
-              + " | ".join(header for header, _, _ in CHECKS.values()) + " |", "|---|---|" + "---|" * len(CHECKS)]
-    lines += [f"| {NAMES[family]} (`{family}`) | {DESCRIBED[family]} | " + " | ".join("yes" for _ in CHECKS) + " |"
-              for family in FAMILIES]
-    return "\n".join(lines) + "\n"
+    from tests.helpers import family_table
+
+    return family_table(["Encoder-decoders on tiny random checkpoints (2 encoder and 2 decoder layers x 4 heads, "
+                         "hidden 32; a", "tokenizer trained here, `tests/seq2seq_checkpoints.py`). The columns, each "
+                         "a test parametrized over", "these families:"], CHECKS, FAMILIES, NAMES, DESCRIBED)

@@ -20,7 +20,7 @@ import pytest
 
 from reportgen.site import views
 from tests.helpers import build_tiny_site, check_report, tiny_config
-from tests.seq2seq_checkpoints import FAMILIES, make_encoder_decoder, write_pairs
+from tests.seq2seq_checkpoints import FAMILIES, make_encoder_decoder, model_attention, write_pairs
 
 pytestmark = pytest.mark.slow  # three tiny builds with a sequence-to-sequence ablation: ~90 s
 
@@ -51,24 +51,6 @@ def sites(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
 def bart(tmp_path_factory) -> Path:
     """One tiny BART for the refusals, which never get as far as changing it."""
     return make_encoder_decoder("bart", tmp_path_factory.mktemp("bart") / "model")
-
-
-def model_attention(path: Path, source: str, target: str) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
-    """({group: [L, H, Q, K]}, source tokens, decoder tokens), read with transformers, not through reportgen."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSeq2SeqLM.from_pretrained(path, attn_implementation="eager").eval()
-    ids = torch.tensor([tokenizer(source)["input_ids"]])
-    labels = torch.tensor([tokenizer(text_target=target)["input_ids"]])
-    decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
-    with torch.no_grad():
-        out = model(input_ids=ids, decoder_input_ids=decoder_ids, output_attentions=True, use_cache=False)
-    stacks = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
-    tokens = tokenizer.convert_ids_to_tokens
-    return ({name: torch.stack(stack)[:, 0].numpy() for name, stack in stacks.items()},
-            tokens(ids[0].tolist()), tokens(decoder_ids[0].tolist()))
 
 
 def page_payload(site: Path, number: int) -> dict:

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tests.helpers import VIEW_DRAWN, wait_until
-from tests.seq2seq_checkpoints import FAMILIES, PAIRS, make_encoder_decoder
+from tests.seq2seq_checkpoints import FAMILIES, PAIRS, make_encoder_decoder, model_attention
 
 pytestmark = pytest.mark.slow
 
@@ -42,24 +42,6 @@ def reportgen_view(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 def page_payload(text: str) -> dict:
     return json.loads(re.search(r'id="rgv-data">(.*?)</script>', text, re.S).group(1))
-
-
-def model_attention(path: Path) -> tuple[dict[str, np.ndarray], list[str], list[str]]:
-    """({group: [L, H, Q, K]}, source tokens, decoder tokens) read here with transformers, not through reportgen."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForSeq2SeqLM.from_pretrained(path, attn_implementation="eager").eval()
-    ids = torch.tensor([tokenizer(SOURCE)["input_ids"]])
-    labels = torch.tensor([tokenizer(text_target=TARGET)["input_ids"]])
-    decoder_ids = model.prepare_decoder_input_ids_from_labels(labels=labels)
-    with torch.no_grad():
-        out = model(input_ids=ids, decoder_input_ids=decoder_ids, output_attentions=True, use_cache=False)
-    stacks = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
-    tokens = tokenizer.convert_ids_to_tokens
-    return ({name: torch.stack(stack)[:, 0].numpy() for name, stack in stacks.items()},
-            tokens(ids[0].tolist()), tokens(decoder_ids[0].tolist()))
 
 
 def test_a_rectangular_attention_round_trips_through_the_encoding():
@@ -84,7 +66,7 @@ def test_each_group_of_the_file_is_the_models_own_attention_with_contributions(f
     from reportgen.site import views
 
     payload = page_payload(page_text(run_text(SOURCE, model=str(checkpoints[family]), target=TARGET)))
-    attention, source, decoder = model_attention(checkpoints[family])
+    attention, source, decoder = model_attention(checkpoints[family], SOURCE, TARGET)
     assert [group["name"] for group in payload["groups"]] == list(views.GROUP_NAMES)
     assert payload["tokens"] == source and payload["target"] == TARGET and "qk" not in payload
     sides = {"encoder": (source, source), "decoder": (decoder, decoder), "cross": (decoder, source)}

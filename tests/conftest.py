@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -82,6 +83,19 @@ def _start_default_build(run_dir: Path) -> None:
         work.mkdir()
         command = '"$0" -m reportgen build > build.log 2>&1; echo $? > build.rc.part && mv build.rc.part build.rc'
         subprocess.Popen(["sh", "-c", command, sys.executable], cwd=work, start_new_session=True)
+
+
+# A test module whose every test is slow says so at its top, on a line of its own.
+ALL_SLOW = re.compile(r"^pytestmark = pytest\.mark\.slow\b", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
+    """The fast tier (`-m "not slow"`) does not import a test module whose every test is slow: its tests would
+    all be deselected, and importing it (torch, transformers, tiny models' code) cost the tier seconds."""
+    if config.getoption("markexpr") != "not slow" or collection_path.suffix != ".py" \
+            or not collection_path.name.startswith("test_"):
+        return None
+    return True if ALL_SLOW.search(collection_path.read_text(encoding="utf-8")) else None
 
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: the fast tier starts no build

@@ -114,6 +114,7 @@ def test_the_table_itself_has_no_cycle():
     assert not [part for part in ALLOWED if part in reach(part, set())]
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_no_import_cycle_between_modules():
     """Tarjan's strongly connected components over every module's imports (lazy ones too)."""
     graph = {module: {name for name in imports_of(path)[0] if name in MODULES and name != module}

@@ -167,6 +167,7 @@ def killed_writer(*entries: Path) -> int:
     return int(done.stdout)
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_temp_files_of_a_killed_writer_are_removed_by_the_next_run(models, tmp_path):
     cache = tmp_path / "cache"
     key = "0123456789abcdef01234567"
@@ -372,6 +373,7 @@ def test_an_undefined_metric_runs_no_test_and_marks_nothing(models, tmp_path, re
         assert tests.test == f"no test: {metric} is undefined on the task data ({reason})"
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_a_defined_metric_is_still_tested(models, tmp_path):
     report = run_ablations(models / "base", settings(sim_file(tmp_path / "p.tsv", PAIRS)), device="cpu",
                            cache_dir=tmp_path / "c", fingerprint="fp")

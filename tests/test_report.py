@@ -27,6 +27,7 @@ PACKAGE = ROOT / "reportgen"
 
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_the_report_schema_is_a_valid_json_schema():
     schema = report_schema()
     jsonschema.Draft202012Validator.check_schema(schema)

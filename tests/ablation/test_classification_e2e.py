@@ -21,6 +21,8 @@ from reportgen.ablation.experiments import run_ablations
 from reportgen.config import AblationSettings, defaults
 from tests.helpers import ROOT, make_tiny_bert
 
+pytestmark = pytest.mark.slow  # training a tiny model: over half a second of the fast tier
+
 RECIPE = ROOT / "recipes" / "seed004" / "train.py"
 # The grade is the title's noun: a signal a 2-layer model can pick up in a few dozen steps.
 NOUNS = {"cat": 1, "dog": 2, "car": 3, "ball": 4, "mat": 5}
@@ -93,7 +95,6 @@ def _settings(data: Path) -> AblationSettings:
     return AblationSettings.model_validate(raw)
 
 
-@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 def test_training_moves_the_classifier_head(trained):
     recipe, result, model_dir, _, untrained = trained
     saved = AutoModelForSequenceClassification.from_pretrained(model_dir)
@@ -112,7 +113,6 @@ def test_training_moves_the_classifier_head(trained):
     assert result.stopped_by == "epochs" and result.steps == EPOCHS * len(rows) // 5
 
 
-@pytest.mark.slow  # subprocess, browser or model work: over half a second of the fast tier
 def test_ablation_numbers_match_an_independent_computation(trained, tmp_path):
     _, _, model_dir, data, _ = trained
     rows = _rows()

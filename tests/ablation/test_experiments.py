@@ -181,6 +181,7 @@ def test_plain_path_inside_an_engine_leaves_both_intact(model_dir, data):
     assert all("forward" not in layer_module.__dict__ for layer_module in locate(task.model).layers)
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_without_room_to_record_the_result_is_the_same(model_dir, data):
     task = load_task("similarity", model_dir, data)
     masks = np.stack(_masks()[:3])

@@ -49,6 +49,7 @@ def _run(model_dir, settings, root, monkeypatch=None) -> tuple[Ablation, dict[st
     return record, asked
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_the_pairs_are_those_among_the_top_k_heads_by_single_change(model_dir, data, tmp_path, monkeypatch):
     settings = _settings(data, experiments={**OFF, "single_heads": True, "head_pairs": True})
     record, asked = _run(model_dir, settings, tmp_path / "c", monkeypatch)
@@ -112,6 +113,7 @@ def test_all_pairs_and_the_test_can_pass_the_correction(model_dir, data, tmp_pat
     assert Ablation.model_validate(record.model_dump(mode="json")) == record
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_switched_off_there_is_no_record_and_no_section(model_dir, data, tmp_path):
     from reportgen.site.charts import chartdata
 
@@ -128,6 +130,7 @@ def test_the_settings_are_validated(data):
         _settings(data, head_pairs={"top_k": 4, "all": False, "every": True})
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_the_bootstrap_matches_a_direct_loop_over_resamples(model_dir, data):
     """bootstrap_contrasts against its definition, one resample at a time: the same draws (stream 5 of
     the seed), all four conditions scored on each, the percentile CI and the two-sided normal p-value

@@ -50,6 +50,7 @@ def _stats_entries(cache: Path) -> set[Path]:
 
 
 # -- the whole record: a rebuild with nothing changed ------------------------------------------------------
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_a_rebuild_with_nothing_changed_reads_the_record_back_without_the_model(tiny_model, tmp_path, monkeypatch):
     data, cache = _data(tmp_path / "pairs.tsv"), tmp_path / "cache"
     first = run_ablations(tiny_model, _settings(data), device="cpu", cache_dir=cache, fingerprint="fp")
@@ -135,6 +136,7 @@ def test_every_setting_an_experiment_reads_is_in_its_key(tiny_model, tmp_path):
     assert set(STATISTICS_SETTINGS) >= {field for fields in EXPERIMENT_SETTINGS.values() for field in fields}
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_an_experiment_record_is_reused_only_for_the_same_outputs(tiny_model, tmp_path):
     data = _data(tmp_path / "pairs.tsv")
     settings = _settings(data)
@@ -222,6 +224,7 @@ def _outputs(rng: np.random.Generator, shape: tuple[int, ...], ties: str) -> tup
     return first, second
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 @pytest.mark.parametrize("ties", ["none", "unchanged pairs", "across examples"])
 @pytest.mark.parametrize("examples", [9, 40, 121])
 def test_batched_permutation_tests_equal_one_test_at_a_time(examples, ties):

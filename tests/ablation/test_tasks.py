@@ -112,6 +112,7 @@ def test_similarity_dedupes_texts_and_uses_pooling_config(bert_dir, tmp_path):
     assert task.data_hash() != cls_task.data_hash()
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_classification_labels_by_name_or_index(tmp_path):
     model_dir = tiny_dir(tmp_path / "cls", "BertForSequenceClassification", num_labels=3,
                          id2label={0: "neg", 1: "neu", 2: "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})

@@ -150,6 +150,7 @@ def _events(response) -> dict:
             return json.loads(line[len(b"data: "):])
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_pages_are_served_with_the_script_and_the_files_stay_as_built(live_server):
     base, live, site = live_server
     before = {path: path.read_bytes() for path in site.rglob("*") if path.is_file()}
@@ -168,6 +169,7 @@ def test_pages_are_served_with_the_script_and_the_files_stay_as_built(live_serve
     assert {path: path.read_bytes() for path in site.rglob("*") if path.is_file()} == before
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_the_event_stream_says_each_rebuild_and_each_failure(live_server):
     base, live, site = live_server
     with urllib.request.urlopen(base + EVENTS_PATH, timeout=10) as response:

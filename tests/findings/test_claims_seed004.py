@@ -101,6 +101,7 @@ RANDOM_CASES = {  # noise added at 10% -> (claim 1 "costs nothing", claim 2 "the
 }
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 @pytest.mark.parametrize("case", list(RANDOM_CASES))
 def test_random_masking_claims_follow_the_paired_ci_at_10_percent(case):
     (kind, scale), costs_nothing, bump = RANDOM_CASES[case]
@@ -129,6 +130,7 @@ def test_random_masking_claims_follow_the_paired_ci_at_10_percent(case):
         assert f"the paired 95% CI {interval(ci)} contains 0" in second.why
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_without_10_percent_the_bump_is_not_measured_and_costs_nothing_uses_the_largest_fraction_below_20():
     task = _task(2)
     base = _noisy(task, 1.0, 1)

@@ -230,6 +230,7 @@ def render_patterns(stats: PatternStatistics, tmp_path: Path) -> tuple[str, dict
     return (tmp_path / "patterns.md").read_text(encoding="utf-8"), {r.chart_id: r for r in recorder.recorded}
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_patterns_page_shows_contributions_beside_the_weights(tmp_path):
     stats = no_op_statistics()
     text, charts = render_patterns(stats, tmp_path)

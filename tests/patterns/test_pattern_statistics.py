@@ -267,6 +267,7 @@ def test_chinese_pair_word_ids_stay_unique_across_segments():
     assert words.resegment(run, "spaces").word_ids.tolist() == [-1, 0, 0, -1, 1, 2, 2, -1]
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_jieba_segmentation_when_installed():
     pytest.importorskip("jieba")
     run = make_run(CHARS, CHAR_WORDS, CHAR_SEGMENTS, [np.eye(8)], text="我喜欢吃草莓")
@@ -341,6 +342,7 @@ def random_run(rng, length, layers=2, heads=3, pair=False) -> ExampleRun:
                       segments == -1, att.astype(np.float32))
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_streaming_equals_batch():
     rng = np.random.default_rng(1)
     runs = [random_run(rng, int(n), pair=bool(i % 2)) for i, n in enumerate(rng.integers(10, 21, size=9))]

@@ -124,6 +124,7 @@ def test_chart_exports_come_from_the_cache_byte_for_byte(tmp_path):
     assert sorted(tree(plain)) == sorted([*expected, "page--grid.csv", "page--grid.png"])
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_a_png_drawn_from_the_exported_svg_has_vega_s_own_pixels(tmp_path):
     """The PNG of a chart that is exported as SVG too is rasterised from that SVG (one Vega pass, not two):
     the same pixels as vl-convert's own PNG of the spec."""
@@ -140,6 +141,7 @@ def _head_map(labels: list[str]) -> HeadMap:
                    cells=cells)
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_inline_pictures_and_head_map_pngs_come_from_the_cache(tmp_path):
     cache = ExportCache(tmp_path)
     first = inline_svg.svg(BAR, "rg-pic-a", "A bar chart", cache)

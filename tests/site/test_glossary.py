@@ -188,6 +188,7 @@ def test_pages_and_charts_name_patterns_from_the_table():
         assert 'replace("_"' not in source and "replace('_'" not in source, template.name
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_share_statistics_are_drawn_on_the_fixed_0_1_scale():
     from reportgen.site.charts import vegalite
 

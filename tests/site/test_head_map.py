@@ -98,6 +98,7 @@ def test_an_examples_labels_are_the_label_rule_on_that_example_alone():
     assert labels == expected.tolist()
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_every_example_of_a_build_carries_its_own_labels(report):
     for example in report.examples:
         assert np.shape(example.labels) == (report.layers, report.heads)
@@ -139,6 +140,7 @@ def test_the_findings_maps_have_one_cell_per_head_linked_to_its_strongest_exampl
     assert first.metric == report.ablation.task.metric and first.scope == "inputs"
 
 
+@pytest.mark.slow  # over 0.3 s (--durations): the fast tier stays under a minute
 def test_the_second_models_cells_open_its_section_of_the_comparison_page(report):
     second = head_map.findings_maps(report)[1]
     sections = {section["id"] for section in chartdata.comparison_sections(report)}

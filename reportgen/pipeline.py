@@ -10,13 +10,16 @@ import hashlib
 import platform
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from reportgen import __version__, findings
+from reportgen.ablation.watch import AblationWatch
 from reportgen.cache import usage
 from reportgen.cache.store import Cache, key_of
 from reportgen.config import BUILTIN_DATA, Config, PatternSettings, builtin_examples
@@ -35,17 +38,22 @@ from reportgen.patterns.statistics import PatternAccumulator, clean, entropy
 from reportgen.progress import Callback, silent
 from reportgen.report import (
     Ablation,
+    BuildProgress,
     Comparison,
     CrossStatistics,
     DecoderStatistics,
     Example,
     ExampleViews,
+    ExperimentCost,
     Manifest,
     ModelSummary,
     PatternStatistics,
     Report,
 )
 from reportgen.runs import ExampleRun
+
+if TYPE_CHECKING:
+    from reportgen.ablation.experiments import Finished
 from reportgen.site import output, views
 
 RUN_VERSION = 2  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions)
@@ -346,18 +354,23 @@ def decoder_side(run: ExampleRun) -> ExampleRun:
                       value_norms=(pair.value_norms or {}).get("decoder"))
 
 
-def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent) -> Ablation | None:
-    """The head-ablation experiments on the configured task (each finished mask is cached)."""
+def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent,
+                 watch: AblationWatch | None = None, finished: Finished | None = None) -> Ablation | None:
+    """The head-ablation experiments on the configured task (each finished mask is cached); `watch` follows
+    their progress and `finished` hears of each experiment as it ends (experiments.ablate)."""
     if not config.ablation.enabled:
         return None
     from reportgen.ablation import ray_runner
     from reportgen.ablation.experiments import run_ablations
 
+    def ticked(name: str, done: int, total: int) -> None:
+        if watch is not None:
+            watch.tick(name, done, total)
+        progress(f"Ablation: {name.replace('_', ' ')}", done, total)
+
     result = run_ablations(stage.path, config.ablation, device=loading.resolve_device(config.device),
-                           cache_dir=config.cache_dir, fingerprint=stage.fingerprint,
-                           progress=lambda name, done, total: progress(
-                               f"Ablation: {name.replace('_', ' ')}", done, total),
-                           cluster=ray_runner.active_cluster())
+                           cache_dir=config.cache_dir, fingerprint=stage.fingerprint, progress=ticked,
+                           cluster=ray_runner.active_cluster(), finished=finished)
     result.task.data = config.shown_path(result.task.data)
     return result
 
@@ -414,7 +427,8 @@ def versions() -> dict[str, str]:
 def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics | DecoderStatistics,
                 ablation: Ablation | None, comparison: Comparison | None, manifest: Manifest,
                 reproducible: bool,
-                groups: tuple[DecoderStatistics | None, CrossStatistics | None] = (None, None)) -> Report:
+                groups: tuple[DecoderStatistics | None, CrossStatistics | None] = (None, None),
+                progress: BuildProgress | None = None) -> Report:
     """Everything the site shows, findings included: templates and charts read only this. `statistics` is
     the encoder atlas, or for a decoder the decoder atlas; an encoder-decoder's is its encoder's, and `groups`
     the atlas of its decoder self-attention and its cross-attention statistics."""
@@ -439,10 +453,11 @@ def make_report(config: Config, stage: ModelStage, statistics: PatternStatistics
         ablation=ablation,
         comparison=comparison,
         findings=found,
-        claims=claim_checks(config.claims, ablation, found, statistics),
+        claims=claim_checks(config.claims, ablation, found, statistics, running=progress is not None),
         headline=findings.headline(statistics, found),
         warnings=stage.warnings,
         manifest=manifest,
+        progress=progress,
     )
 
 
@@ -500,9 +515,10 @@ def _with_groups(payload: dict, run: ExampleRun) -> dict:
             "groups": views.seq2seq_groups(pair, [bool(s) for s in run.special], [bool(s) for s in target_special])}
 
 
-def make_manifest(config: Config, stage: ModelStage, files: dict[str, str],
-                  timings: dict[str, float], reproducible: bool) -> Manifest:
-    """What a reader needs to reproduce the run: config as used, file hashes, versions, device, seeds, times."""
+def make_manifest(config: Config, stage: ModelStage, files: dict[str, str], timings: dict[str, float],
+                  reproducible: bool, costs: dict[str, ExperimentCost] | None = None) -> Manifest:
+    """What a reader needs to reproduce the run: config as used, file hashes, versions, device, seeds, times,
+    and each ablation experiment's masks and seconds (`costs`)."""
     return Manifest(
         config=config.as_written(),
         model_files=stage.file_hashes,
@@ -512,6 +528,9 @@ def make_manifest(config: Config, stage: ModelStage, files: dict[str, str],
         seeds={"ablation": config.ablation.seeds if config.ablation.enabled else None,
                "mlm_masking": config.ablation.mlm_seed if config.ablation.task == "mlm" else None},
         seconds=None if reproducible else {k: round(v, 2) for k, v in timings.items()},
+        experiments={name: ExperimentCost(masks=cost.masks, computed=None if reproducible else cost.computed,
+                                          seconds=None if reproducible else round(cost.seconds or 0.0, 2))
+                     for name, cost in costs.items()} if costs else None,
     )
 
 
@@ -526,8 +545,10 @@ class Built:
 
 
 def build(config: Config, out: Path | None = None, reproducible: bool = False,
-          progress: Callback = silent) -> Built:
-    """Run the whole pipeline and write the site."""
+          progress: Callback = silent, written: Callable[[Path], None] | None = None) -> Built:
+    """Run the whole pipeline and write the site: first as soon as the pattern statistics are done, then as
+    the ablation's experiments finish (reportgen.ablation.watch), the finished site last. `written(path)` is
+    called after each site is swapped in (`serve --watch` reloads the open pages)."""
     from reportgen.ablation import ray_runner  # rendering is imported only by the stage that renders
     from reportgen.site import writer
 
@@ -539,7 +560,7 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle, decoders=True,
                                                                  encoder_decoders=True),
           usage.recording(config), ray_runner.connected(ray)):
-        return _build(config, target, reproducible, progress, writer)
+        return _build(config, target, reproducible, progress, writer, written)
 
 
 def protected_paths(config: Config) -> list[tuple[str, Path]]:
@@ -560,9 +581,10 @@ def protected_paths(config: Config) -> list[tuple[str, Path]]:
     return paths
 
 
-def _build(config: Config, out: output.Output, reproducible: bool, progress: Callback, writer) -> Built:
+def _build(config: Config, out: output.Output, reproducible: bool, progress: Callback, writer,
+           written: Callable[[Path], None] | None = None) -> Built:
     timings: dict[str, float] = {}
-    clock = time.perf_counter()
+    started = clock = time.perf_counter()
 
     def lap(name: str) -> None:
         nonlocal clock
@@ -574,17 +596,53 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
     stage = run_model(config, progress)
     lap("model")
     statistics = (run_decoder_patterns if stage.decoder else run_patterns)(config, stage, progress)
-    decoder_group = run_seq2seq_decoder_patterns(config, stage) if stage.encoder_decoder else None
-    cross = run_cross_patterns(config, stage) if stage.encoder_decoder else None
+    groups = ((run_seq2seq_decoder_patterns(config, stage), run_cross_patterns(config, stage))
+              if stage.encoder_decoder else (None, None))
     lap("patterns")
-    ablation = run_ablation(config, stage, progress)
+    drawn = example_views(stage.runs, statistics)
+    watch = ablation_watch(config, stage, started)
+
+    def write(ablation: Ablation | None, comparison: Comparison | None = None, partial: bool = False) -> Report:
+        at = time.perf_counter()
+        manifest = make_manifest(config, stage, data_files(config), timings, reproducible,
+                                 watch.costs if watch else None)
+        report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible, groups,
+                             watch.state() if partial and watch else None)
+        writer.write_site(report, drawn, out, progress, reproducible, config.cache_dir)
+        if written is not None:
+            written(out.path)
+        if watch is not None:
+            watch.wrote(time.perf_counter() - at, partial)
+        return report
+
+    def finished(partial: Ablation, name: str, cost: ExperimentCost) -> None:
+        watch.finished(name, cost)
+        if watch.live and name != watch.last and watch.due():
+            write(partial, partial=True)
+
+    if watch is not None and watch.live:  # the site first: views, statistics and findings while the experiments run
+        write(None, partial=True)
+    ablation = run_ablation(config, stage, progress, watch, finished if watch else None)
     lap("ablation")
     comparison = None
     if config.compare is not None:
+        if watch is not None and watch.live:
+            watch.stages_left = []
+            write(ablation, partial=True)
         comparison = run_comparison(config, stage, progress)
         lap("comparison")
-    manifest = make_manifest(config, stage, data_files(config), timings, reproducible)
-    report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible,
-                         (decoder_group, cross))
-    writer.write_site(report, example_views(stage.runs, statistics), out, progress, reproducible, config.cache_dir)
+    report = write(ablation, comparison)
     return Built(report, stage.computed, len(stage.runs) - stage.computed, round(stage.seconds, 3))
+
+
+def ablation_watch(config: Config, stage: ModelStage, started: float) -> AblationWatch | None:
+    """A watch over the ablation when it will run experiments (not when its whole record is cached, nor when
+    it is off): the build then writes a site before them and as they finish (reportgen.progressive)."""
+    if not config.ablation.enabled:
+        return None
+    from reportgen.ablation.experiments import has_stored_record, planned_masks
+
+    cached = has_stored_record(stage.path, config.ablation, config.cache_dir, stage.fingerprint)
+    watch = AblationWatch(planned_masks(config.ablation, stage.info.layers, stage.info.heads),
+                          ["comparison"] if config.compare is not None else [], started, live=not cached)
+    return watch

@@ -658,6 +658,14 @@ class Headline(Record):
     significant_heads: int | None
 
 
+class ExperimentCost(Record):
+    """What one ablation experiment cost this build."""
+
+    masks: int  # masks it evaluated, each one pass over the task's data
+    computed: int | None  # of those, evaluated by this build (the rest came from the cache); None in a --reproducible
+    seconds: float | None  # None in a --reproducible build, which is the same whatever the cache held
+
+
 class Manifest(Record):
     """What a reader needs to reproduce the run."""
 
@@ -668,6 +676,28 @@ class Manifest(Record):
     device: str
     seeds: dict[str, list[int] | int | None]  # per random process; None where it did not run
     seconds: dict[str, float] | None  # per stage; None in a --reproducible build
+    # per ablation experiment that ran: its masks and seconds, so a user sees what to switch off
+    experiments: dict[str, ExperimentCost] | None = None
+
+
+class ExperimentState(Record):
+    """Where one ablation experiment of a build still running stands."""
+
+    name: str
+    state: Literal["done", "running", "waiting"]
+    masks_done: int
+    masks: int | None  # its masks in all; None until it starts (the engine counts them then)
+
+
+class BuildProgress(Record):
+    """A site written before its build finished: the pattern pages are final, the ablation is not. The
+    experiments not run yet are null in `ablation`; `seconds_left` is the time still needed at the
+    measured seconds per mask evaluated so far (None before the first mask was timed)."""
+
+    experiments: list[ExperimentState]
+    seconds_per_mask: float | None
+    seconds_left: float | None
+    stages_left: list[str]  # what runs after the ablation ("comparison"), if anything
 
 
 class Report(Record):
@@ -697,6 +727,7 @@ class Report(Record):
     headline: Headline
     warnings: list[str]
     manifest: Manifest
+    progress: BuildProgress | None = None  # a site written while the build still runs; null once it finished
 
     @property
     def atlas(self) -> PatternStatistics | DecoderStatistics:

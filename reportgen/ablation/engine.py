@@ -334,6 +334,7 @@ class Runner:
         self.cache = cache
         self.progress = progress
         self.memo: dict[bytes, np.ndarray] = {}
+        self.counted: dict[str, tuple[int, int]] = {}  # experiment -> (masks asked for, masks computed)
 
     def outputs(self, name: str, masks: Sequence[np.ndarray], done: int = 0,
                 total: int | None = None) -> list[np.ndarray]:
@@ -351,6 +352,8 @@ class Runner:
                 result[index] = hit
             else:
                 todo.append(index)
+        asked, computed = self.counted.get(name, (0, 0))
+        self.counted[name] = (asked + len(masks), computed + len(todo))
         finished = done + len(masks) - len(todo)
         self.tick(name, finished, total)
         groups = _stack_groups(masks, todo, self.engine.masks_per_pass)

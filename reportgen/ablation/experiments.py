@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -72,6 +73,7 @@ from reportgen.report import (
     AreaRank,
     Baseline,
     Calibration,
+    ExperimentCost,
     HeadPairs,
     HeadTests,
     Importance,
@@ -100,7 +102,7 @@ if TYPE_CHECKING:  # Ray is imported only when a build asks for it
     from reportgen.ablation.ray_runner import RayCluster, WorkerPool
 
 __all__ = ["CODE_VERSION", "EXPERIMENTS", "OPTIONAL_EXPERIMENTS", "STATS_VERSION", "Context", "ablate",
-           "record_key", "run_ablations"]
+           "has_stored_record", "planned_masks", "record_key", "run_ablations"]
 
 EXPERIMENTS = ("baseline", "single_heads", "random_fraction", "layer_halves", "whole_layers", "importance")
 OPTIONAL_EXPERIMENTS = ("head_pairs",)  # off by default, listed after EXPERIMENTS when they run
@@ -638,45 +640,86 @@ def head_pairs(ctx: Context) -> HeadPairs:
 
 
 # -- running them -----------------------------------------------------------------------------------------
+EXPERIMENT_RUNS: dict[str, Callable[[Context], Record]] = {
+    "baseline": baseline, "single_heads": single_heads, "whole_layers": whole_layers,
+    "random_fraction": random_fraction, "layer_halves": layer_halves, "importance": importance,
+    "head_pairs": head_pairs}
+# Called after each experiment with the record so far (the experiments not run yet null), the experiment's
+# name and its cost: the build writes a site from it while the rest run.
+Finished = Callable[[Ablation, str, ExperimentCost], None]
+
+
+def switched_on(settings: AblationSettings) -> list[str]:
+    """The experiments a build runs, in the order it runs them."""
+    return [name for name in (*EXPERIMENTS, *OPTIONAL_EXPERIMENTS) if getattr(settings.experiments, name)]
+
+
+def planned_masks(settings: AblationSettings, layers: int, heads: int) -> dict[str, int]:
+    """How many masks (and gradient steps) each switched-on experiment asks the runner for, counted from the
+    settings as the experiments draw them; some come back from the memo (the unmasked model, a random order
+    shared with random_fraction), so an estimate of the time left from it errs on the long side."""
+    fractions, seeds = len(set(settings.fractions)), len(settings.seeds)
+    top = layers * heads if settings.head_pairs.all else min(settings.head_pairs.top_k, layers * heads)
+    importance_fractions = len(set(settings.fractions) | {0.0})
+    counts = {"baseline": 1, "single_heads": layers * heads, "whole_layers": layers,
+              "random_fraction": fractions * seeds, "layer_halves": 2 * fractions * seeds,
+              "importance": (importance_fractions - 1 if settings.importance.recompute else 1)
+              + importance_fractions * (1 + settings.importance.random_orders),
+              "head_pairs": layers * heads + top * (top - 1) // 2}
+    return {name: counts[name] for name in switched_on(settings)}
+
+
 def ablate(task: Task, settings: AblationSettings, cache: ResultCache, progress: Progress | None = None,
-           workers: WorkerPool | None = None) -> Ablation:
+           workers: WorkerPool | None = None, finished: Finished | None = None) -> Ablation:
     """Run the enabled experiments on a loaded task through `cache` (whose counts then say how many
     masks were computed and how many came from the cache); with `workers`, the masks the cache lacks
-    are evaluated on Ray actors (`reportgen.ablation.ray_runner`), everything else here as without."""
-    switched_on = settings.experiments
+    are evaluated on Ray actors (`reportgen.ablation.ray_runner`), everything else here as without.
+    After each experiment, `finished` (if given) gets the record so far, the experiment and its cost."""
     with Engine(task, settings.method, batch_tokens=settings.batch_tokens) as engine:
         runner = workers.runner(engine, cache, progress) if workers is not None else Runner(engine, cache, progress)
+        started, before = time.perf_counter(), {}  # the first experiment's cost includes the unmasked pass's
         ctx = make_context(task, runner, settings)
-        return Ablation(
-            task=task_record(ctx), layers=ctx.layers, heads=ctx.heads,
-            groups=list(ctx.groups) if ctx.groups else None,
-            experiments=[name for name in (*EXPERIMENTS, *OPTIONAL_EXPERIMENTS) if getattr(switched_on, name)],
-            baseline=baseline(ctx) if switched_on.baseline else None,
-            single_heads=single_heads(ctx) if switched_on.single_heads else None,
-            whole_layers=whole_layers(ctx) if switched_on.whole_layers else None,
-            random_fraction=random_fraction(ctx) if switched_on.random_fraction else None,
-            layer_halves=layer_halves(ctx) if switched_on.layer_halves else None,
-            importance=importance(ctx) if switched_on.importance else None,
-            head_pairs=head_pairs(ctx) if switched_on.head_pairs else None,
-        )
+        record = Ablation(task=task_record(ctx), layers=ctx.layers, heads=ctx.heads,
+                          groups=list(ctx.groups) if ctx.groups else None, experiments=switched_on(settings))
+        for at, name in enumerate(record.experiments):
+            if at:
+                started, before = time.perf_counter(), dict(runner.counted)
+            setattr(record, name, EXPERIMENT_RUNS[name](ctx))
+            masks, computed = (sum(counts[part] for counts in runner.counted.values())
+                               - sum(counts[part] for counts in before.values()) for part in (0, 1))
+            if finished is not None:
+                finished(record.model_copy(), name,
+                         ExperimentCost(masks=masks, computed=computed, seconds=time.perf_counter() - started))
+        return record
 
 
 def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, cache_dir: Path, fingerprint: str,
-                  progress: Progress | None = None, cluster: RayCluster | None = None) -> Ablation:
+                  progress: Progress | None = None, cluster: RayCluster | None = None,
+                  finished: Finished | None = None) -> Ablation:
     """Run the enabled experiments on the model in `model_dir` (see the module docstring); every
     finished mask is cached under `cache_dir`, keyed by the model's `fingerprint`, and so is the
     whole record (`record_key`): a rebuild with nothing changed reads it back and loads no model.
     The warnings about the task and its data are stored with it and said again when it is read.
-    With a `cluster` (`reportgen.ablation.ray_runner.connected`) the masks are evaluated on its actors."""
+    With a `cluster` (`reportgen.ablation.ray_runner.connected`) the masks are evaluated on its actors.
+    `finished` hears of each experiment as it ends (`ablate`); from a stored record, of each at once, with
+    the masks it took then and none computed now."""
     store = Cache(Path(cache_dir))
-    data_sha256 = _data_sha256(settings)
-    key = (f"record-{record_key(settings, fingerprint, data_sha256, _encoder_decoder(model_dir))}" if data_sha256
-           else None)
+    key = _whole_record_key(model_dir, settings, fingerprint)
     folder = f"ablation/{fingerprint}"
-    stored = _stored_record(store.get_json(folder, key), settings) if key else None
-    if stored is not None:
-        return stored
+    stored = store.get_json(folder, key) if key else None
+    record = _stored_record(stored, settings)
+    if record is not None:
+        for name in record.experiments if finished is not None else ():
+            masks = stored.get("masks", {}).get(name, 0) if isinstance(stored.get("masks"), dict) else 0
+            finished(record, name, ExperimentCost(masks=int(masks), computed=0, seconds=0.0))
+        return record
     caught: list[warnings.WarningMessage] = []
+    costs: dict[str, int] = {}
+
+    def counted(partial: Ablation, name: str, cost: ExperimentCost) -> None:
+        costs[name] = cost.masks
+        if finished is not None:
+            finished(partial, name, cost)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -684,7 +727,7 @@ def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, c
             cache = ResultCache(Path(cache_dir), fingerprint, task.data_hash(), settings.method)
             pool = cluster.pool(model_dir, settings, device, fingerprint, task.data_hash()) if cluster else None
             with pool if pool is not None else nullcontext():
-                result = ablate(task, settings, cache, progress, pool)
+                result = ablate(task, settings, cache, progress, pool, counted)
     finally:  # said as they were, whether or not the run finished
         for warning in caught:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
@@ -692,9 +735,26 @@ def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, c
     notes = [str(warning.message) for warning in caught if issubclass(warning.category, UserWarning)
              and "reportgen" in warning.filename and Path(warning.filename).name in TASK_WARNINGS]
     if key:  # `uses`: the folder of the masks and statistics it was made from, which housekeeping keeps with it
-        store.put_json(folder, key, {"record": result.model_dump(mode="json"), "warnings": notes,
+        store.put_json(folder, key, {"record": result.model_dump(mode="json"), "warnings": notes, "masks": costs,
                                      "uses": cache.directory.relative_to(store.root).as_posix()})
     return result
+
+
+def has_stored_record(model_dir: Path, settings: AblationSettings, cache_dir: Path, fingerprint: str) -> bool:
+    """Whether `run_ablations` would read the whole record back (and so run no experiment), said without
+    reading it as a build does (its warnings are said once, when it is read)."""
+    key = _whole_record_key(model_dir, settings, fingerprint)
+    stored = Cache(Path(cache_dir)).get_json(f"ablation/{fingerprint}", key) if key else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _stored_record(stored, settings) is not None
+
+
+def _whole_record_key(model_dir: Path, settings: AblationSettings, fingerprint: str) -> str | None:
+    """The whole record's cache key, or None when the data file cannot be read (loading the task says why)."""
+    data_sha256 = _data_sha256(settings)
+    return (f"record-{record_key(settings, fingerprint, data_sha256, _encoder_decoder(model_dir))}" if data_sha256
+            else None)
 
 
 def record_key(settings: AblationSettings, fingerprint: str, data_sha256: str, encoder_decoder: bool = False) -> str:

@@ -9,7 +9,8 @@ same `ResultCache` as soon as it arrives (an interrupted run resumes, locally or
 address is in no cache key), ticks the one progress callback, and computes every statistic.
 
 Nothing here imports Ray at module level: `connected` imports it only when an address is given,
-so a build without `--ray` never loads it. A killed actor is restarted by Ray and its unfinished
+so a build without `--ray` never loads it; a "local" Ray is started only when a mask is not in the
+cache, so a rebuild with every mask cached starts no Ray runtime. A killed actor is restarted by Ray and its unfinished
 stacks are run again (`max_restarts`, `max_task_retries`); a cluster that cannot be reached is
 one line and exit 3 before any model work.
 """
@@ -44,15 +45,25 @@ _active: ContextVar[RayCluster | None] = ContextVar("reportgen_ray_cluster", def
 
 # -- the connection ------------------------------------------------------------------------------------
 class RayCluster:
-    """A connected Ray (the `ray` module, imported by `connected`) and where it came from."""
+    """A connected Ray (the `ray` module, imported by `connected`) and where it came from. A "local" Ray
+    is started only when the first mask needs it (`start`): a build whose masks are all in the cache
+    starts no Ray runtime."""
 
-    def __init__(self, ray: Any, address: str):
+    def __init__(self, ray: Any, address: str, started: bool = True):
         self.ray = ray
         self.address = address
+        self.started = started  # False: a local Ray not started yet
+        self.owned = False  # started by this block, so shut down at its end
+
+    def start(self) -> None:
+        """Start the local Ray this cluster stands for, once."""
+        if not self.started:
+            self.owned = self.started = _connect(self.ray, self.address)
 
     def slots(self, device: str) -> int:
         """How many actors to start: one per GPU of the cluster when the masks run on CUDA, else one
         per CPU; at least one."""
+        self.start()
         resources = self.ray.cluster_resources()
         return max(1, int(resources.get("GPU" if device == "cuda" else "CPU", 1)))
 
@@ -76,13 +87,15 @@ def connected(address: str | None) -> Iterator[RayCluster | None]:
         yield None
         return
     ray = _import_ray()
-    started = False if ray.is_initialized() else _connect(ray, address)
-    token = _active.set(RayCluster(ray, address))
+    lazy = address == "local" and not ray.is_initialized()  # started when the first mask needs it
+    started = False if ray.is_initialized() or lazy else _connect(ray, address)
+    cluster = RayCluster(ray, address, started=not lazy)
+    token = _active.set(cluster)
     try:
-        yield _active.get()
+        yield cluster
     finally:
         _active.reset(token)
-        if started:
+        if started or cluster.owned:
             ray.shutdown()
 
 
@@ -212,6 +225,7 @@ class WorkerPool:
         """Start the actors and wait until each has loaded the task, checking that each found the
         same model files and data as the driver (else their numbers would enter its cache)."""
         if not self.actors:
+            self.cluster.start()
             actor_class = _actor_class(self.cluster.ray, self.spec.device)
             count = self.cluster.slots(self.spec.device)
             self.actors = [actor_class.remote(self.spec) for _ in range(count)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,13 +25,14 @@ if TYPE_CHECKING:
 
 
 class RichProgress:
-    """One rich progress bar per stage, with the time left (a `reportgen.progress.Callback`)."""
+    """One rich progress bar per stage, with its elapsed time and, while it runs, an estimate of the time left
+    (a `reportgen.progress.Callback`)."""
 
     def __init__(self):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                              TimeRemainingColumn(), transient=False)
+                              TimeElapsedColumn(), _time_left_column(), transient=False)
         self._tasks: dict[str, int] = {}
 
     def __enter__(self) -> "RichProgress":
@@ -46,13 +48,34 @@ class RichProgress:
         self._bars.update(self._tasks[stage], completed=done, total=total)
 
 
-def build_with_progress(config: Config, out: Path | None = None, reproducible: bool = False) -> Built:
-    """One build with progress bars; reportgen's own warnings printed after it, each text once."""
+def _time_left_column():
+    """"~0:01:23 left" while a stage runs and rich can estimate it (from the recent speed), empty once it is
+    done: a finished stage's elapsed time is the column before."""
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class TimeLeft(ProgressColumn):
+        max_refresh = 0.5  # the estimate moves by the second; redrawn at most twice a second
+
+        def render(self, task) -> Text:
+            left = task.time_remaining
+            if task.finished or left is None:
+                return Text("")
+            minutes, seconds = divmod(int(left), 60)
+            return Text(f"~{minutes // 60}:{minutes % 60:02d}:{seconds:02d} left", style="progress.remaining")
+
+    return TimeLeft()
+
+
+def build_with_progress(config: Config, out: Path | None = None, reproducible: bool = False,
+                        written: Callable[[Path], None] | None = None) -> Built:
+    """One build with progress bars; reportgen's own warnings printed after it, each text once. `written`:
+    see reportgen.pipeline.build."""
     from reportgen.pipeline import build
 
     with RichProgress() as progress, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        built = build(config, out, reproducible, progress)
+        built = build(config, out, reproducible, progress, written)
     said: list[str] = []
     for caught_warning in caught:
         text = str(caught_warning.message)

@@ -125,7 +125,7 @@ class WatchSession:
         try:
             config = load_config(self.config_arg)
             self.watcher.set_roots(watched_paths(self.config_file, config))  # the data files may have changed
-            build_with_progress(config)
+            build_with_progress(config, written=self.live.built)  # each site of the build, partial ones too
         except ReportgenError as err:
             return self._failed(str(err), err.detail)
         except Exception as err:  # a bug in reportgen: the traceback in the terminal, the preview goes on

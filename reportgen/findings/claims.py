@@ -80,13 +80,15 @@ PLANNED_TESTS = {
 
 
 def claim_checks(study: str | None, ablation: Ablation | None, found: list[Finding],
-                 statistics: PatternStatistics) -> list[ClaimCheck] | None:
-    """The rows of the claims table for `study` (the config's `claims:`), None when no study is set."""
+                 statistics: PatternStatistics, running: bool = False) -> list[ClaimCheck] | None:
+    """The rows of the claims table for `study` (the config's `claims:`), None when no study is set.
+    `running`: the ablation is still running (a site written before it finished), so an experiment it lacks
+    is not measured yet rather than switched off."""
     if study is None:
         return None
     by_id = {finding.id: finding for finding in found}
-    rows = [_random_under(ablation, by_id), _bump(ablation, by_id), _lower_layers(ablation, by_id),
-            _middle_layer(ablation, by_id)]
+    rows = [_random_under(ablation, by_id, running), _bump(ablation, by_id, running),
+            _lower_layers(ablation, by_id, running), _middle_layer(ablation, by_id, running)]
     return rows + [_word_boundaries(statistics, by_id), _word_order(by_id), _term_matching(by_id)]
 
 
@@ -112,8 +114,10 @@ def _behind(by_id: dict[str, Finding], *ids: str) -> list[Link]:
 
 
 # -- the ablation claims ----------------------------------------------------------------------------
-def _unmeasured(ablation: Ablation | None, experiment: str) -> str | None:
+def _unmeasured(ablation: Ablation | None, experiment: str, running: bool = False) -> str | None:
     """Why an experiment's claim cannot be checked on this model; None when it can."""
+    if running and (ablation is None or ablation[experiment] is None):
+        return f"the {experiment} experiment has not finished yet: this site was written while the build runs"
     if ablation is None:
         return "the head ablation is off (ablation.enabled: false)"
     task = ablation.task
@@ -139,11 +143,11 @@ def _at(fractions: list[float], wanted: float) -> int | None:
     return next((i for i, fraction in enumerate(fractions) if math.isclose(fraction, wanted)), None)
 
 
-def _random_under(ablation: Ablation | None, by_id: dict[str, Finding]) -> ClaimCheck:
+def _random_under(ablation: Ablation | None, by_id: dict[str, Finding], running: bool = False) -> ClaimCheck:
     """"Costs nothing" is non-inferiority (REFERENCE, "Claims"): the paired CI of the change at 10% and at the
     largest fraction under 20%, against the margin; the fractions are a fixed sequence (NonInferiority.up_to)."""
     key, links = "random-under-20", _behind(by_id, "ablation-random-fraction")
-    why = _unmeasured(ablation, "random_fraction")
+    why = _unmeasured(ablation, "random_fraction", running)
     if why:
         return _check(key, "not measured", why, links)
     sweep, test = ablation.random_fraction, ablation.random_fraction.non_inferiority
@@ -190,10 +194,10 @@ def _upper_gain(ci: list[float | None], higher: bool) -> float:
     return max(ends) if None not in ends else math.nan
 
 
-def _bump(ablation: Ablation | None, by_id: dict[str, Finding]) -> ClaimCheck:
+def _bump(ablation: Ablation | None, by_id: dict[str, Finding], running: bool = False) -> ClaimCheck:
     """Is the +1% at 10% real? The paired 95% CI of the relative change at 10%: above 0, around 0, below 0."""
     key, links = "bump-at-10", _behind(by_id, "ablation-random-fraction")
-    why = _unmeasured(ablation, "random_fraction")
+    why = _unmeasured(ablation, "random_fraction", running)
     if why:
         return _check(key, "not measured", why, links)
     sweep, test = ablation.random_fraction, ablation.random_fraction.non_inferiority
@@ -222,11 +226,11 @@ def _bump(ablation: Ablation | None, by_id: dict[str, Finding]) -> ClaimCheck:
                   numbers={"fraction": sweep.fractions[at], "relative_mean": sweep.relative_mean[at], "ci": ci})
 
 
-def _lower_layers(ablation: Ablation | None, by_id: dict[str, Finding]) -> ClaimCheck:
+def _lower_layers(ablation: Ablation | None, by_id: dict[str, Finding], running: bool = False) -> ClaimCheck:
     """Lower vs upper half at the same share of all heads, by the paired test per fraction (corrected over
     the fractions); never by the spread over seeds, which is zero where every seed masks the whole half."""
     key, links = "lower-layers", _behind(by_id, "ablation-layer-halves")
-    why = _unmeasured(ablation, "layer_halves")
+    why = _unmeasured(ablation, "layer_halves", running)
     halves = ablation.layer_halves if why is None else None
     if halves is not None and halves.comparison is None:
         why = "no fraction of ablation.fractions masks a head within one half"
@@ -280,10 +284,10 @@ def seed_layer_here(layers: int) -> int:
     return (2 * SEED004.best_layer + 1) * layers // (2 * SEED004.layers)
 
 
-def _middle_layer(ablation: Ablation | None, by_id: dict[str, Finding]) -> ClaimCheck:
+def _middle_layer(ablation: Ablation | None, by_id: dict[str, Finding], running: bool = False) -> ClaimCheck:
     """Each middle layer masked whole, by its paired test against the unmasked model (corrected over all layers)."""
     key, links = "middle-layer", _behind(by_id, "ablation-whole-layers")
-    why = _unmeasured(ablation, "whole_layers")
+    why = _unmeasured(ablation, "whole_layers", running)
     if why:
         return _check(key, "not measured", why, links)
     tests, higher = ablation.whole_layers, ablation.task.higher_is_better[ablation.task.metric]

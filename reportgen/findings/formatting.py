@@ -86,3 +86,11 @@ def p_number(p: float, alpha: float | None = None) -> str:
             return text
     return text
 
+
+
+def duration(seconds: float) -> str:
+    """A time left as a reader takes it in: "40 s", "3 min", "1 h 5 min" (rounded to what matters)."""
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"

@@ -138,6 +138,11 @@ METRICS = {"spearman": "Spearman", "pearson": "Pearson", "accuracy": "accuracy",
 TASK_TYPES = {"similarity": "similarity", "classification": "classification", "mlm": "masked-token prediction",
               "causal_lm": "next-token prediction", "seq2seq": "sequence-to-sequence (target given source)"}
 BUILTIN_DATA = "the built-in query-title relevance set"
+# the ablation experiments as a sentence names them (a build still running lists them)
+EXPERIMENT_NAMES = {"baseline": "the unmasked model", "single_heads": "single heads",
+                    "random_fraction": "random fractions of heads", "layer_halves": "lower vs upper layers",
+                    "whole_layers": "whole layers", "importance": "head importance and pruning",
+                    "head_pairs": "pairs of heads"}
 
 
 def pattern(key: str) -> PatternName:

@@ -58,6 +58,8 @@ def environment(templates: Path) -> jinja2.Environment:
     env.filters["percent"] = formatting.percent
     env.filters["margin"] = formatting.margin
     env.filters["p_text"] = formatting.p_text
+    env.filters["duration"] = formatting.duration
+    env.filters["experiment"] = lambda key: names.EXPERIMENT_NAMES.get(key, key.replace("_", " "))
     return env
 
 

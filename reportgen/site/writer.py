@@ -78,9 +78,9 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                      sections=chartdata.pattern_sections(stats, example_views),
                      conventions=chartdata.conventions(stats), similarity=chartdata.similarity_chart(stats))
     write_glossary(env, docs, report.architecture)
-    if report.ablation:
-        pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report,
-                     ablation=report.ablation, charts=chartdata.ablation_charts(report.ablation))
+    if report.ablation or report.progress:  # a build still running has the page, saying where it stands
+        pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report, ablation=report.ablation,
+                     charts=chartdata.ablation_charts(report.ablation) if report.ablation else {})
     if report.comparison:
         pages.render(env, "compare.md.j2", docs / "compare.md", recorder, report=report,
                      comparison=report.comparison, sections=chartdata.comparison_sections(report))
@@ -100,7 +100,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                      {"Cross-attention": "cross-attention.md"}] if seq2seq else [{"Attention patterns": "patterns.md"}])
     return [{"Findings": "index.md"}, *([{"Attention statistics": "statistics.md"}] if stats else []),
             *patterns_nav,
-            *([{"Head ablation": "ablation.md"}] if report.ablation else []),
+            *([{"Head ablation": "ablation.md"}] if report.ablation or report.progress else []),
             *([{"Model comparison": "compare.md"}] if report.comparison else []),
             {"Examples": example_nav}, {"Glossary": glossary.PAGE}, {"Run manifest": "manifest.md"}]
 

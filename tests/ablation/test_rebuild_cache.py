@@ -57,7 +57,8 @@ def test_a_rebuild_with_nothing_changed_reads_the_record_back_without_the_model(
     records = list(cache.glob("ablation/fp/record-*.json"))
     assert len(records) == 1 and len(_stats_entries(cache)) == len(EXPERIMENTS)
     stored = json.loads(records[0].read_bytes().partition(b"\n")[2])  # after its checksum line
-    assert set(stored) == {"record", "warnings", "uses"} and stored["warnings"] == []
+    assert set(stored) == {"record", "warnings", "uses", "masks"} and stored["warnings"] == []
+    assert list(stored["masks"]) == list(EXPERIMENTS) and stored["masks"]["single_heads"] == 2 * 4  # for the manifest
     assert list((cache / stored["uses"]).glob("mask-*.npy")) and list((cache / stored["uses"]).glob("stats-*.json"))
 
     def no_model(*_args, **_kwargs):

@@ -1,0 +1,129 @@
+"""The site first, the experiments after (issue 32): a build writes a complete site before its ablation,
+rewrites it as experiments finish, and ends with the finished site, which no partial write changes.
+End to end on a tiny random BERT; each written site is read back as a reader gets it (files on disk)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reportgen.ablation import watch
+from reportgen.config import load_config
+from reportgen.pipeline import build
+from tests.helpers import SMALL_ABLATION, TWO_EXAMPLES, check_report, tiny_config, write_config
+
+pytestmark = pytest.mark.slow
+
+EXPERIMENTS = ["baseline", "single_heads", "random_fraction", "layer_halves", "whole_layers", "importance"]
+
+
+@pytest.fixture
+def project(tmp_path, tiny_model):
+    write_config(tmp_path, tiny_config(tiny_model, examples=TWO_EXAMPLES, ablation={**SMALL_ABLATION, "limit": 20}))
+    return tmp_path
+
+
+class Sites:
+    """Every site a build swapped in, copied as it was (report.json, the home and ablation pages)."""
+
+    def __init__(self, root: Path):
+        self.root, self.seen = root, []
+
+    def __call__(self, path: Path) -> None:
+        copy = self.root / f"written-{len(self.seen)}"
+        shutil.copytree(path, copy)
+        self.seen.append(copy)
+
+    def report(self, at: int) -> dict:
+        return json.loads((self.seen[at] / "report.json").read_text(encoding="utf-8"))
+
+    def page(self, at: int, name: str) -> str:
+        return (self.seen[at] / name).read_text(encoding="utf-8")
+
+
+def test_the_first_site_comes_before_the_ablation_and_says_it_is_running(project):
+    sites = Sites(project)
+    build(load_config(project / "reportgen.yaml"), reproducible=True, written=sites)
+    assert len(sites.seen) >= 2
+    first = sites.report(0)
+    check_report(sites.seen[0])
+    assert first["ablation"] is None and first["statistics"] is not None and len(first["examples"]) == 2
+    progress = first["progress"]
+    assert [item["name"] for item in progress["experiments"]] == EXPERIMENTS
+    assert {item["state"] for item in progress["experiments"]} == {"waiting"}
+    assert progress["experiments"][1]["masks"] == 2 * 4  # single heads: one mask per head
+    home, ablation = sites.page(0, "index.html"), sites.page(0, "ablation.html")
+    for page in (home, ablation):
+        assert "Still being built" in page and "Not run yet: the unmasked model, single heads" in page
+    assert "the head ablation is running" in home and "No task was measured" not in home
+    assert (sites.seen[0] / "example-1.html").is_file() and (sites.seen[0] / "patterns.html").is_file()
+    final = sites.report(-1)
+    assert final["progress"] is None and final["ablation"]["importance"] is not None
+    assert "Still being built" not in sites.page(-1, "index.html")
+    assert "Still being built" not in sites.page(-1, "ablation.html")
+    # the finished site is what a build without any partial write gives: a warm rebuild writes once, the same bytes
+    again = Sites(project / "again")
+    (project / "again").mkdir()
+    build(load_config(project / "reportgen.yaml"), reproducible=True, written=again)
+    assert len(again.seen) == 1
+    assert (again.seen[0] / "report.json").read_bytes() == (sites.seen[-1] / "report.json").read_bytes()
+
+
+def test_each_partial_site_has_the_finished_experiments_and_the_rest_null_with_their_state(project, monkeypatch):
+    monkeypatch.setattr(watch, "REWRITE_SHARE", 1000.0)  # every experiment is worth a site here
+    sites = Sites(project)
+    built = build(load_config(project / "reportgen.yaml"), written=sites)
+    assert len(sites.seen) == len(EXPERIMENTS) + 1  # the first, one after each but the last, the finished one
+    final = built.report.model_dump(mode="json")
+    for at in range(1, len(EXPERIMENTS)):
+        report = sites.report(at)
+        states = {item["name"]: item["state"] for item in report["progress"]["experiments"]}
+        assert [states[name] for name in EXPERIMENTS] == ["done"] * at + ["running"] + ["waiting"] * (
+            len(EXPERIMENTS) - at - 1)
+        for name in EXPERIMENTS:  # a finished experiment's numbers are the finished site's, the others null
+            assert report["ablation"][name] == (final["ablation"][name] if states[name] == "done" else None), name
+        assert report["progress"]["seconds_left"] > 0 and report["progress"]["seconds_per_mask"] > 0
+        assert "About " in sites.page(at, "ablation.html") and " left, at the " in sites.page(at, "ablation.html")
+    manifest = final["manifest"]
+    assert list(manifest["experiments"]) == EXPERIMENTS
+    assert manifest["experiments"]["single_heads"]["masks"] == 8
+    assert manifest["experiments"]["single_heads"]["computed"] == 8
+    assert all(cost["seconds"] >= 0 for cost in manifest["experiments"].values())
+
+
+def test_an_interrupted_build_leaves_its_last_complete_site_and_resumes_from_the_cache(project):
+    config = load_config(project / "reportgen.yaml")
+
+    def stop(stage: str, done: int, _total: int) -> None:
+        if stage == "Ablation: random fraction" and done:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build(config, progress=stop)
+    left = json.loads((project / "site" / "report.json").read_text(encoding="utf-8"))
+    assert left["progress"] is not None and left["ablation"] is None  # the first site, whole
+    assert (project / "site" / "index.html").is_file() and not (project / ".site.building").exists()
+    resumed = build(load_config(project / "reportgen.yaml"))
+    manifest = resumed.report.manifest
+    assert manifest.experiments["single_heads"].computed == 0  # its masks came from the cache
+    assert resumed.report.progress is None
+
+
+def test_a_warm_rebuild_gives_each_experiments_masks_with_none_computed(project):
+    build(load_config(project / "reportgen.yaml"))
+    rebuilt = build(load_config(project / "reportgen.yaml"), reproducible=True)
+    costs = rebuilt.report.manifest.experiments
+    assert costs["single_heads"].masks == 8
+    assert costs["single_heads"].computed is None and costs["single_heads"].seconds is None  # reproducible
+    warm = build(load_config(project / "reportgen.yaml")).report.manifest.experiments
+    assert warm["single_heads"].masks == 8 and warm["single_heads"].computed == 0
+
+
+def test_no_ablation_means_one_site_and_no_progress(project):
+    write_config(project, tiny_config(load_config(project / "reportgen.yaml").model, examples=TWO_EXAMPLES,
+                                      ablation={"enabled": False}))
+    sites = Sites(project)
+    build(load_config(project / "reportgen.yaml"), written=sites)
+    assert len(sites.seen) == 1 and sites.report(0)["progress"] is None
+    assert not (sites.seen[0] / "ablation.html").exists()

@@ -255,3 +255,39 @@ def test_a_build_without_an_address_never_imports_ray(project):
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert run.stdout.strip().splitlines()[-1] == "exit 0 ray not imported", run.stderr[-2000:]
     assert (project / "site-plain" / "report.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_local_ray_starts_only_when_a_mask_is_not_in_the_cache(project):
+    """With every mask cached (only a statistic's setting changed, so the whole record is not), `--ray local`
+    starts no Ray runtime; with a mask to compute, it starts one and the masks run on its actors."""
+    code = """
+import sys
+from pathlib import Path
+import ray
+from reportgen.config import load_config
+from reportgen.pipeline import build
+calls = []
+start = ray.init
+ray.init = lambda *args, **kwargs: (calls.append(1), start(*args, **kwargs))[1]
+
+def config(**ablation):
+    loaded = load_config(Path('reportgen.yaml'))
+    loaded.cache_dir = Path('cache-lazy')
+    for key, value in ablation.items():
+        setattr(loaded.ablation, key, value)
+    return loaded
+
+build(config(), Path('site-lazy-0'), reproducible=True)
+build(config(alpha=0.01, ray='local'), Path('site-lazy-1'), reproducible=True)
+print('cached', len(calls))
+build(config(alpha=0.01, seeds=[0, 1, 2], ray='local'), Path('site-lazy-2'), reproducible=True)
+print('new masks', len(calls), ray.is_initialized())
+"""
+    run = subprocess.run([sys.executable, "-c", code], cwd=project, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.stdout.split() == ["cached", "0", "new", "masks", "1", "False"], run.stderr[-3000:]
+    report = json.loads((project / "site-lazy-1" / "report.json").read_text(encoding="utf-8"))
+    assert report["ablation"]["single_heads"]["alpha"] == 0.01
+    seeds = json.loads((project / "site-lazy-2" / "report.json").read_text(encoding="utf-8"))
+    assert seeds["ablation"]["random_fraction"]["seeds"] == [0, 1, 2]

@@ -119,15 +119,19 @@ def payload_of(html: str) -> tuple[dict, int]:
 
 def first_files(payload: dict) -> list[str]:
     """The data files a page's first view loads (its default state): layer 0 of the query/key page;
-    layer 0's heads of an example page, only head 0 past 64 tokens (views-core.js LONG_INPUT)."""
+    layer 0's heads of an example page, only head 0 past 64 tokens (views-core.js LONG_INPUT), none of
+    them where the page carries them inline (a short example: reportgen.site.view_files.split_views)."""
     if payload["kind"] == "qk":
         files = payload.get("files")
         return [files["urls"]["qk-l0"]] if files else []
-    files = payload["attention"].get("files")
+    attention = payload["attention"]
+    files, inline = attention.get("files"), attention.get("inline", {})
     if not files:
         return []
-    _, heads, n, _ = payload["attention"]["shape"]
-    return [files["urls"][f"l0h{head}"] for head in (range(heads) if n <= 64 else [0])]
+    _, heads, n, _ = attention["shape"]
+    chunks = [f"l0h{head}" for head in (range(heads) if n <= 64 else [0]) if f"l0h{head}" not in inline]
+    names = dict.fromkeys(re.sub(r"h\d+$", "", chunk) if files.get("per") == "layer" else chunk for chunk in chunks)
+    return [files["urls"][name] for name in names]
 
 
 def first_view(page: Path) -> tuple[int, int]:

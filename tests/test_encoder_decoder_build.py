@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen.site import views
+from reportgen.site import view_files, views
 from tests.helpers import build_tiny_site, check_report, tiny_config
 from tests.seq2seq_checkpoints import FAMILIES, make_encoder_decoder, model_attention, write_pairs
 
@@ -54,8 +54,8 @@ def bart(tmp_path_factory) -> Path:
 
 
 def page_payload(site: Path, number: int) -> dict:
-    html = (site / f"example-{number}.html").read_text(encoding="utf-8")
-    return json.loads(re.search(r'class="rgv-data">(.*?)</script>', html, re.S).group(1))
+    """The example page's payload with its data files put back (reportgen.site.view_files.read_page_payload)."""
+    return view_files.read_page_payload(site / f"example-{number}.html")
 
 
 def decoded_shares(payload: dict, name: str) -> tuple[np.ndarray, np.ndarray]:

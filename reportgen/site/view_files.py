@@ -1,23 +1,34 @@
-"""Data files beside a page, for views too large to carry their data inline.
+"""Data files beside a page: what a site's views load when asked, so that a page carries its first view only.
 
-A 512-token example holds 18.9M attention weights: 25 MB of 8-bit rows inline, all parsed before
-the page shows anything, though the head view of a long input starts with one head. So above
-a size limit the data moves into script files next to the page, one per (layer, head) for the
-example page and one per layer for the query/key page, and the views load the ones they draw.
-They are plain scripts, added by the views as <script src> elements (fetch is blocked from
-file://), each one call:
+A 6 x 12 model's 19-token example holds 26,000 attention weights and as many contributions: ~107 KB of
+the page inline, all parsed before the page shows anything, though the first view (the head view at
+layer 0, weights: views-widget.js defaultState) draws one layer's weights. A 512-token example holds 18.9M
+weights, 25 MB. So a site's example page (`example_html`) always splits its payload (`split_views`):
+
+- short examples (data up to VIEWS_INLINE_LIMIT): layer 0's weights stay inline, each head's chunk with
+  its own rows' floor and scale (`inline`); the other layers go to one file per layer (l<L>.js) and the
+  contributions to one file per layer of their own (c-l<L>.js), so the model view loads a handful of files;
+- long examples (over the limit): nothing inline; one file per (layer, head), l<L>h<H>.js and c-l<L>h<H>.js,
+  since their first view draws one head and each head is ~0.35 MB at 512 tokens.
+
+Each chunk, inline or in a file, is one head packed as views.PACKED_ATTENTION (codes, floor, scale) or
+views.PACKED_CONTRIBUTIONS (codes, floor, scale, total): a page shown as weights loads no contribution
+file, and no head's rows travel before it is drawn. The query/key page keeps its data inline below
+QK_INLINE_LIMIT and in one file per layer above it (`split_qk`).
+
+The files are plain scripts, added by the views as <script src> elements (fetch is blocked from file://),
+each line one call:
 
     window.reportgenViews.deliver("example-7", "l0h3", "<base64>");
 
-Contributions (reportgen.site.views, the views' weights | contributions switch) go to files of their own,
-c-l<L>h<H>, each carrying the head's codes, floor, scale and per-row totals (views.PACKED_CONTRIBUTIONS),
-so a page shown as weights loads none of them.
+a per-layer file holding one line per head. The page key comes from the example's number and the chunk
+name from layer and head numbers, so no user text reaches a file name or a file; the rest is base64. The
+payload lists the files with their relative URLs (`files`: key, urls by file name, `per`: "layer" where a
+file holds a layer's chunks, bytes of the largest file), which views-core.js DataFiles loads, each once.
 
-The page key comes from the example's number and the chunk name from layer and head numbers,
-so no user text reaches a file name or a file; the rest is base64. The payload lists the
-chunks with their relative URLs (`files`), which views-core.js DataFiles loads.
-
-Below the limits the page stays one self-contained file, as ordinary examples are.
+`read_page_payload` (and `join_views`) put a split payload back together, equal to the unsplit one: what
+tests and checks read the numbers of a built page with. Notebooks and `reportgen view` keep their payloads
+inline (views.views_html); so does an encoder-decoder's `groups` (its decoder and cross entries).
 """
 
 from __future__ import annotations
@@ -26,15 +37,16 @@ import base64
 import copy
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from reportgen.site import views
 
-# Inline data (base64 characters of the rows' codes: attention and contributions) above which the
-# example page's data goes to files: a 64-token example on a 6x12 model carries ~0.45 MB of
-# attention (as much again of contributions), a 512-token one 25 MB.
+# Data (base64 characters of the rows' codes: attention and contributions) above which an example is long:
+# its page keeps nothing inline and has one data file per head instead of one per layer. A 64-token example
+# on a 6x12 model carries ~0.45 MB of attention (as much again of contributions), a 512-token one 25 MB.
 VIEWS_INLINE_LIMIT = 1_000_000
 # The same for the query/key page, whose first view should stay under ~150 KB: the seed pair's
 # 19 tokens carry ~0.24 MB, of which one layer (what the first view draws) is a sixth.
@@ -44,14 +56,14 @@ _NAME = re.compile(r"[a-z0-9-]+")
 
 
 def data_script(key: str, chunk: str, text: str) -> str:
-    """The content of one data file; refuses anything but our own names and base64."""
+    """One line of a data file (one chunk); refuses anything but our own names and base64."""
     if not (_NAME.fullmatch(key) and _NAME.fullmatch(chunk) and _BASE64.fullmatch(text)):
         raise ValueError(f"data file {key}/{chunk}: names must be [a-z0-9-] and the data base64")
     return f'window.reportgenViews.deliver("{key}","{chunk}","{text}");\n'
 
 
 def read_data_script(content: str) -> tuple[str, str, str]:
-    """(key, chunk, base64) of a data file's content (tests, checks)."""
+    """(key, chunk, base64) of a data file's content of one line (tests, checks)."""
     match = re.fullmatch(r'window\.reportgenViews\.deliver\(("[a-z0-9-]+"),("[a-z0-9-]+"),("[A-Za-z0-9+/=]*")\);\n',
                          content)
     if not match:
@@ -60,59 +72,121 @@ def read_data_script(content: str) -> tuple[str, str, str]:
     return key, chunk, text
 
 
+def read_data_scripts(content: str) -> list[tuple[str, str, str]]:
+    """(key, chunk, base64) of each call in a data file's content, a per-layer file holding several."""
+    lines = content.splitlines(keepends=True)
+    if not lines:
+        raise ValueError("not a reportgen data file")
+    return [read_data_script(line) for line in lines]
+
+
+def _file_of(chunk: str, per_layer: bool) -> str:
+    """The data file (without .js) that holds `chunk`: its layer's file (l3h5 -> l3, c-l3h5 -> c-l3) or its own."""
+    return re.sub(r"h\d+$", "", chunk) if per_layer else chunk
+
+
+def _to_files(container: dict, chunks: dict[str, str], key: str, folder: str,
+              per_layer: bool) -> dict[str, str]:
+    """Writes `chunks` (name -> base64, in order) into files and lists them in container["files"]:
+    {path: content}; nothing where there are no chunks."""
+    if not chunks:
+        return {}
+    grouped: dict[str, list[str]] = {}
+    for chunk, text in chunks.items():
+        grouped.setdefault(_file_of(chunk, per_layer), []).append(data_script(key, chunk, text))
+    files = {f"{folder}/{name}.js": "".join(lines) for name, lines in grouped.items()}
+    container["files"] = {"key": key, "urls": {name: f"{folder}/{name}.js" for name in grouped},
+                          "bytes": max(len(content) for content in files.values())}
+    if per_layer:
+        container["files"]["per"] = "layer"
+    return files
+
+
 def _moved(payload: dict, container: dict, field: str, key: str, folder: str,
            names: list[str]) -> tuple[dict, dict[str, str]]:
     """Moves the base64 list container[field] into files named after `names`: (payload, {path: content})."""
     texts = container.pop(field)
-    files = {f"{folder}/{name}.js": data_script(key, name, text) for name, text in zip(names, texts, strict=True)}
-    container["files"] = {"key": key, "urls": {name: f"{folder}/{name}.js" for name in names},
-                          "bytes": max(len(content) for content in files.values())}
-    return payload, files
+    return payload, _to_files(container, dict(zip(names, texts, strict=True)), key, folder, per_layer=False)
 
 
 def _b64_bytes(text: str) -> np.ndarray:
     return np.frombuffer(base64.b64decode(text), dtype=np.uint8)
 
 
-def pack_contributions(encoded: dict) -> list[str]:
-    """One base64 text per (layer, head) of views.encode_contributions' output: the head's codes, then its
-    rows' floor, scale and total as little-endian float32 (views.PACKED_CONTRIBUTIONS)."""
-    layers, heads, n, _ = encoded["shape"]
-    codes = np.stack([_b64_bytes(text) for text in encoded["q"]]).reshape(layers * heads, n * n)
-    rows = [_b64_bytes(encoded[field]).reshape(layers * heads, 4 * n) for field in ("floor", "scale", "total")]
+def _row_fields(packed: str) -> tuple[str, ...]:
+    """The float32 row fields after a packed chunk's codes: ("floor", "scale"[, "total"])."""
+    if packed not in (views.PACKED_ATTENTION, views.PACKED_CONTRIBUTIONS):
+        raise ValueError(f"unknown packing: {packed}")
+    return tuple(packed.split(",")[1:])
+
+
+def pack_heads(encoded: dict) -> list[str]:
+    """One base64 text per (layer, head) of views.encode_attention's (or encode_contributions') output: the
+    head's codes, then its rows' floor, scale (and total) as little-endian float32 (views.PACKED_ATTENTION,
+    views.PACKED_CONTRIBUTIONS)."""
+    layers, heads, n, keys = encoded["shape"]
+    fields = ("floor", "scale", "total") if "total" in encoded else ("floor", "scale")
+    codes = np.stack([_b64_bytes(text) for text in encoded["q"]]).reshape(layers * heads, n * keys)
+    rows = [_b64_bytes(encoded[field]).reshape(layers * heads, 4 * n) for field in fields]
     return [base64.b64encode(block.tobytes()).decode("ascii") for block in np.concatenate([codes, *rows], axis=1)]
 
 
-def unpack_contributions(texts: list[str], shape: list[int]) -> dict:
-    """Inverse of `pack_contributions`: the inline form (q, floor, scale, total) from the per-head texts."""
-    layers, heads, n, _ = shape
+def unpack_heads(texts: list[str], shape: list[int], packed: str) -> dict:
+    """Inverse of `pack_heads`: the inline form (encoding, shape, q, floor, scale[, total]) from the per-head texts."""
+    layers, heads, n, keys = shape
+    fields = _row_fields(packed)
     blocks = np.stack([_b64_bytes(text) for text in texts])
-    parts = np.split(blocks, [n * n, n * n + 4 * n, n * n + 8 * n], axis=1)
+    if blocks.shape != (layers * heads, n * keys + 4 * n * len(fields)):
+        raise ValueError(f"packed chunks of {blocks.shape} bytes do not fit the shape {list(shape)}")
+    parts = np.split(blocks, [n * keys + 4 * n * at for at in range(len(fields))], axis=1)
 
     def text(part: np.ndarray) -> str:
         return base64.b64encode(np.ascontiguousarray(part).tobytes()).decode("ascii")
 
-    return {"encoding": views.ENCODING, "shape": list(shape), "q": [text(row) for row in parts[0]],
-            "floor": text(parts[1]), "scale": text(parts[2]), "total": text(parts[3])}
+    out = {"encoding": views.ENCODING, "shape": list(shape), "q": [text(row) for row in parts[0]]}
+    out.update((field, text(part)) for field, part in zip(fields, parts[1:], strict=True))
+    return out
+
+
+def pack_contributions(encoded: dict) -> list[str]:
+    """`pack_heads` of views.encode_contributions' output (views.PACKED_CONTRIBUTIONS)."""
+    return pack_heads(encoded)
+
+
+def unpack_contributions(texts: list[str], shape: list[int]) -> dict:
+    """Inverse of `pack_contributions`: the inline form (q, floor, scale, total) from the per-head texts."""
+    return unpack_heads(texts, shape, views.PACKED_CONTRIBUTIONS)
 
 
 def _head_names(prefix: str, shape: list[int]) -> list[str]:
     return [f"{prefix}l{layer}h{head}" for layer in range(shape[0]) for head in range(shape[1])]
 
 
-def split_views(payload: dict, key: str, folder: str) -> tuple[dict, dict[str, str]]:
-    """An example page's payload with its attention rows in one file per (layer, head), named l<L>h<H>,
-    and its contributions (if any) in files of their own, c-l<L>h<H>."""
+def _split_part(encoded: dict, prefix: str, key: str, folder: str, per_layer: bool,
+                inline_layers: int) -> tuple[dict, dict[str, str]]:
+    """One attention-encoded block packed per head: its first `inline_layers` layers inline (`inline`),
+    the rest in files (`files`)."""
+    packed = views.PACKED_CONTRIBUTIONS if "total" in encoded else views.PACKED_ATTENTION
+    part = {"encoding": encoded["encoding"], "shape": list(encoded["shape"]), "packed": packed}
+    chunks = dict(zip(_head_names(prefix, encoded["shape"]), pack_heads(encoded), strict=True))
+    inline_count = inline_layers * encoded["shape"][1]
+    if inline_count:
+        part["inline"] = dict(list(chunks.items())[:inline_count])
+    files = _to_files(part, dict(list(chunks.items())[inline_count:]), key, folder, per_layer)
+    return part, files
+
+
+def split_views(payload: dict, key: str, folder: str, per_layer: bool = False) -> tuple[dict, dict[str, str]]:
+    """An example page's payload with its attention and contributions (if any) packed per head (`pack_heads`)
+    and moved to files: with `per_layer` (a short example) one file per layer, l<L> and c-l<L>, layer 0's
+    weights staying inline for the first view; else one file per (layer, head), l<L>h<H> and c-l<L>h<H>,
+    nothing inline. An encoder-decoder's `groups` stay as they are."""
     payload = copy.deepcopy(payload)
-    attention = payload["attention"]
-    payload, files = _moved(payload, attention, "q", key, folder, _head_names("", attention["shape"]))
+    payload["attention"], files = _split_part(payload["attention"], "", key, folder, per_layer,
+                                              inline_layers=1 if per_layer else 0)
     contributions = payload.get("contributions")
-    if contributions is not None:
-        texts = pack_contributions(contributions)
-        for field in ("floor", "scale", "total"):
-            del contributions[field]
-        contributions.update(q=texts, packed=views.PACKED_CONTRIBUTIONS)
-        payload, more = _moved(payload, contributions, "q", key, folder, _head_names("c-", contributions["shape"]))
+    if contributions is not None and contributions.get("encoding") == views.ENCODING:
+        payload["contributions"], more = _split_part(contributions, "c-", key, folder, per_layer, inline_layers=0)
         files.update(more)
     return payload, files
 
@@ -124,26 +198,78 @@ def split_qk(payload: dict, key: str, folder: str) -> tuple[dict, dict[str, str]
     return _moved(payload, payload, "layers", key, folder, names)
 
 
+def _file_chunks(spec: dict, read: Callable[[str], str]) -> dict[str, str]:
+    """Every chunk the files of a `files` spec deliver, read with read(url) -> the file's content."""
+    chunks = {}
+    for url in spec["urls"].values():
+        for key, chunk, text in read_data_scripts(read(url)):
+            if key != spec["key"]:
+                raise ValueError(f"{url} delivers to {key}, not {spec['key']}")
+            chunks[chunk] = text
+    return chunks
+
+
+def _joined_part(part: dict, prefix: str, read: Callable[[str], str]) -> dict:
+    chunks = dict(part.get("inline", {}))
+    if "files" in part:
+        chunks.update(_file_chunks(part["files"], read))
+    texts = [chunks[name] for name in _head_names(prefix, part["shape"])]
+    if "packed" in part:
+        return unpack_heads(texts, part["shape"], part["packed"])
+    joined = {name: value for name, value in part.items() if name not in ("files", "inline")}
+    return {"encoding": joined.pop("encoding"), "shape": joined.pop("shape"), "q": texts, **joined}
+
+
+def join_views(payload: dict, read: Callable[[str], str]) -> dict:
+    """Inverse of `split_views` and `split_qk` (a payload that was not split comes back as it is): the payload
+    with every chunk back inline, read(url) giving a data file's content. Equal to the unsplit payload."""
+    payload = copy.deepcopy(payload)
+    if payload.get("kind") == "qk":
+        if "files" in payload:
+            chunks = _file_chunks(payload.pop("files"), read)
+            payload["layers"] = [chunks[f"qk-l{layer}"] for layer in range(payload["shape"][0])]
+        return payload
+    for field, prefix in (("attention", ""), ("contributions", "c-")):
+        part = payload.get(field)
+        if part is not None and ("files" in part or "inline" in part):
+            payload[field] = _joined_part(part, prefix, read)
+    return payload
+
+
+_PAYLOAD = re.compile(r'<script type="application/json" class="rgv-data">(.*?)</script>', re.S)
+
+
+def read_page_payload(html_path: Path) -> dict:
+    """The full payload of a page's (first) views, as the site split it: its inline part joined with its data
+    files beside the page (`join_views`); equal to the payload before `example_html` split it."""
+    html_path = Path(html_path)
+    match = _PAYLOAD.search(html_path.read_text(encoding="utf-8"))
+    if not match:
+        raise ValueError(f"{html_path} holds no views payload")
+    return join_views(json.loads(match.group(1)),
+                      lambda url: (html_path.parent / url).read_text(encoding="ascii"))
+
+
 def _inline_size(payload: dict) -> int:
     if payload["kind"] == "qk":
         return sum(len(text) for text in payload["layers"])
     parts = [payload["attention"], payload.get("contributions") or {"q": []}]
-    return sum(len(text) for part in parts for text in part["q"])
+    return sum(len(text) for part in parts for text in part.get("q", []))
 
 
 def example_html(docs: Path, example_id: int, payload: dict, qk: bool = False, qk_href: str | None = None) -> str:
     """The views' HTML of example `example_id`'s page (or its query/key page with `qk`), writing its data
-    files into docs/example-<id>-data/ when the data is over the inline limit. `qk_href`: see views_html."""
-    limit = QK_INLINE_LIMIT if qk else VIEWS_INLINE_LIMIT
-
-    def to_html(payload: dict) -> str:
-        return views.qk_html(payload) if qk else views.views_html(payload, qk_href)
-    if _inline_size(payload) <= limit:
-        return to_html(payload)
+    files into docs/example-<id>-data/: always for the example page (`split_views`, per layer up to
+    VIEWS_INLINE_LIMIT, per head over it), for the query/key page over QK_INLINE_LIMIT. `qk_href`: see views_html."""
     folder = f"example-{int(example_id)}-data"
     key = f"example-{int(example_id)}" + ("-qk" if qk else "")
-    payload, files = (split_qk if qk else split_views)(payload, key, folder)
+    if qk:
+        if _inline_size(payload) <= QK_INLINE_LIMIT:
+            return views.qk_html(payload)
+        payload, files = split_qk(payload, key, folder)
+    else:
+        payload, files = split_views(payload, key, folder, per_layer=_inline_size(payload) <= VIEWS_INLINE_LIMIT)
     for path, content in files.items():
         (docs / path).parent.mkdir(parents=True, exist_ok=True)
         (docs / path).write_text(content, encoding="ascii")
-    return to_html(payload)
+    return views.qk_html(payload) if qk else views.views_html(payload, qk_href)

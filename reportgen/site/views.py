@@ -18,7 +18,7 @@ fixed-point steps so that the decoded row sums to ~1.
 
 Layout: `q` is one base64 string per (layer, head) so the browser decodes only
 the heads it draws; `floor` and `scale` are little-endian float32 [L*H*T], base64.
-Long examples keep `q` in data files beside the page instead (reportgen.site.view_files).
+A site's example pages keep most heads in data files beside the page instead (reportgen.site.view_files).
 
 Rows may be of any length: an encoder-decoder's cross-attention is [L, H, T, S] (T decoder tokens over
 S source tokens), `shape` then [L, H, T, S] and each row S codes. Its payload (`seq2seq_groups`) adds
@@ -36,8 +36,9 @@ Contributions (Kobayashi et al. 2020; reportgen.model.value_norms), where the ru
 encoding, plus `total`, the per-row totals sum_j ||A[i, j] f(x_j)|| as little-endian float32
 [L*H*T], base64, so the page can show magnitudes: ||A[i, j] f(x_j)|| = share[i, j] * total[i]
 (within total[i] * 0.5/255). `decode_attention` decodes the shares; `decode_contributions` both.
-In data files (long examples) each head's file carries its codes, floor, scale and total
-together (PACKED_CONTRIBUTIONS), since the default view (weights) needs none of them.
+A site's example page splits its payload (reportgen.site.view_files): there each head's chunk carries its own
+codes, floor and scale (PACKED_ATTENTION), and its totals too for contributions (PACKED_CONTRIBUTIONS), since
+the first view (weights, layer 0) needs none of the other heads' rows.
 
 The query/key page stores the query and key vectors at 12 bits (encoding "i12-vector"),
 symmetric with one scale per vector (one token's q or k in one head):
@@ -124,7 +125,9 @@ QK_TERMS = {
 VIEW_SCRIPTS = ("views-core.js", "views-widget.js", "views-head.js", "views-model.js", "views-qk.js",
                 "views-start.js")
 PAYLOAD_VERSION = 1
-# A contribution data file's bytes, per head: codes uint8 [T*T], then floor, scale and total (float32 [T] each).
+# A packed chunk's bytes, per head (reportgen.site.view_files): codes uint8 [T*S], then floor and scale (float32
+# [T] each), and for contributions each row's total (float32 [T]) after them.
+PACKED_ATTENTION = "codes,floor,scale"
 PACKED_CONTRIBUTIONS = "codes,floor,scale,total"
 MAX_FLOOR = 0.5 / 255  # the largest floor keeps weights below it within the error bound
 FLOOR_STEPS = 12

@@ -234,5 +234,5 @@ test('contributions in data files: their own chunks (c-l<L>h<H>), packed with th
   assert.throws(() => new views.Attention({ ...packed, packed: 'codes,total' }), /unknown packing/);
   views.deliver('example-96', 'c-l0h0', CONTRIB_PACKED[0].slice(0, 8));
   const short = new views.Attention({ ...packed, files: { key: 'example-96', urls, bytes: 1 } }, 'c-');
-  assert.throws(() => short.matrix(0, 0), /contribution data of 6 bytes for 3 tokens/);
+  assert.throws(() => short.matrix(0, 0), /a head's data of 6 bytes for 3 x 3 tokens/);
 });

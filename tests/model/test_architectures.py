@@ -31,9 +31,7 @@ and a family whose build fails fails those checks with the same error without bu
 from __future__ import annotations
 
 import copy
-import json
 import math
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -96,7 +94,6 @@ MASK_TOL = 1e-5
 # Per-head statistics every input measures (the others need words of several pieces, or a pair sharing words).
 HEAD_STATISTICS = ("entropy", "max_weight", "effective_share", "cls", "sep", "cls_sep", "delimiter", "punctuation",
                    "next_token", "previous_token", "next_token_argmax", "previous_token_argmax", "same_token")
-VIEWS_DATA = re.compile(r'<script type="application/json" class="rgv-data">(.*?)</script>', re.S)
 MASKING_TEXTS = ["the cat sat on the mat.", "i went to the store.",
                  "at the store, i bought fresh strawberries and a red ball for the dog."]
 ABLATION_ROWS = 12
@@ -276,12 +273,14 @@ def ablations(workdir, checkpoints, task_data) -> Once:
 
 
 def page_payload(page: Path, kind: str) -> dict:
-    """The payload of the `kind` view ("views", "qk") embedded in a built page."""
-    for body in VIEWS_DATA.findall(page.read_text(encoding="utf-8")):
-        payload = json.loads(body)
-        if payload.get("kind") == kind:
-            return payload
-    raise AssertionError(f"{page.name} has no {kind} payload")
+    """The payload of the `kind` view ("views", "qk") of a built page, with its data files put back
+    (reportgen.site.view_files.read_page_payload)."""
+    from reportgen.site.view_files import read_page_payload
+
+    payload = read_page_payload(page)
+    if payload.get("kind") != kind:
+        raise AssertionError(f"{page.name} has no {kind} payload")
+    return payload
 
 
 def model_attention(path: Path, example: dict):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import re
 import subprocess
 import sys
 from html import unescape
@@ -176,7 +175,6 @@ ablation:
   importance:
     random_orders: 5
 """
-VIEWS_DATA = re.compile(r'<script type="application/json" class="rgv-data">(.*?)</script>', re.S)
 
 
 @pytest.fixture(scope="module")
@@ -194,8 +192,10 @@ def char_site(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     return project / "site", done
 
 
-def page_tokens(page: str) -> list[str]:
-    return json.loads(VIEWS_DATA.search(page).group(1))["tokens"]
+def page_tokens(page: Path) -> list[str]:
+    from reportgen.site.view_files import read_page_payload
+
+    return read_page_payload(page)["tokens"]
 
 
 @pytest.mark.slow
@@ -235,7 +235,7 @@ def test_example_pages_show_characters_grouped_by_jieba(char_site):
     report = check_report(site)
     for number, (spec, example) in enumerate(zip(SPECS, report["examples"], strict=True), start=1):
         page = (site / f"example-{number}.html").read_text(encoding="utf-8")
-        tokens = page_tokens(page)
+        tokens = page_tokens(site / f"example-{number}.html")
         characters = [token for token in tokens if token not in ("[CLS]", "[SEP]")]
         assert characters == list(spec.text + (spec.pair or "")) and all(len(c) == 1 for c in characters)
         word_of = dict(zip(np.flatnonzero([t not in ("[CLS]", "[SEP]") for t in tokens]).tolist(),
@@ -316,7 +316,7 @@ def test_the_recipe_tokenizer_gives_one_character_per_token_digits_and_letters_t
 @pytest.mark.slow
 def test_the_head_view_draws_one_row_per_character(char_site, open_page):
     site = char_site[0]
-    tokens = page_tokens((site / "example-1.html").read_text(encoding="utf-8"))
+    tokens = page_tokens(site / "example-1.html")
     page = open_page((site / "example-1.html").as_uri() + "#view=head&layer=1&head=2", wait_ms=800)
     left = page.page.locator(".rgv-left .rgv-tok-text").all_inner_texts()
     right = page.page.locator(".rgv-right .rgv-tok-text").all_inner_texts()

@@ -339,8 +339,10 @@ def test_qk_layer_chunks_hold_exactly_the_codes():
 
 # ---------------------------------------------------------------- data files of long views (issue 13)
 
-SAFE_FILE = re.compile(r'window\.reportgenViews\.deliver\("example-\d+(-qk)?","(l\d+h\d+|c-l\d+h\d+|qk-l\d+)",'
-                       r'"[A-Za-z0-9+/]*=*"\);\n')
+SAFE_LINE = (r'window\.reportgenViews\.deliver\("example-\d+(-qk)?","(l\d+h\d+|c-l\d+h\d+|qk-l\d+)",'
+             r'"[A-Za-z0-9+/]*=*"\);\n')
+SAFE_FILE = re.compile(SAFE_LINE)
+SAFE_LAYER_FILE = re.compile(f"(?:{SAFE_LINE})+")  # a short example's file: one line per head of its layer
 
 
 def _hostile_run(n: int, layers: int = 2, heads: int = 3) -> ExampleRun:
@@ -353,24 +355,103 @@ def _hostile_run(n: int, layers: int = 2, heads: int = 3) -> ExampleRun:
 
 
 def test_split_views_files_are_safe_and_put_back_decode_the_same():
-    from reportgen.site.view_files import read_data_script, split_views
+    """A long example's split (per head, nothing inline): each head's chunk packs its codes, floor and scale."""
+    from reportgen.site.view_files import join_views, read_data_script, split_views
 
     run = _hostile_run(9)
     payload = example_payload(run)
     split, files = split_views(payload, "example-3", "example-3-data")
     assert "q" not in split["attention"] and "q" in payload["attention"]  # the original is left as it was
+    assert set(split["attention"]) == {"encoding", "shape", "packed", "files"}  # no rows inline, no floor or scale
+    assert split["attention"]["packed"] == "codes,floor,scale"
     assert sorted(files) == sorted(f"example-3-data/l{layer}h{head}.js" for layer in range(2) for head in range(3))
     assert all(SAFE_FILE.fullmatch(content) for content in files.values())
     assert split["attention"]["files"]["urls"]["l1h2"] == "example-3-data/l1h2.js"
     assert split["attention"]["files"]["bytes"] == max(len(c) for c in files.values())
-    chunks = {}
     for path, content in files.items():
         key, chunk, text = read_data_script(content)
         assert key == "example-3" and path == f"example-3-data/{chunk}.js"
-        chunks[chunk] = text
-    rebuilt = dict(split["attention"], q=[chunks[f"l{layer}h{head}"] for layer in range(2) for head in range(3)])
-    assert np.array_equal(decode_attention(rebuilt), decode_attention(payload["attention"]))
+        assert len(base64.b64decode(text)) == 9 * 9 + 8 * 9  # codes, then the rows' floor and scale
+    rebuilt = join_views(split, files.__getitem__)
+    assert rebuilt == payload and json.dumps(rebuilt) == json.dumps(payload)  # byte for byte, in order
+    assert np.array_equal(decode_attention(rebuilt["attention"]), decode_attention(payload["attention"]))
     assert "alert" not in "".join(files.values())
+
+
+def _encoder_decoder_payload(n: int = 5, target: int = 4, layers: int = 2, heads: int = 3) -> dict:
+    """A hand-made encoder-decoder payload (views.seq2seq_groups' layout): the encoder's attention and contributions
+    at the top level, the decoder's and the cross-attention's (norms-f32 contributions) in `groups`."""
+    from reportgen.site.views import encode_contributions, group_payload
+
+    rng = np.random.default_rng(5)
+    run = _norms_run(n, layers, heads)
+    payload = example_payload(run)
+    source = ([f"s{i}" for i in range(n)], [False] * n)
+    decoded = ([f"t{i}" for i in range(target)], [False] * target)
+    payload["groups"] = [
+        group_payload("encoder", source, source, None, None),
+        group_payload("decoder", decoded, decoded, _softmax(rng.normal(size=(layers, heads, target, target))),
+                      rng.uniform(0.1, 2, size=(layers, heads, target)).astype(np.float32)),
+        group_payload("cross", decoded, source, _softmax(rng.normal(size=(layers, heads, target, n))),
+                      rng.uniform(0.1, 2, size=(layers, heads, n)).astype(np.float32))]
+    assert payload["contributions"] == encode_contributions(run.attention, run.value_norms)
+    return payload
+
+
+@pytest.mark.parametrize("case", ["short", "long", "encoder-decoder", "weights only", "one layer"])
+def test_split_and_joined_again_is_the_payload_it_was(case, tmp_path, monkeypatch):
+    """The round trip of a site's split (view_files.split_views, per layer or per head) through the page and its
+    data files (read_page_payload): the payload as it was, key for key and byte for byte."""
+    from reportgen.site import view_files
+
+    payload = {"short": lambda: example_payload(_norms_run(7)), "long": lambda: example_payload(_norms_run(7)),
+               "encoder-decoder": _encoder_decoder_payload, "weights only": lambda: example_payload(_hostile_run(6)),
+               "one layer": lambda: example_payload(_norms_run(6, layers=1))}[case]()
+    payload = json.loads(json.dumps(payload))
+    if case == "long":
+        monkeypatch.setattr(view_files, "VIEWS_INLINE_LIMIT", 100)
+    (tmp_path / "example-2.html").write_text(view_files.example_html(tmp_path, 2, payload), encoding="utf-8")
+    joined = view_files.read_page_payload(tmp_path / "example-2.html")
+    assert joined == payload and json.dumps(joined) == json.dumps(payload)
+    files = sorted(path.name for path in (tmp_path / "example-2-data").glob("*.js"))
+    layers, heads = payload["attention"]["shape"][:2]
+    if case == "long":
+        assert len(files) == 2 * layers * heads and "l0h0.js" in files
+    else:
+        own = [f"l{layer}.js" for layer in range(1, layers)]  # layer 0's weights stay inline
+        assert files == sorted(own + ([] if case == "weights only" else [f"c-l{layer}.js" for layer in range(layers)]))
+    for path in (tmp_path / "example-2-data").glob("*.js"):
+        assert SAFE_LAYER_FILE.fullmatch(path.read_text()), path.name
+    if case == "encoder-decoder":  # its decoder and cross entries stay inline, as the views read them
+        split = json.loads(re.search(r'class="rgv-data">(.*?)</script>',
+                                     (tmp_path / "example-2.html").read_text(encoding="utf-8"), re.S).group(1))
+        assert split["groups"] == payload["groups"]
+
+
+def test_a_short_example_page_carries_its_first_view_and_lists_the_rest_per_layer(tmp_path):
+    """Layer 0's weights inline, each head with its own floor and scale; other layers and every contribution in
+    one file per layer, each holding every head of its layer; the files read back to the same rows."""
+    from reportgen.site import view_files
+
+    payload = example_payload(_norms_run(8, layers=3, heads=2))
+    html = view_files.example_html(tmp_path, 5, payload)
+    split = json.loads(re.search(r'class="rgv-data">(.*?)</script>', html, re.S).group(1))
+    attention, contributions = split["attention"], split["contributions"]
+    assert sorted(attention["inline"]) == ["l0h0", "l0h1"] and attention["packed"] == "codes,floor,scale"
+    assert "floor" not in attention and "q" not in attention and "inline" not in contributions
+    assert attention["files"] == {"key": "example-5", "per": "layer", "bytes": attention["files"]["bytes"],
+                                  "urls": {"l1": "example-5-data/l1.js", "l2": "example-5-data/l2.js"}}
+    assert contributions["files"]["urls"] == {f"c-l{layer}": f"example-5-data/c-l{layer}.js" for layer in range(3)}
+    assert contributions["files"]["per"] == "layer" and contributions["packed"] == "codes,floor,scale,total"
+    lines = view_files.read_data_scripts((tmp_path / "example-5-data" / "c-l2.js").read_text())
+    assert [(key, chunk) for key, chunk, _ in lines] == [("example-5", "c-l2h0"), ("example-5", "c-l2h1")]
+    assert max(path.stat().st_size for path in (tmp_path / "example-5-data").glob("c-*.js")) == \
+        contributions["files"]["bytes"]
+    (tmp_path / "example-5.html").write_text(html, encoding="utf-8")
+    joined = view_files.read_page_payload(tmp_path / "example-5.html")
+    assert np.array_equal(decode_attention(joined["attention"]), decode_attention(payload["attention"]))
+    assert all(np.array_equal(a, b) for a, b in zip(decode_contributions(joined["contributions"]),
+                                                    decode_contributions(payload["contributions"]), strict=True))
 
 
 def test_split_qk_files_are_per_layer_and_safe():
@@ -384,17 +465,21 @@ def test_split_qk_files_are_per_layer_and_safe():
     assert texts == payload["layers"] and split["files"]["key"] == "example-12-qk"
 
 
-def test_data_files_only_above_the_inline_limit(tmp_path, monkeypatch):
+def test_example_pages_split_per_layer_below_the_limit_and_per_head_above(tmp_path, monkeypatch):
     from reportgen.site import view_files
 
     small = example_payload(_hostile_run(6))
     html = view_files.example_html(tmp_path, 4, small)
-    assert list(tmp_path.iterdir()) == [] and '"q":[' in html  # one self-contained page
+    assert '"q":[' not in html and '"inline":{"l0h0":"' in html  # layer 0 inline, the other layer in its file
+    assert '"urls":{"l1":"example-4-data/l1.js"},"bytes":' in html
+    assert sorted(p.name for p in (tmp_path / "example-4-data").iterdir()) == ["l1.js"]
     monkeypatch.setattr(view_files, "VIEWS_INLINE_LIMIT", 100)
     html = view_files.example_html(tmp_path, 4, small)
-    assert '"q":[' not in html and '"urls":{"l0h0":"example-4-data/l0h0.js"' in html
-    assert sorted(p.name for p in (tmp_path / "example-4-data").iterdir())[:2] == ["l0h0.js", "l0h1.js"]
+    assert '"inline"' not in html and '"urls":{"l0h0":"example-4-data/l0h0.js"' in html
+    assert sorted(p.name for p in (tmp_path / "example-4-data").iterdir())[:3] == ["l0h0.js", "l0h1.js", "l0h2.js"]
     qk = qk_payload(_hostile_run(6))
+    assert "files" not in json.loads(re.search(r'class="rgv-data">(.*?)</script>',
+                                               view_files.example_html(tmp_path, 4, qk, qk=True), re.S).group(1))
     monkeypatch.setattr(view_files, "QK_INLINE_LIMIT", 100)
     view_files.example_html(tmp_path, 4, qk, qk=True)
     assert (tmp_path / "example-4-data" / "qk-l1.js").read_text().startswith(
@@ -484,7 +569,7 @@ def test_the_inline_limit_counts_contributions_too(tmp_path, monkeypatch):
 
     payload = example_payload(_norms_run(6))
     attention_only = sum(len(text) for text in payload["attention"]["q"])
-    monkeypatch.setattr(view_files, "VIEWS_INLINE_LIMIT", attention_only + 1)  # attention alone would stay inline
+    monkeypatch.setattr(view_files, "VIEWS_INLINE_LIMIT", attention_only + 1)  # attention alone would be short
     html = view_files.example_html(tmp_path, 4, payload)
     assert '"q":[' not in html and '"c-l0h0":"example-4-data/c-l0h0.js"' in html
     assert (tmp_path / "example-4-data" / "c-l1h2.js").read_text().startswith(

@@ -16,7 +16,8 @@
  *
  * The data is embedded in the page as
  *   <div class="rgv" data-rgv="views|qk"><script type="application/json" class="rgv-data">…</script></div>
- * and nothing is fetched; long views load the rest from script files beside the page (DataFiles).
+ * and nothing is fetched: a site's page carries its first view's data there and loads the rest, when a view
+ * draws it, from script files beside the page (DataFiles).
  * Every piece of user text (tokens, sentences) reaches the DOM through textContent or
  * setAttribute, never through innerHTML.
  *
@@ -36,7 +37,8 @@
   // What the head and model views draw: attention weights, or contributions (Kobayashi et al. 2020, the
   // per-row shares of ||A[i, j] f(x_j)||; reportgen/site/views.py encode_contributions). The first is the default.
   views.MODES = ['weights', 'contributions'];
-  var PACKED_CONTRIBUTIONS = 'codes,floor,scale,total'; // reportgen/site/views.py PACKED_CONTRIBUTIONS
+  // How many float32 rows follow a packed chunk's codes (reportgen/site/views.py PACKED_ATTENTION, PACKED_CONTRIBUTIONS).
+  var PACKED_ROWS = { 'codes,floor,scale': 2, 'codes,floor,scale,total': 3 };
 
   // ---------------------------------------------------------------- helpers
 
@@ -210,26 +212,55 @@
     return out;
   }
 
+  /*
+   * One packed chunk's rows (reportgen/site/view_files.py pack_heads): after its codes (n x m bytes), `rows`
+   * float32 arrays of n each, little-endian: floor, scale and, for contributions, each row's total.
+   */
+  function unpackHead(bytes, n, m, rows) {
+    if (bytes.length !== n * m + 4 * rows * n) {
+      throw new Error('a head\'s data of ' + bytes.length + ' bytes for ' + n + ' x ' + m + ' tokens');
+    }
+    var all = float32At(bytes, n * m, rows * n);
+    return range(rows).map(function (row) { return all.slice(row * n, (row + 1) * n); });
+  }
+
   // ----------------------------------------------------------- data files
 
   /*
-   * Long views keep their data in script files beside the page (reportgen/site/view_files.py), each
-   * one call deliver(pageKey, chunk, base64). They are plain <script src> elements added here:
-   * fetch is blocked from file://, scripts are not. A payload's `files` lists the chunks:
-   * {key: page key, urls: {chunk: URL relative to the page}, bytes: size of the largest file}.
+   * A site's views keep what their first view does not draw in script files beside the page
+   * (reportgen/site/view_files.py), each line one call deliver(pageKey, chunk, base64). They are plain
+   * <script src> elements added here: fetch is blocked from file://, scripts are not. A payload's `files`
+   * lists them: {key: page key, urls: {file: URL relative to the page}, per: 'layer' where a file holds
+   * every head of a layer (chunk l3h5 in file l3, c-l3h5 in c-l3; fileOf), bytes: size of the largest file}.
    */
   var delivered = {}; // page key -> {chunk: base64}
+  var pending = {}; // URL -> callbacks waiting for its script: each file is loaded once, whoever asks
 
   function deliver(key, chunk, text) {
     if (typeof key !== 'string' || typeof chunk !== 'string' || typeof text !== 'string') return;
     (delivered[key] = delivered[key] || {})[chunk] = text;
   }
 
+  // The data file (its name in `urls`) that holds `chunk`: its layer's with per 'layer', else its own.
+  function fileOf(chunk, per) {
+    return per === 'layer' ? chunk.replace(/h\d+$/, '') : chunk;
+  }
+
+  // The distinct files that hold `chunks`, in their order (the files a request loads).
+  function filesOf(chunks, per) {
+    var files = [];
+    chunks.forEach(function (chunk) {
+      var file = fileOf(chunk, per);
+      if (files.indexOf(file) < 0) files.push(file);
+    });
+    return files;
+  }
+
   function DataFiles(spec) {
     this.key = spec.key;
     this.urls = spec.urls;
+    this.per = spec.per || null;
     this.bytes = spec.bytes || 0;
-    this.loading = {}; // chunk -> callbacks waiting for its script
   }
 
   // The chunk's base64 text, or null until its file has run.
@@ -238,34 +269,41 @@
     return got && typeof got[chunk] === 'string' ? got[chunk] : null;
   };
 
-  // Loads the chunks not yet here, then calls done(error or null) once.
+  // The files that still have to load for `chunks`.
+  DataFiles.prototype.missingFiles = function (chunks) {
+    var self = this;
+    return filesOf(chunks.filter(function (chunk) { return self.text(chunk) === null; }), this.per);
+  };
+
+  // Loads the files of the chunks not yet here, each once, then calls done(error or null) once.
   DataFiles.prototype.request = function (chunks, done) {
     var self = this;
-    var missing = chunks.filter(function (chunk) { return self.text(chunk) === null; });
-    var left = missing.length;
+    var files = this.missingFiles(chunks);
+    var left = files.length;
     var failed = null;
     if (!left) return done(null);
-    missing.forEach(function (chunk) {
-      self.load(chunk, function (error) {
+    files.forEach(function (file) {
+      self.load(file, function (error) {
         failed = failed || error;
-        if (--left === 0) done(failed);
+        if (--left) return;
+        var lost = chunks.filter(function (chunk) { return self.text(chunk) === null; })[0];
+        done(failed || (lost ? new Error(self.urls[fileOf(lost, self.per)] + ' held no data for ' + lost) : null));
       });
     });
   };
 
-  DataFiles.prototype.load = function (chunk, callback) {
-    var self = this;
-    var url = this.urls[chunk];
-    if (!url) return callback(new Error('this page lists no data file for ' + chunk));
-    if (this.loading[chunk]) return this.loading[chunk].push(callback);
-    var waiting = this.loading[chunk] = [callback];
+  DataFiles.prototype.load = function (file, callback) {
+    var url = this.urls[file];
+    if (!url) return callback(new Error('this page lists no data file for ' + file));
+    if (pending[url]) return pending[url].push(callback);
+    var waiting = pending[url] = [callback];
     var script = document.createElement('script');
     function finish(error) {
-      delete self.loading[chunk];
+      delete pending[url];
       script.remove();
       waiting.forEach(function (wait) { wait(error); });
     }
-    script.onload = function () { finish(self.text(chunk) === null ? new Error(url + ' held no data') : null); };
+    script.onload = function () { finish(null); };
     script.onerror = function () { finish(new Error('The data file ' + url + ' could not be loaded.')); };
     script.src = url;
     document.head.appendChild(script);
@@ -277,29 +315,30 @@
   }
 
   /*
-   * The attention of a payload. One base64 chunk per (layer, head), inline (`q`) or in data
-   * files (`files`, chunks named <prefix>l<layer>h<head>), decoded on first use; long inputs keep only
-   * a few decoded heads (2 MB each at 512 tokens). matrix() needs the head loaded: ensure()
-   * first where the data may be in files.
+   * The attention of a payload. One base64 chunk per (layer, head), decoded on first use; long inputs keep
+   * only a few decoded heads (2 MB each at 512 tokens). The chunks are either all inline in `q` (a notebook's
+   * or `reportgen view`'s payload), with floor and scale as flat float32 arrays over every row, or packed
+   * (`packed`, a site's page: reportgen/site/view_files.py): each chunk carries its head's codes [n * m],
+   * then its rows' floor and scale [n] each, some chunks inline (`inline`: {chunk: base64}), the rest in data
+   * files (`files`, chunks named <prefix>l<layer>h<head>). matrix() needs the head loaded: ensure() first
+   * where the data may be in files.
    *
    * The same class reads a payload's contributions (prefix 'c-'): the per-row shares in the same
-   * encoding, plus each row's total sum_j ||A[i, j] f(x_j)|| (rowTotals). Inline, floor, scale and
-   * total are flat float32 arrays like the attention's; in data files (`packed`) each head's chunk
-   * carries its own: codes [n * n], then floor, scale and total [n] each.
+   * encoding, plus each row's total sum_j ||A[i, j] f(x_j)|| (rowTotals): inline a flat float32 array
+   * like floor and scale, packed after each chunk's scale (PACKED_CONTRIBUTIONS).
    */
   function Attention(encoded, prefix) {
     if (encoded.encoding !== 'u8-row-affine') throw new Error('unknown attention encoding: ' + encoded.encoding);
-    if (encoded.packed && encoded.packed !== PACKED_CONTRIBUTIONS) {
-      throw new Error('unknown packing: ' + encoded.packed);
-    }
+    if (encoded.packed && !PACKED_ROWS[encoded.packed]) throw new Error('unknown packing: ' + encoded.packed);
     this.layers = encoded.shape[0];
     this.heads = encoded.shape[1];
     this.n = encoded.shape[2]; // query rows
     this.m = encoded.shape[3]; // keys per row: n, except in an encoder-decoder's cross-attention
     this.prefix = prefix || '';
     this.chunks = encoded.q || null;
+    this.inline = encoded.inline || {};
     this.files = encoded.files ? new DataFiles(encoded.files) : null;
-    this.packed = Boolean(encoded.packed);
+    this.packed = encoded.packed ? PACKED_ROWS[encoded.packed] : 0; // float32 rows after a chunk's codes
     this.floor = this.packed ? null : base64Float32(encoded.floor);
     this.scale = this.packed ? null : base64Float32(encoded.scale);
     this.totals = encoded.total && !this.packed ? base64Float32(encoded.total) : null;
@@ -314,7 +353,9 @@
 
   Attention.prototype.chunkText = function (layer, head) {
     if (this.chunks) return this.chunks[layer * this.heads + head];
-    return this.files.text(this.chunkName(layer, head));
+    var name = this.chunkName(layer, head);
+    if (typeof this.inline[name] === 'string') return this.inline[name];
+    return this.files ? this.files.text(name) : null;
   };
 
   Attention.prototype.isLoaded = function (layer, head) {
@@ -332,9 +373,13 @@
 
   // Loads the [layer, head] pairs not loaded yet, then calls done(error or null).
   Attention.prototype.request = function (pairs, done) {
-    if (!this.files) return done(null);
+    if (!this.files) return done(new Error('this page has no data for ' + this.names(pairs).join(', ')));
+    this.files.request(this.names(pairs), done);
+  };
+
+  Attention.prototype.names = function (pairs) {
     var self = this;
-    this.files.request(pairs.map(function (pair) { return self.chunkName(pair[0], pair[1]); }), done);
+    return pairs.map(function (pair) { return self.chunkName(pair[0], pair[1]); });
   };
 
   /*
@@ -354,9 +399,10 @@
     } else {
       what = missing.length + ' heads';
     }
+    var bytes = this.files ? this.files.missingFiles(this.names(missing)).length * this.files.bytes : 0;
     this.request(missing, done);
-    return 'Loading ' + (this.packed ? 'the contributions of ' : '') + what + ' (' +
-      sizeText(missing.length * this.files.bytes) + ')\u2026';
+    return 'Loading ' + (this.prefix === 'c-' ? 'the contributions of ' : '') + what + ' (' +
+      sizeText(bytes) + ')\u2026';
   };
 
   Attention.prototype.matrix = function (layer, head) {
@@ -372,12 +418,9 @@
     var n = this.n;
     var bytes = base64Bytes(text);
     if (this.packed) {
-      if (bytes.length !== n * n + 12 * n) {
-        throw new Error('contribution data of ' + bytes.length + ' bytes for ' + n + ' tokens');
-      }
-      var rows = float32At(bytes, n * n, 3 * n); // floor, scale, total
-      matrix = decodeRows(bytes, rows.subarray(0, n), rows.subarray(n, 2 * n), 0, n);
-      this.headTotals.set(id, rows.slice(2 * n));
+      var rows = unpackHead(bytes, n, this.m, this.packed); // floor, scale[, total]
+      matrix = decodeRows(bytes, rows[0], rows[1], 0, n, this.m);
+      if (rows[2]) this.headTotals.set(id, rows[2]);
     } else {
       matrix = decodeRows(bytes, this.floor, this.scale, id * n, n, this.m);
     }
@@ -391,7 +434,7 @@
   Attention.prototype.rowTotals = function (layer, head) {
     var id = layer * this.heads + head;
     if (this.totals) return this.totals.subarray(id * this.n, (id + 1) * this.n);
-    if (!this.packed) return null;
+    if (this.packed !== 3) return null;
     if (!this.headTotals.has(id)) this.matrix(layer, head);
     return this.headTotals.get(id);
   };
@@ -415,6 +458,7 @@
 
   NormContributions.prototype.allHeads = function () { return this.att.allHeads(); };
   NormContributions.prototype.ensure = function (pairs, done) { return this.att.ensure(pairs, done); };
+  NormContributions.prototype.isLoaded = function (layer, head) { return this.att.isLoaded(layer, head); };
 
   NormContributions.prototype.decoded = function (layer, head) {
     var id = layer * this.heads + head;
@@ -541,6 +585,9 @@
 
   views.deliver = deliver;
   views.DataFiles = DataFiles;
+  views.fileOf = fileOf;
+  views.filesOf = filesOf;
+  views.unpackHead = unpackHead;
   views.sizeText = sizeText;
   views.unpack12 = unpack12;
   views.decodeQKLayer = decodeQKLayer;

@@ -94,6 +94,7 @@
 
   // Shows token i of side `which` as if hovered (mouse or keyboard focus), drawing only on a change.
   proto.preview = function (which, i) {
+    if (this.isLoading()) return; // the heads to draw are not in yet: render() draws them when they are
     if (i === null && this.hover === null) return;
     if (i !== null && this.hover && this.hover.side === which && this.hover.i === i) return;
     this.hover = i === null ? null : { side: which, i: i };

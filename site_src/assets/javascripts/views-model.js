@@ -241,9 +241,11 @@
     var key = this.thumbKey();
     if (canvas.getAttribute('data-drawn') === key) return;
     var h = parseInt(canvas.getAttribute('data-head'), 10);
+    var layer = parseInt(canvas.getAttribute('data-layer'), 10);
+    if (!this.source().isLoaded(layer, h)) return; // loading (waitForData): drawn by the render that follows
     var n = this.n;
     var m = this.m; // keys: n, except in cross-attention, where the lines join n rows on the left to m on the right
-    var matrix = this.source().matrix(parseInt(canvas.getAttribute('data-layer'), 10), h); // weights or shares
+    var matrix = this.source().matrix(layer, h); // weights or shares
     var allow = this.allowFn();
     var width = this.thumbSize.width;
     var height = this.thumbSize.height;

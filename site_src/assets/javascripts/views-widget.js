@@ -15,6 +15,7 @@
   var range = views.range;
   var LONG_TOPK = 5;
   var LONG_MIN = 0.02;
+  var LOADING_NOTE_MS = 100; // a data file still loading after this long is said on the page (waitForData)
   var STILL_PX = 8; // px: a pointer that moved less than this has not moved (a tremor)
   var FILTER_LABELS = { all: 'All', AA: 'A\u2192A', AB: 'A\u2192B', BA: 'B\u2192A', BB: 'B\u2192B' };
   var MODE_TITLES = {
@@ -446,24 +447,43 @@
     views.announceRender(this.root); // an open copy-link box takes the new address
   };
 
-  // Long examples keep their attention in data files (views-core.js DataFiles): until the heads this
-  // state draws are in (the model view draws them all), say what is loading and render again then.
+  /*
+   * A site's page keeps the heads its first view does not draw in data files (views-core.js DataFiles): other
+   * layers, and every contribution. Until the heads this state draws are in (the model view draws them all, a
+   * layer change or a link another layer's, the switch their contributions), the view keeps what it shows and
+   * renders again when they are; data-rgv-loading (a test hook) says what is loading meanwhile. Only a load
+   * that takes longer than LOADING_NOTE_MS says so on the page, dimming the panels (views.css .rgv-waiting) and
+   * making them inert: a file from disk is in within a few ms, and dimming a head view of thousands of lines
+   * and lighting it again costs more than the load (issue 32). Hover and focus draw nothing meanwhile (preview).
+   */
   ViewsWidget.prototype.waitForData = function (fromUser) {
     var self = this;
     var st = this.state;
     var pairs = st.view === 'model' ? this.att.allHeads() : st.heads.map(function (h) { return [st.layer, h]; });
     var loading = this.source().ensure(pairs, function (error) {
+      clearTimeout(self.noteTimer);
       self.root.removeAttribute('data-rgv-loading');
+      self.root.classList.remove('rgv-waiting');
       self.headPanel.inert = self.modelPanel.inert = false;
       if (error) self.status.textContent = error.message;
       else self.render(false);
     });
     if (!loading) return false;
     this.root.setAttribute('data-rgv-loading', loading);
-    this.headPanel.inert = this.modelPanel.inert = true; // no hover or focus draws heads that are not in yet
-    this.status.textContent = loading;
+    clearTimeout(this.noteTimer);
+    this.noteTimer = setTimeout(function () {
+      if (!self.root.hasAttribute('data-rgv-loading')) return;
+      self.root.classList.add('rgv-waiting');
+      self.headPanel.inert = self.modelPanel.inert = true; // no click reaches heads that are not in yet
+      self.status.textContent = self.root.getAttribute('data-rgv-loading');
+    }, LOADING_NOTE_MS);
     if (fromUser && this.ownsHash) views.writeHash(this.hashText());
     return true;
+  };
+
+  // Whether a data file is loading (waitForData): hover and focus then leave the drawing as it is.
+  ViewsWidget.prototype.isLoading = function () {
+    return this.root.hasAttribute('data-rgv-loading');
   };
 
   // The deep link of the current state; fields at their defaults are left out.

@@ -8,7 +8,9 @@ folder, and each round alternates which goes first:
 - cold: an empty cache and no output;
 - warm: the same build again, everything cached;
 - retitled: the title changed (written into the project's reportgen.yaml), everything else cached.
-Each time is the median over `--runs` rounds of the whole `reportgen build` process. The stages are
+Each time is the median over `--runs` rounds of the whole `reportgen build` process; "first site" is when
+the cold build's first site was swapped in (since issue 32 a build writes a site before its ablation),
+and every value of the two cold builds' report.json is compared (within 1e-6). The stages are
 the manifest's `seconds` (model, patterns, ablation, ...); the site stage is timed around
 `reportgen.site.writer.write_site` by the small driver below (the manifest is written inside the site,
 before that stage ends), unless the manifest has it; "rest" is start-up and what lies between.
@@ -47,13 +49,16 @@ except ImportError:  # a baseline from before the stages became folders
     import reportgen.site as site
     from reportgen.cli import main
 inner = site.write_site
+writes = []  # (start, end) of each site write: a build since issue 32 writes a site before its ablation
 def timed(*args, **kwargs):
     start = time.perf_counter()
     try:
         return inner(*args, **kwargs)
     finally:
+        writes.append((start, time.perf_counter(), time.time()))
         with open(os.environ["BUILD_SPEED_SITE"], "w") as handle:
-            json.dump({"site": time.perf_counter() - start, "module": site.__file__}, handle)
+            json.dump({"site": sum(end - begin for begin, end, _ in writes), "writes": len(writes),
+                       "first_site_at": writes[0][2], "module": site.__file__}, handle)
 site.write_site = timed
 sys.argv = ["reportgen", *sys.argv[1:]]
 main()
@@ -91,7 +96,7 @@ def timed_build(code: Path, project: Path) -> dict[str, float]:
     """One `reportgen build` of `project` with the reportgen in `code`: total and per-stage seconds."""
     site_times = project / "site-stage.json"
     env = {**os.environ, "PYTHONPATH": str(code), "BUILD_SPEED_SITE": str(site_times)}
-    start = time.perf_counter()
+    start, wall = time.perf_counter(), time.time()
     done = subprocess.run([sys.executable, "-c", DRIVER, "build"], cwd=project, env=env,
                           capture_output=True, text=True, check=False)
     total = time.perf_counter() - start
@@ -102,7 +107,30 @@ def timed_build(code: Path, project: Path) -> dict[str, float]:
         raise SystemExit(f"the build ran {measured['module']}, not the code in {code}")
     seconds = json.loads((project / "site" / "manifest.json").read_text())["seconds"] or {}
     stages = {**seconds, "site": seconds.get("site", measured["site"])}
-    return {"total": total, **stages, "rest": total - sum(stages.values())}
+    # "first site": from the command's start until its first site was swapped in (the whole build for a
+    # version that writes one site); "writes": how many sites it wrote. Neither is a stage of the total.
+    return {"total": total, **stages, "rest": total - sum(stages.values()),
+            "first site": measured["first_site_at"] - wall, "writes": measured["writes"]}
+
+
+def numbers_differ(old, new, where: str = "report") -> list[tuple[str, float | str]]:
+    """Where two report.json trees disagree: a number by more than 1e-6 (relative to its size when large), or
+    any other value (a verdict, a label) at all. Only what both hold is compared: keys a newer version
+    added, the time of the build, the seconds, versions and the progress of a partial site are not."""
+    skipped = {"built", "seconds", "versions", "experiments", "progress", "model_files"}
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [item for key in old.keys() & new.keys() - skipped
+                for item in numbers_differ(old[key], new[key], f"{where}.{key}")]
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return [(where, f"length {len(old)} vs {len(new)}")]
+        return [item for at, pair in enumerate(zip(old, new, strict=True))
+                for item in numbers_differ(*pair, f"{where}[{at}]")]
+    numbers = (int, float)
+    if isinstance(old, numbers) and isinstance(new, numbers) and not isinstance(old, bool):
+        gap = abs(old - new)
+        return [] if gap <= 1e-6 * max(1.0, abs(old)) else [(where, gap)]
+    return [] if old == new else [(where, f"{old!r} vs {new!r}")]
 
 
 def one_round(codes: dict[str, Path], work: Path, config: dict, first: int) -> dict[str, dict[str, dict]]:
@@ -117,6 +145,9 @@ def one_round(codes: dict[str, Path], work: Path, config: dict, first: int) -> d
                 write_project(work / name, config, title=f"Retitled at {time.time():.0f}")
             times[kind][name] = timed_build(codes[name], work / name)
             print(f"  {kind:8} {name}: {times[kind][name]['total']:.1f} s", file=sys.stderr, flush=True)
+            if kind == "cold":
+                times["reports"] = {**times.get("reports", {}), name: json.loads(
+                    (work / name / "site" / "report.json").read_text(encoding="utf-8"))}
     return times
 
 
@@ -125,7 +156,8 @@ def report(rounds: list[dict], names: list[str]) -> str:
     rows = [f"{'':10}{'':10}" + "".join(f"{name:>12}" for name in names) + f"{'new/old':>10}"]
     for kind in KINDS:
         stages = list(dict.fromkeys(key for run in rounds for name in names for key in run[kind][name]))
-        stages = ["total"] + [s for s in stages if s not in ("total", "rest")] + ["rest"]
+        stages = (["total"] + [s for s in stages if s not in ("total", "rest", "first site", "writes")] + ["rest"]
+                  + ["first site"])
         for index, stage in enumerate(stages):
             medians = [statistics.median(run[kind][name].get(stage, 0.0) for run in rounds) for name in names]
             ratio = f"{medians[-1] / medians[0]:10.2f}" if medians[0] >= 0.5 else f"{'-':>10}"  # not of noise
@@ -152,6 +184,14 @@ def main() -> None:
     for kind in KINDS:
         totals = {name: [round(run[kind][name]["total"], 1) for run in rounds] for name in codes}
         print(f"{kind} totals per round: " + "; ".join(f"{name} {values}" for name, values in totals.items()))
+    new = list(codes)[-1]
+    shares = [run["cold"][new]["first site"] / run["cold"][new]["total"] for run in rounds]
+    print(f"cold, new: first site after {statistics.median(shares):.0%} of the build's time (median; per round "
+          f"{[f'{share:.0%}' for share in shares]}), {rounds[0]['cold'][new]['writes']} sites written")
+    for index, run in enumerate(rounds):
+        differ = numbers_differ(run["reports"][list(codes)[0]], run["reports"][new])
+        print(f"round {index + 1}: report.json values new vs old: "
+              + ("all within 1e-6, the same verdicts" if not differ else f"{len(differ)} differ, e.g. {differ[:5]}"))
 
 
 if __name__ == "__main__":

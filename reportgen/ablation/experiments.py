@@ -675,7 +675,7 @@ def ablate(task: Task, settings: AblationSettings, cache: ResultCache, progress:
     masks were computed and how many came from the cache); with `workers`, the masks the cache lacks
     are evaluated on Ray actors (`reportgen.ablation.ray_runner`), everything else here as without.
     After each experiment, `finished` (if given) gets the record so far, the experiment and its cost."""
-    with Engine(task, settings.method, batch_tokens=settings.batch_tokens) as engine:
+    with Engine(task, settings.method, batch_tokens=_token_budget(task, settings)) as engine:
         runner = workers.runner(engine, cache, progress) if workers is not None else Runner(engine, cache, progress)
         started, before = time.perf_counter(), {}  # the first experiment's cost includes the unmasked pass's
         ctx = make_context(task, runner, settings)
@@ -691,6 +691,15 @@ def ablate(task: Task, settings: AblationSettings, cache: ResultCache, progress:
                 finished(record.model_copy(), name,
                          ExperimentCost(masks=masks, computed=computed, seconds=time.perf_counter() - started))
         return record
+
+
+def _token_budget(task: Task, settings: AblationSettings) -> int:
+    """Padded tokens per pass: `batch_tokens` on a CPU; on a GPU what its free memory holds (at least that)."""
+    if getattr(task.device, "type", str(task.device)) != "cuda":
+        return settings.batch_tokens
+    from reportgen.ablation.ray_runner import token_budget
+
+    return token_budget(task, settings)
 
 
 def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, cache_dir: Path, fingerprint: str,

@@ -54,9 +54,10 @@ from reportgen.runs import ExampleRun
 
 if TYPE_CHECKING:
     from reportgen.ablation.experiments import Finished
-from reportgen.site import output, views
+from reportgen.site import build_progress, output, views
 
 RUN_VERSION = 2  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions)
+LIVE_SECONDS = 2.0  # a partial site's live line (build-progress.js) is rewritten at most this often
 MATRIX_MAX_TOKENS = 64  # the patterns page draws a head's attention as a matrix only for examples this short
 
 
@@ -620,9 +621,17 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         if watch.live and name != watch.last and watch.due():
             write(partial, partial=True)
 
+    live_at = [0.0]
+
+    def ticked(stage: str, done: int, total: int) -> None:  # the bars, and the partial site's live line
+        progress(stage, done, total)
+        if watch.live and time.perf_counter() - live_at[0] >= LIVE_SECONDS:
+            live_at[0] = time.perf_counter()
+            build_progress.write_progress(out.path, watch.state())
+
     if watch is not None and watch.live:  # the site first: views, statistics and findings while the experiments run
         write(None, partial=True)
-    ablation = run_ablation(config, stage, progress, watch, finished if watch else None)
+    ablation = run_ablation(config, stage, ticked if watch else progress, watch, finished if watch else None)
     lap("ablation")
     comparison = None
     if config.compare is not None:

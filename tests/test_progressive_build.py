@@ -58,6 +58,9 @@ def test_the_first_site_comes_before_the_ablation_and_says_it_is_running(project
         assert "Still being built" in page and "Not run yet: the unmasked model, single heads" in page
     assert "the head ablation is running" in home and "No task was measured" not in home
     assert (sites.seen[0] / "example-1.html").is_file() and (sites.seen[0] / "patterns.html").is_file()
+    live = (sites.seen[0] / "build-progress.js").read_text(encoding="utf-8")  # the note's live line, loaded again
+    assert live.startswith("window.reportgenBuildProgress && window.reportgenBuildProgress({")
+    assert not (sites.seen[-1] / "build-progress.js").exists()  # the finished site has none
     final = sites.report(-1)
     assert final["progress"] is None and final["ablation"]["importance"] is not None
     assert "Still being built" not in sites.page(-1, "index.html")

@@ -18,7 +18,7 @@ from markupsafe import Markup
 from reportgen.findings import names
 from reportgen.progress import Callback, silent
 from reportgen.report import Example, ExampleHead, ExamplePattern, ExampleViews, Report, head_link
-from reportgen.site import exports, glossary, output, pages, previews, view_files, views
+from reportgen.site import build_progress, exports, glossary, output, pages, previews, view_files, views
 from reportgen.site.charts import chartdata, finding_pictures
 from reportgen.site.charts.head_map_svg import example_figure, findings_figures
 from reportgen.site.export_cache import NO_CACHE, ExportCache
@@ -47,6 +47,8 @@ def write_site(report: Report, example_views: list[ExampleViews], out: output.Ou
         mkdocs_build(base_config, src / "overrides", report.title, report.site_url, docs, staging / "site",
                      menu(nav), reproducible)
         (staging / "site" / ".nojekyll").write_text("", encoding="utf-8")  # GitHub Pages: serve as is
+        if report.progress is not None:  # a build still running: its note's live line, rewritten as masks finish
+            build_progress.write_progress(staging / "site", report.progress)
         output.mark(staging / "site")
         output.swap(staging / "site", out)
 

@@ -68,3 +68,34 @@ def test_the_still_being_built_note_is_in_the_first_screen(browser, site, viewpo
         assert font >= 12  # readable on a phone
     finally:
         context.close()
+
+
+def test_the_note_follows_the_build_live_and_says_when_it_has_finished(browser, site):
+    """The build rewrites build-progress.js beside the pages (reportgen.site.build_progress); the open page loads
+    it again every few seconds and shows it as text. Once the file is gone (the finished site replaced this one),
+    the note asks for a reload."""
+    from reportgen.report import BuildProgress, ExperimentState
+    from reportgen.site.build_progress import write_progress
+    from tests.helpers import wait_until
+
+    state = BuildProgress(experiments=[ExperimentState(name="baseline", state="done", masks_done=1, masks=1),
+                                       ExperimentState(name="single_heads", state="running", masks_done=3, masks=8)],
+                          seconds_per_mask=0.5, seconds_left=2.5, stages_left=[])
+    write_progress(site, state)
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        page = context.new_page()
+        page.goto((site / "ablation.html").as_uri())
+        wait_until(page, "() => (document.querySelector('.rg-building-live') || {}).textContent", timeout=15_000)
+        assert page.locator(".rg-building-live").inner_text() == (
+            "Now: Done: the unmasked model. Running: single heads (3 of 8 masks). About 3 s left, at the 0.50 s "
+            "per mask measured so far.")
+        write_progress(site, state.model_copy(update={"experiments": [
+            state.experiments[0], state.experiments[1].model_copy(update={"masks_done": 7})]}))
+        wait_until(page, "() => document.querySelector('.rg-building-live').textContent.includes('7 of 8')",
+                   timeout=15_000)
+        (site / "build-progress.js").unlink()
+        wait_until(page, "() => document.querySelector('.rg-building-live').textContent.includes('reload')",
+                   timeout=15_000)
+    finally:
+        context.close()

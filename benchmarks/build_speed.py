@@ -115,7 +115,8 @@ def timed_build(code: Path, project: Path) -> dict[str, float]:
 
 def numbers_differ(old, new, where: str = "report") -> list[tuple[str, float | str]]:
     """Where two report.json trees disagree: a number by more than 1e-6 (relative to its size when large), or
-    any other value (a verdict, a label) at all. Only what both hold is compared: keys a newer version
+    any other value (a verdict: true/false, null) at all; text (a finding's wording) is not compared.
+    Only what both hold is compared: keys a newer version
     added, the time of the build, the seconds, versions and the progress of a partial site are not."""
     skipped = {"built", "seconds", "versions", "experiments", "progress", "model_files"}
     if isinstance(old, dict) and isinstance(new, dict):
@@ -130,6 +131,8 @@ def numbers_differ(old, new, where: str = "report") -> list[tuple[str, float | s
     if isinstance(old, numbers) and isinstance(new, numbers) and not isinstance(old, bool):
         gap = abs(old - new)
         return [] if gap <= 1e-6 * max(1.0, abs(old)) else [(where, gap)]
+    if isinstance(old, str) and isinstance(new, str):  # wording the pages changed since, not a number or verdict
+        return []
     return [] if old == new else [(where, f"{old!r} vs {new!r}")]
 
 

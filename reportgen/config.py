@@ -238,6 +238,14 @@ class AblationSettings(Strict):
     ray: str | None = Field(description='Evaluate the masks on Ray actors: null (here, no Ray), "local" (a Ray '
                                         'instance on this machine), "auto" (the running cluster) or '
                                         '"ray://host:port"; `reportgen build --ray` overrides it.')
+    # the default also where a caller lists only the other settings: float32 is what every build before it used
+    precision: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Number format of the masked forward passes (every mask, the unmasked one included, "
+                               "so each change is measured within one format): float32 | bfloat16 (faster only "
+                               "where the hardware has bfloat16 units, as recent GPUs; slower on a CPU without "
+                               "them; benchmarks/ablation_precision.py measures both its speed and its agreement "
+                               "with float32) | float16 (CUDA only). Outputs, statistics and head importance "
+                               "(gradients) stay float32 or wider.")
 
     _data = field_validator("data", mode="before")(no_script_url)
     _ray = field_validator("ray")(check_ray_address)
@@ -354,6 +362,22 @@ def builtin_data_problem(task: str) -> str | None:
     if task == "similarity":
         return None
     return f"the builtin demo set is a similarity task; task '{task}' needs a data file"
+
+
+def precision_problem(precision: str, device: str, resolved: str | None = None) -> str | None:
+    """Why the masked passes cannot run in `precision` on `device` (as the config says it: "auto", "cpu",
+    "cuda", or a torch device such as "cuda:0"), None when they can: float16 runs only on CUDA (torch has no
+    float16 autocast worth having on a CPU). `resolved` is what "auto" became, which only torch can tell and
+    this module imports no torch: without it "auto" passes here, and is checked again where the device is
+    resolved (`reportgen.ablation.tasks.load_task`). Loading the config refuses float16 on "cpu" before
+    any work."""
+    if precision != "float16":
+        return None
+    actual = resolved if device == "auto" else device
+    if actual is None or str(actual).split(":")[0] == "cuda":
+        return None
+    why = "device 'auto' finds no CUDA device here" if device == "auto" else f"the device is '{device}'"
+    return f"float16 runs only on a CUDA device and {why}; use bfloat16 (which a CPU runs too) or float32"
 
 
 def defaults() -> dict[str, Any]:
@@ -475,6 +499,8 @@ def config_from_mapping(user: Any, source: str, base_dir: Path) -> Config:
     problem = builtin_data_problem(config.ablation.task) if config.ablation.data == "builtin" else None
     if config.ablation.enabled and problem:
         raise ConfigError(f"{source}: field 'ablation.data': {problem} (or set ablation.enabled: false)")
+    if config.ablation.enabled and (problem := precision_problem(config.ablation.precision, config.device)):
+        raise ConfigError(f"{source}: field 'ablation.precision': {problem}")
     config.output = base_dir / config.output.expanduser()  # "~/site": the home directory, as for the model
     config.cache_dir = base_dir / config.cache_dir.expanduser()
     for corpus_file in config.patterns.corpus:

@@ -22,7 +22,7 @@ from reportgen import __version__, findings
 from reportgen.ablation.watch import AblationWatch
 from reportgen.cache import usage
 from reportgen.cache.store import Cache, key_of
-from reportgen.config import BUILTIN_DATA, Config, PatternSettings, builtin_examples
+from reportgen.config import BUILTIN_DATA, Config, PatternSettings, builtin_examples, precision_problem
 from reportgen.datafiles import open_data_file
 from reportgen.errors import ConfigError, DataError
 from reportgen.findings.claims import claim_checks
@@ -115,6 +115,10 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
 
         loading.check_masking(path, config.ablation.method)
         check_task(config.ablation.task, path)
+        if config.ablation.precision == "float16":  # CUDA only: "auto" resolved here, before any work
+            auto = loading.resolve_device("auto") if config.device == "auto" else None
+            if problem := precision_problem(config.ablation.precision, config.device, auto):
+                raise ConfigError(f"{config.source}: field 'ablation.precision': {problem}")
     decoder, encoder_decoder = loading.is_decoder(path), loading.is_encoder_decoder(path)
     notes = []
     if decoder:

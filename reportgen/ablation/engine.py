@@ -25,6 +25,16 @@ The experiments' statistics are stored beside them (`stats-<key>.json`, keyed by
 `reportgen.ablation.experiments`), so a rebuild does not redo a bootstrap whose inputs it already saw.
 `Runner` puts the two together: it answers masks from memory or the cache and evaluates the
 rest in stacks that start at the same layer.
+
+Precision (`ablation.precision`, the task's `precision`): float32, or bfloat16 / float16 (CUDA only) under
+`torch.autocast` for every masked forward the engine makes, the recording pass included, whose outputs are
+the all-ones mask's, so every change is measured within one format. The weights stay float32, autocast
+runs the matrix products in the reduced format (and, on a CPU, LayerNorm on a reduced input); the
+unit outputs are cast to float32 and everything after them (per-example outputs, metrics, statistics) is
+float64 as before. A mask is 0 or 1 per head, exact in either format. Head importance (`Engine.importance`)
+is float32 throughout, gradients and the loss's upstream outputs alike. The reduced formats' results are
+cached apart from float32's: the task's `data_hash`, which names their folder, holds the precision when
+it is not float32 (float32's paths are unchanged).
 """
 
 from __future__ import annotations
@@ -33,7 +43,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -47,6 +57,16 @@ from reportgen.model.masking import HeadMasker, Method
 
 CODE_VERSION = "ablation-4"  # bump when a change alters cached per-mask outputs or their file format
 Progress = Callable[[str, int, int], None]  # experiment name, masks done, masks in all
+REDUCED = {"bfloat16": torch.bfloat16, "float16": torch.float16}  # ablation.precision -> autocast dtype
+
+
+def precision_scope(precision: str, device: torch.device) -> AbstractContextManager[Any]:
+    """The scope a masked forward runs in: nothing for float32, else autocast to the reduced format."""
+    if precision == "float32":
+        return nullcontext()
+    if precision not in REDUCED:
+        raise ValueError(f"unknown precision {precision!r} (float32, bfloat16 or float16)")
+    return torch.autocast(device_type=device.type, dtype=REDUCED[precision])
 
 
 # -- result cache on disk -------------------------------------------------------------------------
@@ -125,7 +145,8 @@ class Engine:
     """Evaluates masks fast; see the module docstring for what makes it fast.
 
     Use it as a context manager: the masker's hooks live as long as the `with` block. The first
-    evaluation makes the recording pass; `record_depth` then says how many layers it kept.
+    evaluation makes the recording pass; `record_depth` then says how many layers it kept. Its masked
+    passes run in the task's `precision` (module docstring); importance in float32.
     """
 
     def __init__(self, task: Task, method: Method, *, batch_tokens: int = 4096, record_bytes: int = 2 << 30,
@@ -144,6 +165,13 @@ class Engine:
         self.record_depth: int | None = None  # None until the recording pass ran
         self._recorded: list[dict[int, Any]] = []  # per batch, what the recording pass kept
         self._unmasked: torch.Tensor | None = None
+        self.precision = task.precision
+        if self.precision == "float16" and task.device.type != "cuda":
+            raise ValueError("precision float16 needs the model on a CUDA device (ablation.precision)")
+
+    def reduced(self) -> AbstractContextManager[Any]:
+        """The scope of a masked forward: autocast to the reduced format, or nothing for float32."""
+        return precision_scope(self.precision, self.task.device)
 
     @property
     def masks_per_pass(self) -> int:
@@ -189,7 +217,7 @@ class Engine:
         results: torch.Tensor | None = None
         with torch.inference_mode():
             for batch in self.batches:
-                with self.masker.recording(self.record_depth, attention=self.resumes) as recorded:
+                with self.masker.recording(self.record_depth, attention=self.resumes) as recorded, self.reduced():
                     out = self.task.unit_outputs(batch).float()
                 results = _place(results, out, len(self.task.units), torch.as_tensor(batch.units, device=out.device))
                 self._recorded.append(recorded)
@@ -214,7 +242,7 @@ class Engine:
                     chunk = torch.as_tensor(masks[lo:hi], device=self.task.device)
                     copies = len(chunk)
                     stacked = chunk[0] if copies == 1 else chunk.repeat_interleave(batch.rows, dim=0)
-                    with self.masker.masking(stacked), start_from(recorded, start, copies=copies):
+                    with self.masker.masking(stacked), start_from(recorded, start, copies=copies), self.reduced():
                         out = self.task.unit_outputs(batch.tile(copies)).float()
                     out = out.view(copies, batch.rows, *out.shape[1:])
                     units = torch.as_tensor(batch.units, device=out.device)
@@ -239,6 +267,10 @@ class Engine:
         self- and cross-attention layers the decoder input's (`_gate_tokens`). The loss depends
         on the gates only through the unit outputs, so we take d loss / d unit outputs once on
         the whole set and back-propagate it batch by batch.
+
+        Float32 throughout whatever the precision: the gated passes and their gradients, and the unit
+        outputs d loss / d outputs is taken at (under a reduced precision they come from a float32 forward
+        of their own, `_float32_outputs`, not from the reduced masked pass).
         """
         with _deterministic():
             return self._importance(mask)
@@ -246,7 +278,8 @@ class Engine:
     def _importance(self, mask: np.ndarray) -> np.ndarray:
         mask_tensor = torch.as_tensor(np.asarray(mask, dtype=np.float32), device=self.task.device)
         with torch.enable_grad():
-            units = self.unit_outputs(mask[None])[0].clone().requires_grad_(True)
+            at = self.unit_outputs(mask[None])[0] if self.precision == "float32" else self._float32_outputs(mask)
+            units = at.clone().requires_grad_(True)
             self.task.loss(units).backward()
             upstream = units.grad
         total = torch.zeros(self.layers, self.heads, dtype=torch.float64, device=self.task.device)
@@ -261,6 +294,16 @@ class Engine:
             total += (gates.grad.abs().to(torch.float64) * real[..., None]).sum(dim=(1, 2))
             tokens += real.sum(dim=(1, 2))
         return (total / tokens.clamp_min(1)[:, None]).cpu().numpy()
+
+    def _float32_outputs(self, mask: np.ndarray) -> torch.Tensor:
+        """[units, ...] outputs under `mask` from full float32 forwards (no recording, no autocast)."""
+        mask_tensor = torch.as_tensor(np.asarray(mask, dtype=np.float32), device=self.task.device)
+        results: torch.Tensor | None = None
+        with torch.inference_mode(), self.masker.masking(mask_tensor):
+            for batch in self.batches:
+                out = self.task.unit_outputs(batch).float()
+                results = _place(results, out, len(self.task.units), torch.as_tensor(batch.units, device=out.device))
+        return results
 
 
 def _gate_tokens(batch: Batch, groups: Sequence[str]) -> torch.Tensor:
@@ -299,11 +342,12 @@ def _deterministic() -> Iterator[None]:
 
 def evaluate_plain(task: Task, mask: np.ndarray, method: Method, batch_size: int = 32) -> np.ndarray:
     """The straightforward way, for checks and the benchmark: examples in file order,
-    padded to the batch maximum, every text of every example encoded, full forward."""
+    padded to the batch maximum, every text of every example encoded, full forward (in the task's precision)."""
     slots = task.example_units.shape[1]
     results: torch.Tensor | None = None
     mask_tensor = torch.as_tensor(np.asarray(mask, dtype=np.float32), device=task.device)
-    with HeadMasker(task.model, method) as masker, masker.masking(mask_tensor), torch.no_grad():
+    with (HeadMasker(task.model, method) as masker, masker.masking(mask_tensor), torch.no_grad(),
+          precision_scope(task.precision, task.device)):
         for lo in range(0, task.n_examples, batch_size):
             for slot in range(slots):
                 units = task.example_units[lo:lo + batch_size, slot]

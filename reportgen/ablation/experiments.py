@@ -777,6 +777,8 @@ def record_key(settings: AblationSettings, fingerprint: str, data_sha256: str, e
     fields = settings.model_dump(mode="json")
     fields.pop("data")
     fields.pop("ray", None)
+    if fields.get("precision") == "float32":  # the default: the key records had before the setting existed
+        fields.pop("precision")
     grouped = ("groups-1",) if encoder_decoder else ()
     return key_of("ablation-record", STATS_VERSION, CODE_VERSION, fingerprint, data_sha256, fields, *grouped)
 

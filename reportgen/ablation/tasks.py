@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from reportgen.config import BUILTIN_DATA, AblationSettings, builtin_data_problem
+from reportgen.config import BUILTIN_DATA, AblationSettings, builtin_data_problem, precision_problem
 from reportgen.datafiles import Column, Rows, load_rows
 from reportgen.errors import ConfigError, DataError, ModelError
 from reportgen.model.loading import (
@@ -109,6 +109,8 @@ class Task:
     settings: dict = field(default_factory=dict)  # what defines the task, for the cache key
     calibration: tuple[float, float] | None = None  # (slope, intercept) of the similarity loss, once fitted
     pad_id: int | None = None  # the id padding is filled with; None: the tokenizer's pad token, else 0
+    # the number format of the masked forward passes (ablation.precision; `reportgen.ablation.engine`)
+    precision: Literal["float32", "bfloat16", "float16"] = "float32"
 
     primary: ClassVar[str] = ""
     metric_names: ClassVar[tuple[str, ...]] = ()
@@ -223,8 +225,12 @@ class Task:
         """The reason in the task's own terms, for tasks that can name one (None: no reason known)."""
 
     def data_hash(self) -> str:
-        """Identity of the inputs the model sees and of the gold answers, for the result cache."""
-        digest = hashlib.sha256(json.dumps({"kind": self.kind, **self.settings}, sort_keys=True).encode())
+        """Identity of the inputs the model sees and of the gold answers, for the result cache; and of the
+        number format the masked passes run in when it is not float32, so that no result computed in one
+        format is read back for another (float32's hash, the cache's paths, are what they were before the
+        precision setting existed)."""
+        reduced = {} if self.precision == "float32" else {"precision": self.precision}
+        digest = hashlib.sha256(json.dumps({"kind": self.kind, **self.settings, **reduced}, sort_keys=True).encode())
         for unit in self.units:
             digest.update(json.dumps(unit, sort_keys=True).encode())
         digest.update(self.example_units.astype(np.int64).tobytes())
@@ -866,10 +872,23 @@ def load_task(
     max_length: int = 128,
     mlm_probability: float = 0.15,
     mlm_seed: int = 0,
+    precision: Literal["float32", "bfloat16", "float16"] = "float32",
 ) -> Task:
-    """Load the model class the task needs from `model_dir` and the task's data ("builtin" = demo set)."""
+    """Load the model class the task needs from `model_dir` and the task's data ("builtin" = demo set);
+    its masked passes run in `precision` (float16 only on a CUDA device: else a ConfigError, before any work)."""
     if kind not in ROLES:
         raise ConfigError(f"ablation.task: unknown task '{kind}' ({', '.join(ROLES)})")
+    if problem := precision_problem(precision, device, resolve_device(device) if device == "auto" else None):
+        raise ConfigError(f"field 'ablation.precision': {problem}")
+    task = _load_task(kind, model_dir, data, device=device, fmt=fmt, header=header, columns=columns, limit=limit,
+                      max_length=max_length, mlm_probability=mlm_probability, mlm_seed=mlm_seed)
+    task.precision = precision
+    return task
+
+
+def _load_task(kind: TaskKind, model_dir: Path, data: str | Path, *, device: str, fmt: str, header: bool,
+               columns: Mapping[str, Column | None] | None, limit: int | None, max_length: int,
+               mlm_probability: float, mlm_seed: int) -> Task:
     rows, columns, source = _read_rows(kind, data, fmt, header, columns, limit)
     # The file's texts and scores are checked before the model is loaded: a mistake in it is
     # reported at once (labels need the model's label set, so they are checked after).
@@ -930,5 +949,5 @@ def load_ablation_task(model_dir: Path, settings: AblationSettings, *, device: s
     return load_task(
         settings.task, Path(model_dir), settings.data, device=device, fmt=settings.format, header=settings.header,
         columns=settings.columns, limit=settings.limit, max_length=settings.max_length,
-        mlm_probability=settings.mlm_probability, mlm_seed=settings.mlm_seed,
+        mlm_probability=settings.mlm_probability, mlm_seed=settings.mlm_seed, precision=settings.precision,
     )

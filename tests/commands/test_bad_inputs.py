@@ -257,6 +257,10 @@ CASES: list[Case] = [
          ablation(batch_tokens=64, max_length=128), errors.EXIT_CONFIG,
          "config-batch-below-text.yaml: field 'ablation.batch_tokens': Value error, 64 tokens per pass cannot hold "
          "one text of ablation.max_length (128) tokens; raise batch_tokens or lower max_length"),
+    Case("config-float16-cpu", "`ablation.precision: float16` with `device: cpu` (float16 is CUDA only)",
+         ablation(precision="float16"), errors.EXIT_CONFIG,
+         "config-float16-cpu.yaml: field 'ablation.precision': float16 runs only on a CUDA device and the device is "
+         "'cpu'; use bfloat16 (which a CPU runs too) or float32"),
     Case("site-url-script", "`site_url` that breaks out of an attribute",
          {"site_url": 'https://example.com/x"><img src=x onerror=alert(1)>'}, errors.EXIT_CONFIG,
          "site-url-script.yaml: field 'site_url': Value error, the URL contains '\"'; quotes, angle brackets, "

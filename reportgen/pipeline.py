@@ -51,10 +51,10 @@ from reportgen.report import (
     Report,
 )
 from reportgen.runs import ExampleRun
+from reportgen.site import build_progress, output, views
 
 if TYPE_CHECKING:
     from reportgen.ablation.experiments import Finished
-from reportgen.site import build_progress, output, views
 
 RUN_VERSION = 2  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions)
 LIVE_SECONDS = 2.0  # a partial site's live line (build-progress.js) is rewritten at most this often
@@ -591,10 +591,11 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
     timings: dict[str, float] = {}
     started = clock = time.perf_counter()
 
-    def lap(name: str) -> None:
+    def lap(name: str, besides: float = 0.0) -> None:
+        """The stage `name` took the time since the last lap, less `besides` (partial sites written meanwhile)."""
         nonlocal clock
         now = time.perf_counter()
-        timings[name] = now - clock
+        timings[name] = now - clock - besides
         clock = now
 
     Cache(config.cache_dir).sweep()  # temp files of killed builds (never anything else)
@@ -635,13 +636,15 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
 
     if watch is not None and watch.live:  # the site first: views, statistics and findings while the experiments run
         write(None, partial=True)
+    clock = time.perf_counter()  # the views and the first site are the site's work, which no stage's time holds
     ablation = run_ablation(config, stage, ticked if watch else progress, watch, finished if watch else None)
-    lap("ablation")
+    lap("ablation", watch.writing_in_ablation if watch else 0.0)
     comparison = None
     if config.compare is not None:
         if watch is not None and watch.live:
             watch.stages_left = []
             write(ablation, partial=True)
+            clock = time.perf_counter()
         comparison = run_comparison(config, stage, progress)
         lap("comparison")
     report = write(ablation, comparison)

@@ -718,9 +718,9 @@ def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, c
     stored = store.get_json(folder, key) if key else None
     record = _stored_record(stored, settings)
     if record is not None:
+        masks = stored.get("masks") if isinstance(stored.get("masks"), dict) else {}  # none in older records
         for name in record.experiments if finished is not None else ():
-            masks = stored.get("masks", {}).get(name, 0) if isinstance(stored.get("masks"), dict) else 0
-            finished(record, name, ExperimentCost(masks=int(masks), computed=0, seconds=0.0))
+            finished(record, name, ExperimentCost(masks=int(masks.get(name, 0)), computed=0, seconds=0.0))
         return record
     caught: list[warnings.WarningMessage] = []
     costs: dict[str, int] = {}

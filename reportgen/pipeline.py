@@ -564,7 +564,7 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     ray = config.ablation.ray if config.ablation.enabled else None
     with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle, decoders=True,
                                                                  encoder_decoders=True),
-          usage.recording(config), ray_runner.connected(ray)):
+          usage.recording(config), ray_runner.connected(ray), output.standing_in(target)):
         return _build(config, target, reproducible, progress, writer, written)
 
 

@@ -113,6 +113,36 @@ def test_an_interrupted_build_leaves_its_last_complete_site_and_resumes_from_the
     assert resumed.report.progress is None
 
 
+@pytest.mark.parametrize("before", ["a site", "nothing", "an empty directory"])
+def test_a_build_that_fails_after_its_first_site_leaves_the_output_as_it_found_it(project, before):
+    """A failure during the ablation (here an OSError, as a full disk gives) puts the old site back, or leaves
+    no site where there was none: never a site that says it is still being built by a build that died."""
+    config = load_config(project / "reportgen.yaml")
+    if before == "a site":
+        build(config, reproducible=True, out=project / "site")
+        (project / "site" / "index.html").write_text("the old site", encoding="utf-8")
+        shutil.rmtree(config.cache_dir)  # the next build runs its experiments again
+    elif before == "an empty directory":
+        (project / "site").mkdir()
+    sites = Sites(project / "copies")
+    (project / "copies").mkdir()
+
+    def fail(stage: str, done: int, _total: int) -> None:
+        if stage == "Ablation: random fraction" and done:
+            raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError):
+        build(load_config(project / "reportgen.yaml"), progress=fail, written=sites, out=project / "site")
+    assert sites.seen and sites.report(0)["progress"] is not None  # a partial site had been swapped in
+    assert not [p.name for p in project.iterdir() if p.name.endswith((".before", ".previous", ".building"))]
+    if before == "a site":
+        assert (project / "site" / "index.html").read_text(encoding="utf-8") == "the old site"
+    elif before == "an empty directory":
+        assert not any((project / "site").iterdir())
+    else:
+        assert not (project / "site").exists()
+
+
 def test_a_warm_rebuild_gives_each_experiments_masks_with_none_computed(project):
     build(load_config(project / "reportgen.yaml"))
     rebuilt = build(load_config(project / "reportgen.yaml"), reproducible=True)

@@ -7,8 +7,9 @@ or `--out`) is resolved through symlinks and checked against the project's own f
 project directory, the config file, the cache, the model and the data are never inside it.
 
 Everything beside the output is named exactly from the resolved path (never a glob over
-user text): `.NAME.lock`, `.NAME.building` (staging) and `.NAME.previous` (the old site
-between the two renames of the swap).
+user text): `.NAME.lock`, `.NAME.building` (staging), `.NAME.previous` (the old site
+between the two renames of the swap) and `.NAME.before` (the site from before the build, kept
+while the build's partial sites stand in for it: a build that fails puts it back).
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ class Output:
     @property
     def previous(self) -> Path:
         return self.beside("previous")
+
+    @property
+    def before(self) -> Path:
+        return self.beside("before")
 
 
 def resolve(given: Path) -> Path:
@@ -105,7 +110,7 @@ def check(given: Path, project_dir: Path, protected: list[tuple[str, Path]]) -> 
         raise OutputError(f"{where}: is not empty and is not a reportgen site (no {MARKER} file); "
                           "reportgen replaces only sites it wrote: choose another output or empty it")
     out = Output(Path(given), path)
-    for own, marker in ((out.staging, STAGING_MARKER), (out.previous, MARKER)):
+    for own, marker in ((out.staging, STAGING_MARKER), (out.previous, MARKER), (out.before, MARKER)):
         if (own.exists() or own.is_symlink()) and not (own / marker).is_file():
             raise OutputError(f"{where}: {own} exists and was not made by reportgen; remove it or choose "
                               "another output")
@@ -154,6 +159,8 @@ def _recover(out: Output) -> None:
             shutil.rmtree(out.previous, ignore_errors=True)
         else:  # killed between the two renames: the old site goes back
             os.replace(out.previous, out.path)
+    if is_site(out.before) and out.path.exists():  # a killed build's partial site stands, as after Ctrl+C
+        shutil.rmtree(out.before, ignore_errors=True)
 
 
 @contextmanager
@@ -170,13 +177,50 @@ def staging(out: Output) -> Iterator[Path]:
         shutil.rmtree(out.staging, ignore_errors=True)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
 def mark(site: Path) -> None:
     (site / MARKER).write_text(MARKER_TEXT, encoding="utf-8")
 
 
-def swap(new: Path, out: Output) -> None:
-    """Replace the output by `new` with two renames in one directory; the old site is removed only after."""
-    if out.path.exists():
+def swap(new: Path, out: Output, partial: bool = False) -> None:
+    """Replace the output by `new` with two renames in one directory; the old site is removed only after.
+    The first partial site of a build keeps the site from before the build as `.NAME.before` instead,
+    for `standing_in` to put back if the build fails."""
+    if partial and is_site(out.path) and not out.before.exists():
+        os.replace(out.path, out.before)
+    elif out.path.exists():
         os.replace(out.path, out.previous)
     os.replace(new, out.path)
     shutil.rmtree(out.previous, ignore_errors=True)
+
+
+@contextmanager
+def standing_in(out: Output) -> Iterator[None]:
+    """Around a build whose partial sites stand in for the output's old site. A build that fails (a bad data
+    row, a full disk) leaves the output as it found it: the old site back, or no site where there was none,
+    never a site that says it is still being built. Ctrl+C keeps the last partial site (the next build resumes
+    from the cache). Either way `.NAME.before` is gone at the end."""
+    found = _identity(out.path)  # an empty output directory, or none, is replaced by the first partial site
+    try:
+        yield
+    except Exception:
+        if is_site(out.before):
+            if out.path.exists():
+                os.replace(out.path, out.previous)
+            os.replace(out.before, out.path)
+            shutil.rmtree(out.previous, ignore_errors=True)
+        elif _identity(out.path) != found and is_site(out.path):  # a partial site where there was none
+            shutil.rmtree(out.path, ignore_errors=True)
+            if found is not None:
+                out.path.mkdir()
+        raise
+    finally:
+        if is_site(out.before):
+            shutil.rmtree(out.before, ignore_errors=True)

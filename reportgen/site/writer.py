@@ -50,7 +50,7 @@ def write_site(report: Report, example_views: list[ExampleViews], out: output.Ou
         if report.progress is not None:  # a build still running: its note's live line, rewritten as masks finish
             build_progress.write_progress(staging / "site", report.progress)
         output.mark(staging / "site")
-        output.swap(staging / "site", out)
+        output.swap(staging / "site", out, partial=report.progress is not None)
 
 
 def write_pages(report: Report, example_views: list[ExampleViews], templates: Path, docs: Path,

@@ -23,6 +23,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 ConfigOption = typer.Option(None, "--config", "-c", help="Config file (default: ./reportgen.yaml if present).")
 
 
+# Since issue 32 a build swaps in a complete site before its ablation: Ctrl+C keeps the last one swapped in.
+INTERRUPTED = ("interrupted; the site is the last complete one this build wrote (the previous site if it wrote none), "
+               "and a new build resumes from the cache")
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"reportgen {__version__}")
@@ -57,8 +62,8 @@ def build(config: Optional[Path] = ConfigOption,
             raise ConfigError(f"--ray {ray}: {err}") from None
     try:
         built = build_with_progress(cfg, out, reproducible)
-    except KeyboardInterrupt:  # Ctrl+C: the site is swapped in only when complete, and finished work is cached
-        print_error("interrupted; the previous site is unchanged, and a new build resumes from the cache")
+    except KeyboardInterrupt:  # Ctrl+C: a site is swapped in only when complete, and finished work is cached
+        print_error(INTERRUPTED)
         raise typer.Exit(130) from None
     target = out or cfg.output
     typer.echo(f"Built {target / 'index.html'} ({len(built.report.examples)} examples; "

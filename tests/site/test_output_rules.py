@@ -304,3 +304,43 @@ def test_no_glob_over_user_text_and_a_killed_swap_is_undone(tmp_path, monkeypatc
     with output.exclusive(site):
         assert (tmp_path / "site" / "index.html").read_text() == "the old site"
         assert not old.exists() and not other.exists()  # our own leftovers, cleaned under the lock
+
+
+def _site(path: Path, text: str) -> Path:
+    path.mkdir()
+    output.mark(path)
+    (path / "index.html").write_text(text)
+    return path
+
+
+def test_partial_sites_stand_in_for_the_old_one_which_a_failed_build_gets_back(tmp_path):
+    """Issue 32: the first partial site keeps the old site as `.NAME.before`; a failure puts it back, a
+    finished build removes it, and a build killed meanwhile leaves its partial site (the next one cleans up)."""
+    out = output.check(tmp_path / "site", tmp_path / "project", [])
+    for ending in ("fails", "finishes"):
+        _site(tmp_path / "site", "the old site")
+        with pytest.raises(OSError) if ending == "fails" else nullcontext(), output.standing_in(out):
+            for text in ("partial 1", "partial 2"):
+                output.swap(_site(tmp_path / "new", text), out, partial=True)
+                assert (out.before / "index.html").read_text() == "the old site"
+            if ending == "fails":
+                raise OSError(28, "No space left on device")
+            output.swap(_site(tmp_path / "new", "finished"), out)
+        expected = "the old site" if ending == "fails" else "finished"
+        assert (tmp_path / "site" / "index.html").read_text() == expected
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+        shutil.rmtree(tmp_path / "site")
+
+    _site(tmp_path / "site", "a killed build's partial site")
+    _site(out.before, "the old site")
+    with output.exclusive(out):
+        assert not out.before.exists()
+    assert (tmp_path / "site" / "index.html").read_text() == "a killed build's partial site"
+
+
+def test_a_user_directory_named_like_before_is_refused(tmp_path):
+    (tmp_path / ".site.before").mkdir()
+    (tmp_path / ".site.before" / "notes.txt").write_text("mine")
+    with pytest.raises(errors.OutputError, match=r"\.site\.before exists and was not made by reportgen"):
+        output.check(tmp_path / "site", tmp_path / "project", [])
+    assert (tmp_path / ".site.before" / "notes.txt").read_text() == "mine"

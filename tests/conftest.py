@@ -39,6 +39,12 @@ from tests.helpers import (
 # (load ~3). Under `-n 3` the workers share the two cores while browser tests wait. OMP_NUM_THREADS set outside wins.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# With CI (or BUILD_NUMBER) set, pytest explains a failed `==` by a full difflib diff of both sides, untruncated: one
+# failed comparison of two site trees (dicts of every file's bytes) ran for hours and held CI past its limit with
+# nothing reported. The tests fail here as they do on a desk: a short explanation, in every xdist worker too.
+for _name in ("CI", "BUILD_NUMBER"):
+    os.environ.pop(_name, None)
+
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:

@@ -212,10 +212,7 @@ def standing_in(out: Output) -> Iterator[None]:
         yield
     except Exception:
         if is_site(out.before):
-            if out.path.exists():
-                os.replace(out.path, out.previous)
-            os.replace(out.before, out.path)
-            shutil.rmtree(out.previous, ignore_errors=True)
+            swap(out.before, out)  # the old site back, by the same two renames
         elif _identity(out.path) != found and is_site(out.path):  # a partial site where there was none
             shutil.rmtree(out.path, ignore_errors=True)
             if found is not None:

@@ -131,3 +131,8 @@ def test_built_report_matches_its_schema_and_the_findings_page_prints_its_findin
         assert " ".join(finding["sentence"].split()) in " ".join(block["text"].split())
         hrefs = [span["link"] for span in finding["spans"] if span["link"]] + [x["href"] for x in finding["links"]]
         assert block["links"] == hrefs
+    text = (tmp_path / "site" / "report.json").read_text(encoding="utf-8")
+    assert not re.search(r"^\s*(-?[0-9]|null|true|false)", text, re.M), "a plain value alone on a line"
+    assert re.search(r'^ {3}"[a-z_]+": \[-?[0-9][^\n]*, -?[0-9][^\n]*\],?$', text, re.M), "no number list inline"
+    hostile = built.report.model_copy(update={"title": '"], [1,\n2]}\u2028</script>'})
+    assert Report.model_validate(json.loads(hostile.to_json())) == hostile

@@ -62,6 +62,7 @@ DESCRIBE_JS = """const describe = node => {
 
 LOADED_JS = "() => !document.querySelector('.rgv[data-rgv-loading]')"
 READY_JS = """() => [...document.querySelectorAll('.rgv[data-rgv]')].every(r => r.hasAttribute('data-rgv-state'))
+  && !document.querySelector('.rgv[data-rgv-loading]')
   && document.querySelectorAll('.vega-embed svg, .vega-embed canvas').length
      >= document.querySelectorAll('script[data-rg-chart]').length"""
 
@@ -175,9 +176,15 @@ STATE_JS = """() => new Promise(done => requestAnimationFrame(() => requestAnima
 })))"""
 
 # Sets the hash as a link on the page would and resolves once the view has followed it.
+# Sets the hash, then waits for the view to apply it: the next frame, and, where the state asks for heads the
+# page loads from its data files (another layer, the contributions), until they are in and drawn (at most 15 s:
+# then the state the view shows is reported).
 FOLLOW_HASH_JS = """text => new Promise(done => {
   if (location.hash === '#' + text) return done();
-  addEventListener('hashchange', () => requestAnimationFrame(() => done()), {once: true});
+  const until = Date.now() + 15000;
+  const loaded = () => document.querySelector('.rgv[data-rgv-loading]') && Date.now() < until
+    ? setTimeout(loaded, 20) : done();
+  addEventListener('hashchange', () => requestAnimationFrame(loaded), {once: true});
   location.hash = text;
 })"""
 

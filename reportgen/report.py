@@ -910,6 +910,7 @@ def _read_json(path: Path) -> Any:
                         ) from None
 
 
+
 def _readable_json(value: object, newline: str) -> str:
     """`value` as JSON, objects and lists of lists or objects indented one space per level, lists of plain values
     (numbers, strings, null, booleans) on one line."""

@@ -277,6 +277,14 @@ class AblationSettings(Strict):
         return value
 
 
+class ViewSettings(Strict):
+    """The `views:` section: what the site's attention views offer besides the examples' own."""
+
+    live: bool = Field(description="A \"Your sentence\" page: readers type a text and the model runs in their "
+                                   "browser (BERT-family encoders with a WordPiece tokenizer; adds the model's "
+                                   "weights to the site).")
+
+
 class CompareSettings(Strict):
     """A second model to compare with the first, e.g. the pretrained model next to its fine-tuned copy."""
 
@@ -299,6 +307,7 @@ class Config(Strict):
     max_length: int = Field(ge=8, le=8192, description="Tokens per example; longer ones are truncated.")
     patterns: PatternSettings
     ablation: AblationSettings
+    views: ViewSettings
     compare: CompareSettings | None = Field(description="A second model: patterns and ablations side by side.")
     claims: Literal["seed004"] | None = Field(
         description="A published study whose claims the findings page checks on this model, each with its test "

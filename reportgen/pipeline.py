@@ -50,13 +50,14 @@ from reportgen.report import (
     PatternStatistics,
     Report,
 )
-from reportgen.runs import ExampleRun
+from reportgen.runs import ExampleRun, LiveModel
 from reportgen.site import build_progress, output, views
 
 if TYPE_CHECKING:
     from reportgen.ablation.experiments import Finished
 
 RUN_VERSION = 2  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions)
+LIVE_VERSION = 1  # part of the in-browser model's cache key: bump when its export changes (views.live)
 LIVE_SECONDS = 2.0  # a partial site's live line (build-progress.js) is rewritten at most this often
 MATRIX_MAX_TOKENS = 64  # the patterns page draws a head's attention as a matrix only for examples this short
 
@@ -119,6 +120,10 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
             auto = loading.resolve_device("auto") if config.device == "auto" else None
             if problem := precision_problem(config.ablation.precision, config.device, auto):
                 raise ConfigError(f"{config.source}: field 'ablation.precision': {problem}")
+    if config.views.live and model_spec is None:  # the reader's browser runs the model: refused before any work
+        from reportgen.model.live_weights import check_model_type
+
+        check_model_type(loading.model_type(path))
     decoder, encoder_decoder = loading.is_decoder(path), loading.is_encoder_decoder(path)
     notes = []
     if decoder:
@@ -165,6 +170,27 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     info = {**info, "name": name, "path": str(path)}
     return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, path,
                       fingerprint, file_hashes, load, max_length, notes, decoder, encoder_decoder)
+
+
+def live_model(config: Config, stage: ModelStage) -> LiveModel | None:
+    """The model and its tokenizer as the "Your sentence" page runs them in a reader's browser (config
+    `views.live`), exported once per model files and cached: a warm rebuild loads no model for them."""
+    if not config.views.live:
+        return None
+    from reportgen.model import live_tokenizer, live_weights
+
+    cache = Cache(config.cache_dir)
+    key = key_of("live", LIVE_VERSION, stage.fingerprint)
+    tables = cache.get_json("live", key)
+    weights = cache.get_blob("live", key) if tables is not None else None
+    if tables is None or weights is None:
+        net, tokenizer = stage.load()
+        exported = live_weights.export_weights(net)
+        tables = {"model": exported.spec, "tokenizer": live_tokenizer.tokenizer_spec(tokenizer)}
+        weights = exported.data
+        cache.put_blob("live", key, weights)
+        cache.put_json("live", key, tables)
+    return LiveModel(tables["model"], weights, tables["tokenizer"], stage.max_length)
 
 
 def check_decoder_settings(config: Config, model_spec: str | None, kind: str = "a decoder") -> None:
@@ -606,6 +632,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
               if stage.encoder_decoder else (None, None))
     lap("patterns")
     drawn = example_views(stage.runs, statistics)
+    live = live_model(config, stage)
     watch = ablation_watch(config, stage, started)
 
     def write(ablation: Ablation | None, comparison: Comparison | None = None, partial: bool = False) -> Report:
@@ -614,7 +641,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
                                  watch.costs if watch else None)
         report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible, groups,
                              watch.state() if partial and watch else None)
-        writer.write_site(report, drawn, out, progress, reproducible, config.cache_dir)
+        writer.write_site(report, drawn, out, progress, reproducible, config.cache_dir, live)
         if written is not None:
             written(out.path)
         if watch is not None:

@@ -109,3 +109,15 @@ def induction_input(r: np.ndarray, bos_id: int) -> np.ndarray:
         raise ValueError(f"r must be [n] or [batch, n], not {r.shape}")
     bos = np.full(r.shape[:-1] + (1,), bos_id, dtype=r.dtype)
     return np.concatenate([bos, r, r], axis=-1)
+
+
+@dataclass
+class LiveModel:
+    """The model as a reader's browser runs it on the "Your sentence" page (config `views.live`): plain data
+    the model stage exports (reportgen.model.live_weights, reportgen.model.live_tokenizer) and the site writes
+    beside the page as script files."""
+
+    spec: dict  # the architecture and the table of tensors in `weights` (name, shape, encoding, offset, length)
+    weights: bytes  # the tensors, quantised and concatenated, little-endian
+    tokenizer: dict  # the WordPiece tokenizer's vocabulary and settings
+    max_tokens: int  # the longest input the page runs: the build's max_length (clamped to the model's positions)

@@ -202,6 +202,13 @@ class Cache:
     def put_json(self, kind: str, key: str, value) -> None:
         self.write_bytes(self._path(kind, key, ".json"), json.dumps(value).encode())  # key order is content
 
+    def get_blob(self, kind: str, key: str) -> bytes | None:
+        """Bytes stored with `put_blob` (e.g. the in-browser model's weights); None when missing or damaged."""
+        return self.read_bytes(self._path(kind, key, ".bin"))
+
+    def put_blob(self, kind: str, key: str, payload: bytes) -> None:
+        self.write_bytes(self._path(kind, key, ".bin"), payload)
+
     def get_array(self, path: Path) -> np.ndarray | None:
         """One numpy array stored with `put_array`; None when missing or damaged."""
         payload = self.read_bytes(path)

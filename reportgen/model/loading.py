@@ -246,6 +246,11 @@ def is_decoder(path: Path) -> bool:
     return _read_config(path).get("model_type") in VIEWABLE_DECODERS
 
 
+def model_type(path: Path) -> str | None:
+    """The model directory's `model_type` (config.json), read without loading anything else."""
+    return _read_config(path).get("model_type")
+
+
 def is_encoder_decoder(path: Path) -> bool:
     """Whether the model directory holds one of the encoder-decoder families (SUPPORTED_ENCODER_DECODERS)."""
     return _is_encoder_decoder(_read_config(path))

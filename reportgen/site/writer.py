@@ -18,7 +18,8 @@ from markupsafe import Markup
 from reportgen.findings import names
 from reportgen.progress import Callback, silent
 from reportgen.report import Example, ExampleHead, ExamplePattern, ExampleViews, Report, head_link
-from reportgen.site import build_progress, exports, glossary, output, pages, previews, view_files, views
+from reportgen.runs import LiveModel
+from reportgen.site import build_progress, exports, glossary, live_page, output, pages, previews, view_files, views
 from reportgen.site.charts import chartdata, finding_pictures
 from reportgen.site.charts.head_map_svg import example_figure, findings_figures
 from reportgen.site.export_cache import NO_CACHE, ExportCache
@@ -27,20 +28,25 @@ from reportgen.site.sources import site_sources
 
 
 def write_site(report: Report, example_views: list[ExampleViews], out: output.Output,
-               progress: Callback = silent, reproducible: bool = False, cache_dir: Path | None = None) -> None:
+               progress: Callback = silent, reproducible: bool = False, cache_dir: Path | None = None,
+               live: LiveModel | None = None) -> None:
     """Build the whole site in staging beside the output, then swap it in.
 
     With a site_url, each page's link preview (reportgen.site.previews) goes into its front matter once
     every page and chart is written: a step of its own, so no page's render call carries it.
     With a `cache_dir` (the config's), every picture a build drew before is copied from it
-    (reportgen.site.export_cache) instead of drawn again: the same bytes, in a fraction of the time."""
+    (reportgen.site.export_cache) instead of drawn again: the same bytes, in a fraction of the time.
+    With `live` (config `views.live`), the "Your sentence" page and the model's weights beside it."""
     cache = ExportCache(cache_dir) if cache_dir is not None else NO_CACHE
     with output.staging(out) as staging:
         docs = staging / "docs"
         src, base_config = site_sources()
-        shutil.copytree(src / "assets", docs / "assets")
+        # the in-browser model's scripts only where its page is: a site without it stays as light as before
+        shutil.copytree(src / "assets", docs / "assets",
+                        ignore=None if live else shutil.ignore_patterns(*live_page.SCRIPTS))
         exports.write_vega_bundle(docs / "assets" / "javascripts" / "vega-bundle.js", cache)
-        nav = write_pages(report, example_views, src / "templates", docs, progress, cache)
+        live_fields = live_page.write_live_files(docs, live, report.examples[0]) if live else None
+        nav = write_pages(report, example_views, src / "templates", docs, progress, cache, live_fields)
         previews.add_to_pages(report, nav, docs)
         (docs / "report.json").write_text(report.to_json(), encoding="utf-8")
         exports.write_json(docs / "manifest.json", report.manifest.model_dump(mode="json"))
@@ -54,8 +60,9 @@ def write_site(report: Report, example_views: list[ExampleViews], out: output.Ou
 
 
 def write_pages(report: Report, example_views: list[ExampleViews], templates: Path, docs: Path,
-                progress: Callback = silent, cache: ExportCache = NO_CACHE) -> list:
-    """Every Markdown page and chart export (pictures from `cache` when it has them); returns the MkDocs nav."""
+                progress: Callback = silent, cache: ExportCache = NO_CACHE, live: dict | None = None) -> list:
+    """Every Markdown page and chart export (pictures from `cache` when it has them); returns the MkDocs nav.
+    `live`: the "Your sentence" page's fields (reportgen.site.live_page), or None for no such page."""
     env = pages.environment(templates)
     recorder = pages.Charts()
     stats = report.statistics
@@ -87,6 +94,8 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
         pages.render(env, "compare.md.j2", docs / "compare.md", recorder, report=report,
                      comparison=report.comparison, sections=chartdata.comparison_sections(report))
     pages.render(env, "examples.md.j2", docs / "examples.md", report=report)
+    if live is not None:
+        pages.render(env, "your_sentence.md.j2", docs / live_page.PAGE, report=report, live=live)
     manifest = report.manifest.model_dump(mode="json")
     pages.render(env, "manifest.md.j2", docs / "manifest.md", manifest=manifest,
                  config_yaml=Markup(html.escape(yaml.safe_dump(manifest["config"], sort_keys=True,
@@ -104,7 +113,8 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
             *patterns_nav,
             *([{"Head ablation": "ablation.md"}] if report.ablation or report.progress else []),
             *([{"Model comparison": "compare.md"}] if report.comparison else []),
-            {"Examples": example_nav}, {"Glossary": glossary.PAGE}, {"Run manifest": "manifest.md"}]
+            {"Examples": example_nav}, *([{"Your sentence": live_page.PAGE}] if live is not None else []),
+            {"Glossary": glossary.PAGE}, {"Run manifest": "manifest.md"}]
 
 
 def one_line(text: str) -> str:

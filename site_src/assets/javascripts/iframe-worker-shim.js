@@ -5,8 +5,12 @@
 (function () {
   "use strict";
   if (location.protocol !== "file:") return;
+  var NativeWorker = window.Worker;
 
   function FileWorker(url) {
+    // A worker from a Blob the page made (the "Your sentence" page's model: live-page.js) does start from
+    // file://, and must: it runs off the page's thread, which this frame would not.
+    if (NativeWorker && /^blob:/.test(String(url))) return new NativeWorker(url);
     var target = new EventTarget();
     var queue = [];
     var frameWindow = null;

@@ -440,6 +440,30 @@
   };
 
   /*
+   * Attention's interface over matrices computed on the page itself (the "Your sentence" page runs the model in
+   * the browser: live-page.js), every head in memory: `values` is a Float32Array [layers * heads * n * m] in
+   * (layer, head, query, key) order.
+   */
+  function MatrixSource(layers, heads, n, m, values) {
+    if (values.length !== layers * heads * n * m) throw new Error('the matrices do not have the shape they say');
+    this.layers = layers;
+    this.heads = heads;
+    this.n = n;
+    this.m = m;
+    this.values = values;
+  }
+
+  MatrixSource.prototype.allHeads = Attention.prototype.allHeads;
+  MatrixSource.prototype.ensure = function () { return null; };
+  MatrixSource.prototype.isLoaded = function () { return true; };
+  MatrixSource.prototype.rowTotals = function () { return null; };
+  MatrixSource.prototype.matrix = function (layer, head) {
+    var size = this.n * this.m;
+    var id = layer * this.heads + head;
+    return this.values.subarray(id * size, (id + 1) * size);
+  };
+
+  /*
    * Contributions computed here from the 8-bit weights and each key's value norm ||f(x_j)|| (float32 [L*H*T],
    * encoding "norms-f32": reportgen/site/views.py encode_norms), which a single-file view carries instead of a
    * second 8-bit matrix per head: share[i, j] = A[i, j] n[j] / sum_k A[i, k] n[k] (Kobayashi et al. 2020), a
@@ -452,7 +476,8 @@
     this.heads = attention.heads;
     this.n = attention.n;
     this.m = attention.m;
-    this.norms = base64Float32(encoded.norms); // [L * H * m]: the keys' value norms
+    // [L * H * m]: the keys' value norms (a Float32Array when the page computed them itself: MatrixSource)
+    this.norms = typeof encoded.norms === 'string' ? base64Float32(encoded.norms) : encoded.norms;
     this.cache = new Map(); // (layer, head) id -> {shares, totals}
   }
 
@@ -991,7 +1016,8 @@
     el: el, group: group, svgEl: svgEl, range: range, button: button, labelled: labelled, selectOf: selectOf,
     numberedSelect: numberedSelect, stateSelect: stateSelect, HEAD_COLOURS: HEAD_COLOURS, HEAD_TINT: HEAD_TINT, headColour: headColour,
     relativeLuminance: relativeLuminance, markFirstRender: markFirstRender,
-    base64Bytes: base64Bytes, base64Float32: base64Float32, decodeRows: decodeRows, Attention: Attention, NormContributions: NormContributions,
+    base64Bytes: base64Bytes, base64Float32: base64Float32, decodeRows: decodeRows, Attention: Attention, MatrixSource: MatrixSource,
+    NormContributions: NormContributions,
     pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,
     qkSoftmaxText: qkSoftmaxText,
     formatHash: formatHash, parseHash: parseHash, hashGroup: hashGroup, groupOf: groupOf, hashNote: hashNote, headsText: headsText, readHash: readHash,

@@ -62,7 +62,8 @@
    */
   ViewsWidget.prototype.useGroup = function (group) {
     this.group = group;
-    this.att = new views.Attention(group.attention);
+    // matrices the page computed itself (the "Your sentence" page) come as a source already
+    this.att = group.attention instanceof views.MatrixSource ? group.attention : new views.Attention(group.attention);
     var contributions = group.contributions;
     this.contrib = !contributions ? null : contributions.encoding === 'norms-f32'
       ? new views.NormContributions(this.att, contributions) : new views.Attention(contributions, 'c-');

@@ -23,8 +23,9 @@ READY_JS = """() => [...document.querySelectorAll('.rgv[data-rgv]')].every(r => 
   && document.querySelectorAll('.vega-embed svg').length >= document.querySelectorAll('script[data-rg-chart]').length"""
 
 
-def serious_violations(browser, site, viewport: str) -> list[str]:
-    """Each serious or critical axe violation on PAGES of `site` at `viewport`: page, rule, count, first node."""
+def serious_violations(browser, site, viewport: str, pages: tuple[str, ...] = PAGES, ready: str = READY_JS) -> list[str]:
+    """Each serious or critical axe violation on `pages` of `site` at `viewport`, once `ready` holds on each:
+    page, rule, count, first node."""
     from axe_playwright_python.sync_playwright import Axe
 
     axe, found = Axe(), []
@@ -32,11 +33,11 @@ def serious_violations(browser, site, viewport: str) -> list[str]:
     context = browser.new_context(viewport={"width": width, "height": height})
     try:
         view = BrowserPage(context.new_page())
-        for name in PAGES:
+        for name in pages:
             if not (site / name).exists():
                 continue
             view.page.goto((site / name).as_uri())
-            wait_until(view.page, READY_JS, timeout=15_000)
+            wait_until(view.page, ready, timeout=60_000)
             assert view.errors == [], (name, view.errors)  # the page itself, before axe looks
             # preload off: axe would fetch the stylesheets again, which file:// refuses (CORS) and logs as errors
             for violation in axe.run(view.page, options=AXE_OPTIONS).response["violations"]:

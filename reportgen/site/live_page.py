@@ -1,0 +1,65 @@
+"""The "Your sentence" page (config `views.live`): the model's weights and tokenizer as script files beside the
+page, so that a reader's browser runs the model itself, from file:// too (a page opened from a file may not
+fetch, but it may load <script src>); site_src/assets/javascripts/live-page.js does the rest.
+
+The files, in the site's live/ folder:
+
+    model.js        reportgenLiveSpec({"model": <tensor table>, "tokenizer": <settings>, "bytes": N, ...})
+    weights-NNN.js  reportgenLiveChunk(NNN, "<base64>"): bytes [NNN * CHUNK_BYTES, (NNN + 1) * CHUNK_BYTES)
+
+The chunks load in parallel and show progress; CHUNK_BYTES is a multiple of 3 so that every chunk's base64 is
+whole (no padding but at the end) and decodes on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+from reportgen.report import Example
+from reportgen.runs import LiveModel
+
+FOLDER = "live"
+PAGE = "your-sentence.md"
+CHUNK_BYTES = 3 * 1024 * 1024
+# the page's own scripts, after the views' scripts that every page loads (mkdocs.yml extra_javascript)
+SCRIPTS = ("live-tokenizer.js", "live-model.js", "live-page.js")
+# What the page says of its numbers' accuracy: tests/live/ check every head's attention against the model's own
+# (torch, float32) within TOLERANCE on TESTED. The 6-bit weights that keep MiniLM's site under 25 MB measure 0.28
+# (reportgen/model/live_weights.py has the measurements of other encodings).
+TOLERANCE = 0.3
+TESTED = "51 texts of 3 to 512 tokens"
+
+
+def _script_json(value) -> str:
+    """JSON for a script file: ASCII only (a vocabulary holds any character; U+2028 too)."""
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"))
+
+
+def live_files(live: LiveModel) -> dict[str, str]:
+    """File name (in live/) -> its text."""
+    chunks = [live.weights[start:start + CHUNK_BYTES] for start in range(0, len(live.weights), CHUNK_BYTES)]
+    spec = {"model": live.spec, "tokenizer": live.tokenizer, "bytes": len(live.weights),
+            "chunks": len(chunks), "chunk_bytes": CHUNK_BYTES, "max_tokens": live.max_tokens}
+    files = {"model.js": f"reportgenLiveSpec({_script_json(spec)});\n"}
+    for index, chunk in enumerate(chunks):
+        files[chunk_name(index)] = f'reportgenLiveChunk({index},"{base64.b64encode(chunk).decode("ascii")}");\n'
+    return files
+
+
+def chunk_name(index: int) -> str:
+    return f"weights-{index:03d}.js"
+
+
+def write_live_files(docs: Path, live: LiveModel, first: Example) -> dict:
+    """Writes live/ under `docs`; returns what the page's template says of it (plain data), the text box
+    filled with the first example."""
+    folder = docs / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    files = live_files(live)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="ascii")
+    return {"folder": FOLDER + "/", "chunks": len(files) - 1, "scripts": SCRIPTS,
+            "megabytes": sum(len(text) for text in files.values()) / 1e6, "max_tokens": live.max_tokens,
+            "text": first.text, "pair": first.pair or "", "tolerance": TOLERANCE, "tested": TESTED}

@@ -1,0 +1,154 @@
+// The live model's arithmetic (site_src/assets/javascripts/live-model.js): erf and GELU, softmax, a one-layer
+// hand-made model's attention and value norms, and the quantized codes' bit packing.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert');
+const path = require('node:path');
+
+const live = require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'javascripts', 'live-model.js'));
+
+function close(actual, expected, tolerance, what) {
+  assert.ok(Math.abs(actual - expected) <= tolerance, `${what}: ${actual} is not within ${tolerance} of ${expected}`);
+}
+
+test('erf matches known values to 2e-7', () => {
+  const known = [[0, 0], [0.1, 0.1124629160182849], [0.5, 0.5204998778130465], [1, 0.8427007929497149],
+    [1.5, 0.9661051464753108], [2, 0.9953222650189527], [3, 0.9999779095030014], [6, 1]];
+  for (const [x, value] of known) {
+    close(live.erf(x), value, 2e-7, `erf(${x})`);
+    close(live.erf(-x), -value, 2e-7, `erf(${-x})`);
+  }
+});
+
+test('GELU, exact and tanh forms', () => {
+  close(live.gelu(0), 0, 1e-12, 'gelu(0)');
+  close(live.gelu(1), 0.8413447460685429, 2e-7, 'gelu(1)');
+  close(live.gelu(-1), -0.15865525393145707, 2e-7, 'gelu(-1)');
+  close(live.gelu(3), 2.9959502080674117, 1e-6, 'gelu(3)');
+  close(live.gelu(-10), 0, 1e-9, 'gelu(-10)');
+  close(live.geluTanh(1), 0.8411919906082768, 1e-9, 'geluTanh(1)');
+  close(live.geluTanh(-2), -0.04540230591222, 1e-9, 'geluTanh(-2)');
+});
+
+test('softmax rows sum to 1 and survive large logits', () => {
+  const buf = new Float32Array([1, 2, 3, 1000, 1000, -1000, -5, -5, -5]);
+  live.softmaxRows(buf, 3, 3);
+  for (let r = 0; r < 3; r++) close(buf[3 * r] + buf[3 * r + 1] + buf[3 * r + 2], 1, 1e-6, `row ${r} sum`);
+  close(buf[2], Math.exp(3) / (Math.exp(1) + Math.exp(2) + Math.exp(3)), 1e-6, 'softmax([1, 2, 3])[2]');
+  close(buf[3], 0.5, 1e-6, 'tied large logits');
+  close(buf[5], 0, 1e-6, 'a very small logit');
+  close(buf[7], 1 / 3, 1e-6, 'equal logits');
+});
+
+test('6-bit codes: 4 codes in 3 bytes, least significant first', () => {
+  // 1 | 2 << 6 | 3 << 12 | 4 << 18 = 0x103081
+  const codes = live.unpackCodes(new Uint8Array([0x81, 0x30, 0x10]), 0, 0, 4, 6, new Uint8Array(4));
+  assert.deepStrictEqual(Array.from(codes), [1, 2, 3, 4]);
+});
+
+function packBits(codes, bits) {
+  const out = new Uint8Array(Math.ceil(codes.length * bits / 8));
+  codes.forEach((code, i) => {
+    for (let b = 0; b < bits; b++) {
+      const k = i * bits + b;
+      if ((code >> b) & 1) out[k >> 3] |= 1 << (k & 7);
+    }
+  });
+  return out;
+}
+
+test('codes of every width round-trip through the bit stream, from any starting code', () => {
+  for (let bits = 2; bits <= 8; bits++) {
+    const codes = [];
+    for (let i = 0; i < 37; i++) codes.push((i * 7 + 3) % (1 << bits));
+    const packed = packBits(codes, bits);
+    assert.deepStrictEqual(Array.from(live.unpackCodes(packed, 0, 0, codes.length, bits, new Uint8Array(codes.length))),
+      codes, `${bits} bits`);
+    const tail = live.unpackCodes(packed, 0, 11, 5, bits, new Uint8Array(5));
+    assert.deepStrictEqual(Array.from(tail), codes.slice(11, 16), `${bits} bits from code 11`);
+  }
+});
+
+// A spec and its bytes from {name: [shape, values]}, every tensor float32 (or q<b> with explicit codes).
+function build(arch, tensors) {
+  const table = [];
+  const parts = [];
+  let offset = 0;
+  for (const [name, shape, encoding, bytes] of tensors) {
+    table.push({ name, shape, encoding, offset, length: bytes.length });
+    const padded = new Uint8Array(Math.ceil(bytes.length / 4) * 4);
+    padded.set(bytes);
+    parts.push(padded);
+    offset += padded.length;
+  }
+  const data = new Uint8Array(offset);
+  let at = 0;
+  for (const part of parts) { data.set(part, at); at += part.length; }
+  return { spec: Object.assign({ tensors: table }, arch), bytes: data };
+}
+
+function f32(values) {
+  const view = new DataView(new ArrayBuffer(values.length * 4));
+  values.forEach((v, i) => view.setFloat32(i * 4, v, true));
+  return new Uint8Array(view.buffer);
+}
+
+function concat(a, b) {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+// One layer, one head, width 2: token 0 embeds as (1, 0) and token 1 as (0, 1); the LayerNorm (gamma 1, beta 0)
+// makes them (1, -1) and (-1, 1); identity query/key/value/output weights, zero biases.
+function handModel(wordTensor) {
+  const eye = f32([1, 0, 0, 1]);
+  const zero2 = f32([0, 0]);
+  const one2 = f32([1, 1]);
+  const tensors = [
+    wordTensor || ['embeddings.word', [2, 2], 'f32', f32([1, 0, 0, 1])],
+    ['embeddings.position', [4, 2], 'f32', f32([0, 0, 0, 0, 0, 0, 0, 0])],
+    ['embeddings.norm.weight', [2], 'f32', one2], ['embeddings.norm.bias', [2], 'f32', zero2],
+  ];
+  for (const part of ['query', 'key', 'value', 'output']) {
+    tensors.push([`layers.0.${part}.weight`, [2, 2], 'f32', eye], [`layers.0.${part}.bias`, [2], 'f32', zero2]);
+  }
+  tensors.push(['layers.0.attention_norm.weight', [2], 'f32', one2], ['layers.0.attention_norm.bias', [2], 'f32', zero2],
+    ['layers.0.intermediate.weight', [2, 2], 'f32', eye], ['layers.0.intermediate.bias', [2], 'f32', zero2],
+    ['layers.0.ffn_output.weight', [2, 2], 'f32', eye], ['layers.0.ffn_output.bias', [2], 'f32', zero2],
+    ['layers.0.output_norm.weight', [2], 'f32', one2], ['layers.0.output_norm.bias', [2], 'f32', zero2]);
+  const arch = { layers: 1, heads: 1, hidden: 2, intermediate: 2, embedding: 2, vocab: 2, max_positions: 4,
+    type_vocab: 0, layer_norm_eps: 1e-12, activation: 'gelu', embedding_projection: false };
+  return build(arch, tensors);
+}
+
+test('a one-layer hand-made model: attention and value norms by hand', () => {
+  const { spec, bytes } = handModel();
+  const model = live.decodeWeights(spec, bytes);
+  const { attention, norms } = live.forward(model, [0, 1, 0], [0, 0, 0]);
+  assert.strictEqual(attention.length, 9);
+  assert.strictEqual(norms.length, 3);
+  // scores: q.k / sqrt(2) = +sqrt(2) for equal tokens, -sqrt(2) for different ones
+  const same = Math.exp(Math.SQRT2);
+  const other = Math.exp(-Math.SQRT2);
+  const rows = [[same, other, same], [other, same, other], [same, other, same]];
+  rows.forEach((row, i) => {
+    const total = row[0] + row[1] + row[2];
+    row.forEach((value, j) => close(attention[i * 3 + j], value / total, 1e-6, `attention[${i}][${j}]`));
+  });
+  // f(x_j) = x_j (identity value and output weights): ||(1, -1)|| = sqrt(2)
+  for (let j = 0; j < 3; j++) close(norms[j], Math.SQRT2, 1e-6, `norm ${j}`);
+});
+
+test('a quantized (q6) table decodes to (code - 31) * row scale', () => {
+  // two rows: codes (62, 31) at scale 1/31 -> (1, 0); codes (31, 62) at scale 1/31 -> (0, 1)
+  const codes = packBits([62, 31, 31, 62], 6);
+  const word = ['embeddings.word', [2, 2], 'q6', concat(f32([1 / 31, 1 / 31]), codes)];
+  const { spec, bytes } = handModel(word);
+  const quantized = live.forward(live.decodeWeights(spec, bytes), [1, 0], null).attention;
+  const exact = handModel();
+  const reference = live.forward(live.decodeWeights(exact.spec, exact.bytes), [1, 0], null).attention;
+  for (let i = 0; i < 4; i++) close(quantized[i], reference[i], 1e-6, `attention ${i}`);
+});

@@ -1,0 +1,198 @@
+"""Issue 33: the "Your sentence" page (config `views.live`), in headless Chromium from file:// with every
+non-local request blocked.
+
+A site built with the embedded model (all-MiniLM-L6-v2, no ablation) and `views: {live: true}`: the page loads
+the weights from its script files, runs the first example (the seed pair) at once and then what a reader types,
+in a Web Worker; the tokens must be the Python tokenizer's, every head's attention within the page's stated
+tolerance of the model's own in torch, the contributions switch must work, typed markup must stay text, an
+empty text must be refused in words, and nothing may be fetched from the network. The weights' files add at
+most 25 MB. Sites without `views.live` carry none of it, and a model the page cannot run stops the build with
+exit 3 before any work (tiny random checkpoints, tests/architectures.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reportgen.site import live_page
+from tests.helpers import VIEWPORTS, BrowserPage, build_tiny_site, tiny_config, wait_until, write_config
+
+pytestmark = pytest.mark.slow  # the embedded model, a site build and a browser
+
+SEED = ("I went to the store.", "At the store, I bought fresh strawberries.")
+TYPED = [  # a reader's inputs: a single text, a pair, accents and CJK, unknown words, a long text cut to max_length
+    ("Where can I renew my passport quickly?", None),
+    ("cheap flights to lisbon in march", "Find cheap flights from London to Lisbon this March"),
+    ("Café naïve Ångström: 中文字符 and emoji 🙂!", None),
+    ("antidisestablishmentarianism xqzvw " * 3, "pneumonoultramicroscopicsilicovolcanoconiosis"),
+    (" ".join(["the quick brown fox jumps over the lazy dog."] * 40), None),
+]
+HOSTILE = '<img src=x onerror="window.__pwned=1"></textarea><script>window.__pwned=2</script> javascript:alert(1)'
+RUNS_JS = "(count) => window.reportgen && window.reportgen.live && window.reportgen.live.runs >= count"
+LAST_JS = """() => { const last = window.reportgen.live.last;
+  return {tokens: last.tokens, ids: last.ids, segments: last.segments, truncated: last.truncated, ms: last.ms,
+          layers: last.layers, heads: last.heads, values: Array.from(last.values), norms: Array.from(last.norms)}; }"""
+
+
+@pytest.fixture(scope="module")
+def live_site(tmp_path_factory) -> Path:
+    project = tmp_path_factory.mktemp("live-site")
+    examples = [{"text": SEED[0], "pair": SEED[1]}, {"text": "The cat sat on the mat because it was warm."}]
+    return build_tiny_site(project, tiny_config("default", examples=examples, max_length=128,
+                                                ablation={"enabled": False}, views={"live": True}))
+
+
+@pytest.fixture(scope="module")
+def torch_model():
+    import torch  # noqa: F401 - the model below runs in torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from tests.helpers import embedded_model_dir
+
+    path = embedded_model_dir()
+    return AutoModel.from_pretrained(path, attn_implementation="eager").eval(), AutoTokenizer.from_pretrained(path)
+
+
+def torch_attention(torch_model, text: str, pair: str | None, max_length: int = 128) -> tuple[list[int], np.ndarray]:
+    import torch
+
+    model, tokenizer = torch_model
+    encoded = tokenizer(text, pair, truncation=True, max_length=max_length, return_tensors="pt")
+    with torch.no_grad():
+        out = model(**encoded, output_attentions=True)
+    return encoded["input_ids"][0].tolist(), torch.stack(out.attentions)[:, 0].numpy()
+
+
+def open_live(browser, site: Path, viewport: str = "desktop") -> BrowserPage:
+    width, height = VIEWPORTS[viewport]
+    view = BrowserPage(browser.new_context(viewport={"width": width, "height": height}).new_page())
+    view.page.goto((site / "your-sentence.html").as_uri())
+    wait_until(view.page, RUNS_JS, 1, timeout=120_000)  # the weights load, then the first example runs
+    return view
+
+
+def submit(view: BrowserPage, text: str, pair: str | None) -> None:
+    runs = view.page.evaluate("() => window.reportgen.live.runs")
+    view.page.fill("#rg-live-text", text)
+    view.page.fill("#rg-live-pair", pair or "")
+    view.page.click(".rg-live-form button[type=submit]")
+    wait_until(view.page, RUNS_JS, runs + 1, timeout=60_000)
+
+
+def check_against_torch(last: dict, torch_model, text: str, pair: str | None) -> float:
+    ids, attention = torch_attention(torch_model, text, pair)
+    assert last["ids"] == ids, (text, last["tokens"])
+    n = len(ids)
+    values = np.asarray(last["values"], dtype=np.float32).reshape(last["layers"], last["heads"], n, n)
+    assert values.shape == attention.shape
+    worst = float(np.abs(values - attention).max())
+    assert worst <= live_page.TOLERANCE, (text, worst)
+    return worst
+
+
+def test_the_page_runs_the_seed_pair_and_typed_texts_as_the_model_does(browser, live_site, torch_model):
+    view = open_live(browser, live_site)
+    try:
+        last = view.page.evaluate(LAST_JS)
+        check_against_torch(last, torch_model, *SEED)  # the text box starts with the first example
+        assert last["tokens"][0] == "[CLS]" and last["segments"][-1] == 1
+        view.page.click(".rgv-mode button:not([aria-pressed=true]), .rgv button[data-mode=contributions]")
+        state = view.page.get_attribute(".rg-live-views .rgv", "data-rgv-state")
+        assert "mode=contributions" in state, state
+        for text, pair in TYPED:
+            submit(view, text, pair)
+            last = view.page.evaluate(LAST_JS)
+            check_against_torch(last, torch_model, text, pair)
+            assert last["truncated"] == (len(last["ids"]) == 128)
+        assert view.page.locator(".rg-live-views .rgv-line").count() > 0  # the head view drew the last input
+        assert "truncated to 128 tokens" in view.page.inner_text(".rg-live-status")
+        assert view.errors == [] and view.remote_requests == [] and view.failed == []
+        # the worker ran it: the page never loaded the model onto its own thread
+        assert view.page.evaluate("() => window.reportgen.live.error") is None
+    finally:
+        view.page.context.close()
+
+
+def test_typed_markup_stays_text_and_empty_text_is_refused_in_words(browser, live_site):
+    view = open_live(browser, live_site, "phone")
+    try:
+        submit(view, HOSTILE, HOSTILE)
+        assert view.page.evaluate("() => window.__pwned") is None
+        assert view.page.locator(".rg-live img, .rg-live-views script").count() == 0
+        tokens = view.page.evaluate("() => window.reportgen.live.last.tokens")
+        assert tokens[1:4] == ["<", "im", "##g"], tokens  # the markup, tokenized as text
+        shown = view.page.inner_text(".rg-live-views")
+        assert "<" in shown  # drawn as text
+        runs = view.page.evaluate("() => window.reportgen.live.runs")
+        for blank in ("", "   \n\t "):
+            view.page.fill("#rg-live-text", blank)
+            view.page.evaluate("() => document.querySelector('.rg-live-form').requestSubmit()")
+            wait_until(view.page, "() => document.querySelector('.rg-live-status').classList.contains('rg-live-error')")
+            assert "empty" in view.page.inner_text(".rg-live-status").lower()
+        assert view.page.evaluate("() => window.reportgen.live.runs") == runs
+        assert view.errors == [] and view.remote_requests == []
+        width = view.page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= VIEWPORTS["phone"][0], width  # nothing wider than a phone
+    finally:
+        view.page.context.close()
+
+
+def test_the_weights_add_at_most_25_mb_and_the_page_is_in_the_navigation(live_site):
+    added = sum(path.stat().st_size for path in (live_site / live_page.FOLDER).iterdir())
+    assert added <= 25_000_000, added
+    spec = (live_site / live_page.FOLDER / "model.js").read_text(encoding="ascii")
+    assert spec.startswith("reportgenLiveSpec(")
+    assert json.loads(spec[len("reportgenLiveSpec("):-3])["max_tokens"] == 128
+    home = (live_site / "index.html").read_text(encoding="utf-8")
+    assert 'href="your-sentence.html"' in home
+    assert all((live_site / "assets" / "javascripts" / name).is_file() for name in live_page.SCRIPTS)
+
+
+def test_a_site_without_views_live_carries_none_of_it(tmp_path, tiny_model):
+    site = build_tiny_site(tmp_path, tiny_config(tiny_model, ablation={"enabled": False}))
+    assert not (site / "your-sentence.html").exists() and not (site / live_page.FOLDER).exists()
+    assert not any((site / "assets" / "javascripts" / name).exists() for name in live_page.SCRIPTS)
+    assert "your-sentence.html" not in (site / "index.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("family", ["roberta", "albert"])
+def test_a_model_the_page_cannot_run_stops_the_build_with_exit_3(tmp_path, family):
+    from tests.architectures import make_checkpoint
+
+    model = make_checkpoint(family, tmp_path / family)
+    project = tmp_path / "project"
+    project.mkdir()
+    write_config(project, tiny_config(model, ablation={"enabled": False}, views={"live": True}))
+    failed = subprocess.run([sys.executable, "-m", "reportgen", "build"], cwd=project, capture_output=True,
+                            text=True, timeout=300)
+    assert failed.returncode == 3, failed.stderr
+    lines = failed.stderr.strip().splitlines()
+    assert len(lines) == 1 and "views.live" in lines[0] and "DistilBERT" in lines[0], lines
+    assert not (project / "site").exists() and not (project / ".reportgen-cache" / "runs").exists()
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_the_page_reads_well_on_a_laptop_and_a_phone(browser, live_site, viewport):
+    """axe-core finds no serious violation once the first example is drawn, and the form, the status line and
+    the view's toolbar are on the first screen (the view starts right under them)."""
+    from tests.site.browser.test_accessibility_browser import serious_violations
+
+    drawn = "() => window.reportgen && window.reportgen.live && window.reportgen.live.runs >= 1"
+    found = serious_violations(browser, live_site, viewport, pages=("your-sentence.html",), ready=drawn)
+    assert not found, "\n".join(found)
+    view = open_live(browser, live_site, viewport)
+    try:
+        height = VIEWPORTS[viewport][1]
+        for selector in ("#rg-live-text", ".rg-live-form button[type=submit]", ".rg-live-status",
+                         ".rg-live-views .rgv-toolbar"):
+            box = view.page.locator(selector).bounding_box()
+            assert box is not None and box["y"] < height, (selector, box)
+        assert view.page.evaluate("() => document.documentElement.scrollWidth") <= VIEWPORTS[viewport][0]
+    finally:
+        view.page.context.close()

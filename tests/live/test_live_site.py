@@ -196,3 +196,16 @@ def test_the_page_reads_well_on_a_laptop_and_a_phone(browser, live_site, viewpor
         assert view.page.evaluate("() => document.documentElement.scrollWidth") <= VIEWPORTS[viewport][0]
     finally:
         view.page.context.close()
+
+
+def test_the_page_runs_over_http_as_github_pages_serves_it(browser, live_site, http_root):
+    """Over HTTP no shim stands in for workers (iframe-worker-shim.js is for file:// only): the page's own Blob
+    worker runs the model there too."""
+    view = BrowserPage(browser.new_context().new_page())
+    try:
+        view.page.goto(http_root(live_site) + "your-sentence.html")
+        wait_until(view.page, RUNS_JS, 1, timeout=120_000)
+        assert view.page.evaluate("() => window.reportgen.live.last.tokens.length") == 19
+        assert view.errors == [] and view.remote_requests == []
+    finally:
+        view.page.context.close()

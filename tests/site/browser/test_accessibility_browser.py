@@ -23,7 +23,8 @@ READY_JS = """() => [...document.querySelectorAll('.rgv[data-rgv]')].every(r => 
   && document.querySelectorAll('.vega-embed svg').length >= document.querySelectorAll('script[data-rg-chart]').length"""
 
 
-def serious_violations(browser, site, viewport: str, pages: tuple[str, ...] = PAGES, ready: str = READY_JS) -> list[str]:
+def serious_violations(browser, site, viewport: str, pages: tuple[str, ...] = PAGES,
+                       ready: str = READY_JS) -> list[str]:
     """Each serious or critical axe violation on `pages` of `site` at `viewport`, once `ready` holds on each:
     page, rule, count, first node."""
     from axe_playwright_python.sync_playwright import Axe

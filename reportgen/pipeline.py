@@ -180,17 +180,17 @@ def live_model(config: Config, stage: ModelStage) -> LiveModel | None:
     from reportgen.model import live_tokenizer, live_weights
 
     cache = Cache(config.cache_dir)
-    key = key_of("live", LIVE_VERSION, stage.fingerprint)
+    key = key_of("live", LIVE_VERSION, stage.fingerprint, config.views.live_weights)
     tables = cache.get_json("live", key)
     weights = cache.get_blob("live", key) if tables is not None else None
     if tables is None or weights is None:
         net, tokenizer = stage.load()
-        exported = live_weights.export_weights(net)
+        exported = live_weights.export_weights(net, live_weights.FORMATS[config.views.live_weights])
         tables = {"model": exported.spec, "tokenizer": live_tokenizer.tokenizer_spec(tokenizer)}
         weights = exported.data
         cache.put_blob("live", key, weights)
         cache.put_json("live", key, tables)
-    return LiveModel(tables["model"], weights, tables["tokenizer"], stage.max_length)
+    return LiveModel(tables["model"], weights, tables["tokenizer"], stage.max_length, config.views.live_weights)
 
 
 def check_decoder_settings(config: Config, model_spec: str | None, kind: str = "a decoder") -> None:

@@ -121,3 +121,4 @@ class LiveModel:
     weights: bytes  # the tensors, quantised and concatenated, little-endian
     tokenizer: dict  # the WordPiece tokenizer's vocabulary and settings
     max_tokens: int  # the longest input the page runs: the build's max_length (clamped to the model's positions)
+    weights_format: str = "compact"  # config `views.live_weights`: compact | float16

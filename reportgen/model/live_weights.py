@@ -74,6 +74,9 @@ ACTIVATIONS = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh", "
 SMALL = 4096  # 2-D tensors with fewer elements stay float32 (the token-type table)
 DEFAULT_ENCODING = "q6"
 SPEC_VERSION = 1
+FLOATS = {"f32": 32, "f16": 16}  # encodings that store the values themselves (IEEE 754, little-endian)
+# config `views.live_weights` -> the matrices' encoding: compact (the default, MiniLM within 25 MB) or float16
+FORMATS = {"compact": "q6", "float16": "f16"}
 
 
 @dataclass
@@ -198,11 +201,11 @@ def _canonical(model) -> tuple[dict, list[tuple[str, np.ndarray]]]:
 
 
 def _bits(encoding: str) -> int:
-    if encoding == "f32":
-        return 32
+    if encoding in FLOATS:
+        return FLOATS[encoding]
     if encoding.startswith("q") and encoding[1:].isdigit() and 2 <= int(encoding[1:]) <= 8:
         return int(encoding[1:])
-    raise ValueError(f"unknown encoding {encoding!r}: f32 or q2..q8")
+    raise ValueError(f"unknown encoding {encoding!r}: f32, f16 or q2..q8")
 
 
 def quantize_rows(weight: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
@@ -249,6 +252,8 @@ def column_scales(weight: np.ndarray) -> np.ndarray:
 def _encode(array: np.ndarray, encoding: str) -> tuple[str, bytes, bool]:
     if array.ndim != 2 or array.size < SMALL or encoding == "f32":
         return "f32", array.astype("<f4").tobytes(), False
+    if encoding == "f16":
+        return "f16", array.astype("<f2").tobytes(), False
     bits = _bits(encoding)
     columns = column_scales(array)
     scales, codes = quantize_rows(array / columns, bits)
@@ -261,14 +266,14 @@ def export_weights(model, encoding: str = DEFAULT_ENCODING, embedding_encoding: 
     `embedding_encoding` (default: `encoding`), the position table in `position_encoding` (q8: it is small and
     its outlier dimension makes it sensitive), everything small in float32.
 
-    `encoding` is "q6" (the default: the embedded MiniLM within the site's 25 MB budget), "q2".."q8", or
-    "f32" (every tensor exact, whatever the other two say; for small models and for checking the JavaScript's
-    arithmetic apart from quantization).
+    `encoding` is "q6" (the default: the embedded MiniLM within the site's 25 MB budget), "q2".."q8", "f16"
+    (every matrix in float16, whatever the other two say: MiniLM's attention within 0.002, at 45 MB) or "f32"
+    (every tensor exact; for small models and for checking the JavaScript's arithmetic apart from quantization).
     """
     check_supported(model)
     embedding_encoding = embedding_encoding or encoding
-    if encoding == "f32":
-        embedding_encoding = position_encoding = "f32"
+    if encoding in FLOATS:
+        embedding_encoding = position_encoding = encoding
     for name in (encoding, embedding_encoding, position_encoding):
         _bits(name)
     arch, tensors = _canonical(model)
@@ -293,8 +298,9 @@ def decode_tensor(spec_entry: dict, data: bytes) -> np.ndarray:
     """One tensor of an export back as float32 (what the JavaScript computes with): for tests and checks."""
     blob = data[spec_entry["offset"]:spec_entry["offset"] + spec_entry["length"]]
     shape = tuple(spec_entry["shape"])
-    if spec_entry["encoding"] == "f32":
-        return np.frombuffer(blob, dtype="<f4").reshape(shape).astype(np.float32)
+    if spec_entry["encoding"] in FLOATS:
+        dtype = "<f4" if spec_entry["encoding"] == "f32" else "<f2"
+        return np.frombuffer(blob, dtype=dtype).reshape(shape).astype(np.float32)
     bits = _bits(spec_entry["encoding"])
     rows, cols = shape
     columns = np.ones(cols, dtype=np.float32)

@@ -25,10 +25,10 @@ PAGE = "your-sentence.md"
 CHUNK_BYTES = 3 * 1024 * 1024
 # the page's own scripts, after the views' scripts that every page loads (mkdocs.yml extra_javascript)
 SCRIPTS = ("live-tokenizer.js", "live-model.js", "live-page.js")
-# What the page says of its numbers' accuracy: tests/live/ check every head's attention against the model's own
-# (torch, float32) within TOLERANCE on TESTED. The 6-bit weights that keep MiniLM's site under 25 MB measure 0.28
-# (reportgen/model/live_weights.py has the measurements of other encodings).
-TOLERANCE = 0.3
+# What the page says of its numbers' accuracy, per `views.live_weights`: tests/live/ check every head's attention
+# against the model's own (torch, float32) within this on TESTED. Issue 33 asks for 0.02; the 6-bit weights that
+# keep MiniLM's site under 25 MB measure 0.28 (reportgen/model/live_weights.py has other encodings' figures).
+TOLERANCE = {"compact": 0.3, "float16": 0.002}
 TESTED = "51 texts of 3 to 512 tokens"
 
 
@@ -62,4 +62,5 @@ def write_live_files(docs: Path, live: LiveModel, first: Example) -> dict:
         (folder / name).write_text(text, encoding="ascii")
     return {"folder": FOLDER + "/", "chunks": len(files) - 1, "scripts": SCRIPTS,
             "megabytes": sum(len(text) for text in files.values()) / 1e6, "max_tokens": live.max_tokens,
-            "text": first.text, "pair": first.pair or "", "tolerance": TOLERANCE, "tested": TESTED}
+            "text": first.text, "pair": first.pair or "", "tolerance": TOLERANCE[live.weights_format], "tested": TESTED,
+            "float16": live.weights_format == "float16"}

@@ -152,3 +152,15 @@ test('a quantized (q6) table decodes to (code - 31) * row scale', () => {
   const reference = live.forward(live.decodeWeights(exact.spec, exact.bytes), [1, 0], null).attention;
   for (let i = 0; i < 4; i++) close(quantized[i], reference[i], 1e-6, `attention ${i}`);
 });
+
+test('float16 values decode as IEEE 754 half precision', () => {
+  // bit patterns -> values: one, minus two, the smallest subnormal, the largest finite, infinities, a third
+  const known = [[0x3c00, 1], [0xc000, -2], [0x0001, Math.pow(2, -24)], [0x7bff, 65504], [0x7c00, Infinity],
+    [0xfc00, -Infinity], [0x3555, 0.333251953125], [0x0000, 0], [0x8000, -0]];
+  const bytes = new Uint8Array(known.length * 2 + 2);
+  const view = new DataView(bytes.buffer);
+  known.forEach(([bits], i) => view.setUint16(2 + i * 2, bits, true)); // from byte 2: an offset is honoured
+  const values = live.readHalfs(bytes, 2, known.length);
+  known.forEach(([bits, value], i) => assert.ok(Object.is(values[i], value), `0x${bits.toString(16)}: ${values[i]}`));
+  assert.ok(Number.isNaN(live.readHalfs(new Uint8Array([0x01, 0x7e]), 0, 1)[0]));
+});

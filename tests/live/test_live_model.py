@@ -237,9 +237,10 @@ def minilm_texts() -> list[tuple[str, str | None]]:
     return texts
 
 
-@pytest.fixture(scope="module")
-def minilm_results(tmp_path_factory):
-    """The quantized default export of the embedded MiniLM through Node and through torch, on 51 inputs."""
+@pytest.fixture(scope="module", params=list(live_weights.FORMATS))
+def minilm_results(request, tmp_path_factory):
+    """The embedded MiniLM exported as a site ships it (each `views.live_weights`), through Node and through torch,
+    on 51 inputs."""
     from transformers import AutoModel, AutoTokenizer
 
     from tests.helpers import embedded_model_dir
@@ -247,24 +248,27 @@ def minilm_results(tmp_path_factory):
     directory = embedded_model_dir()
     tokenizer = AutoTokenizer.from_pretrained(directory)
     model = AutoModel.from_pretrained(directory, attn_implementation="eager").eval()
-    weights = live_weights.export_weights(model)
+    weights = live_weights.export_weights(model, live_weights.FORMATS[request.param])
     inputs = []
     for first, second in minilm_texts():
         encoded = tokenizer(first, second, truncation=True, max_length=512)
         inputs.append((encoded["input_ids"], encoded["token_type_ids"]))
     js, ms = run_node(weights, inputs, tmp_path_factory.mktemp("minilm"))
     attention, norms = compare(js, run_torch(model, inputs))
-    print(f"\nMiniLM: {len(weights.data)} bytes ({live_weights.base64_size(weights)} base64), max attention error "
-          f"{attention:.4f}, max relative norm error {norms:.4f}, seed pair {ms[0]:.0f} ms "
+    print(f"\nMiniLM {request.param}: {len(weights.data)} bytes ({live_weights.base64_size(weights)} base64), max "
+          f"attention error {attention:.4f}, max relative norm error {norms:.4f}, seed pair {ms[0]:.0f} ms "
           f"({len(inputs[0][0])} tokens)")
-    return {"weights": weights, "inputs": inputs, "attention": attention, "norms": norms, "ms": ms}
+    return {"format": request.param, "weights": weights, "inputs": inputs, "attention": attention, "norms": norms,
+            "ms": ms}
 
 
 @pytest.mark.slow  # the embedded model through Node on 51 inputs
-def test_minilm_export_fits_the_budget_and_stays_near_torch(minilm_results):
-    assert live_weights.base64_size(minilm_results["weights"]) <= 25_000_000
+def test_minilm_export_stays_as_near_torch_as_the_page_says(minilm_results):
     assert len(minilm_results["inputs"]) >= 51
     assert max(len(ids) for ids, _ in minilm_results["inputs"]) > 300
+    if minilm_results["format"] == "compact":  # the default: within the site's budget
+        assert live_weights.base64_size(minilm_results["weights"]) <= 25_000_000
     # what the page says of its numbers (issue 33 asks for 0.02; 6-bit weights measure 0.28: live_weights.py)
-    assert minilm_results["attention"] <= live_page.TOLERANCE, minilm_results["attention"]
-    assert minilm_results["norms"] < 0.15, minilm_results["norms"]  # measured 0.10 of the head's largest norm
+    assert minilm_results["attention"] <= live_page.TOLERANCE[minilm_results["format"]], minilm_results["attention"]
+    # norms: measured 0.10 of the head's largest norm with 6-bit weights
+    assert minilm_results["norms"] < (0.15 if minilm_results["format"] == "compact" else 0.01), minilm_results["norms"]

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from reportgen.model import live_weights
 from reportgen.site import live_page
 from tests.helpers import VIEWPORTS, BrowserPage, build_tiny_site, tiny_config, wait_until, write_config
 
@@ -92,7 +93,7 @@ def check_against_torch(last: dict, torch_model, text: str, pair: str | None) ->
     values = np.asarray(last["values"], dtype=np.float32).reshape(last["layers"], last["heads"], n, n)
     assert values.shape == attention.shape
     worst = float(np.abs(values - attention).max())
-    assert worst <= live_page.TOLERANCE, (text, worst)
+    assert worst <= live_page.TOLERANCE["compact"], (text, worst)
     return worst
 
 
@@ -209,3 +210,18 @@ def test_the_page_runs_over_http_as_github_pages_serves_it(browser, live_site, h
         assert view.errors == [] and view.remote_requests == []
     finally:
         view.page.context.close()
+
+
+def test_float16_weights_are_stored_as_such_and_the_page_says_their_accuracy(tmp_path):
+    from tests.architectures import make_checkpoint
+
+    model = make_checkpoint("bert", tmp_path / "bert")
+    config = tiny_config(model, ablation={"enabled": False}, views={"live": True, "live_weights": "float16"})
+    (tmp_path / "project").mkdir()
+    site = build_tiny_site(tmp_path / "project", config)
+    spec = (site / live_page.FOLDER / "model.js").read_text(encoding="ascii")
+    tensors = json.loads(spec[len("reportgenLiveSpec("):-3])["model"]["tensors"]
+    big = [entry for entry in tensors if len(entry["shape"]) == 2 and np.prod(entry["shape"]) >= live_weights.SMALL]
+    assert big and {entry["encoding"] for entry in big} == {"f16"}, tensors
+    page = (site / "your-sentence.html").read_text(encoding="utf-8")
+    assert "float16" in page and f"up to {live_page.TOLERANCE['float16']} for one attention weight" in page

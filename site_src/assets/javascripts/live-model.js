@@ -10,6 +10,7 @@
  * The weights come from reportgen/model/live_weights.py `export_weights`: a JSON spec (architecture fields and
  * a table of tensors: name, shape, encoding, offset, length) and the bytes of all tensors. Encodings:
  *   f32   float32 little-endian, row-major
+ *   f16   float16 (IEEE 754 half precision) little-endian, row-major
  *   q<b>  (b = 2..8) per-row symmetric quantization of a [R, C] matrix: R float32 row scales s_r, then the
  *         codes as one little-endian bit stream of b bits each (code i at stream bits [i*b, i*b + b), stream
  *         bit k = bit k % 8 of byte k >> 3); w = (code - m) * s_r with m = 2^(b-1) - 1. An entry with
@@ -140,14 +141,31 @@ function reportgenLiveModel(root) {
     return out;
   }
 
+  // IEEE 754 half-precision values (little-endian) as float32: sign, 5 exponent bits (bias 15), 10 fraction bits;
+  // exponent 0 is subnormal (fraction * 2^-24), exponent 31 infinity or NaN.
+  function readHalfs(bytes, start, count) {
+    var view = new DataView(bytes.buffer, bytes.byteOffset + start, count * 2);
+    var out = new Float32Array(count);
+    for (var i = 0; i < count; i++) {
+      var bits = view.getUint16(i * 2, true);
+      var sign = bits & 0x8000 ? -1 : 1;
+      var exponent = (bits >> 10) & 31;
+      var fraction = bits & 1023;
+      if (exponent === 0) out[i] = sign * fraction * Math.pow(2, -24);
+      else if (exponent === 31) out[i] = fraction ? NaN : sign * Infinity;
+      else out[i] = sign * (1 + fraction / 1024) * Math.pow(2, exponent - 15);
+    }
+    return out;
+  }
+
   // One tensor of the spec, as a reader of rows: row(r, dst, dstOffset) adds row r into dst.
   function tensorReader(entry, bytes) {
     var shape = entry.shape;
     var rows = shape.length === 2 ? shape[0] : 1;
     var cols = shape.length === 2 ? shape[1] : shape[0];
     var start = entry.offset;
-    if (entry.encoding === 'f32') {
-      var values = readFloats(bytes, start, rows * cols);
+    if (entry.encoding === 'f32' || entry.encoding === 'f16') {
+      var values = (entry.encoding === 'f32' ? readFloats : readHalfs)(bytes, start, rows * cols);
       return {
         rows: rows, cols: cols, all: function () { return values; },
         addRow: function (r, dst, at) { for (var c = 0; c < cols; c++) dst[at + c] += values[r * cols + c]; }
@@ -296,6 +314,7 @@ function reportgenLiveModel(root) {
   }
 
   api.erf = erf;
+  api.readHalfs = readHalfs;
   api.gelu = gelu;
   api.geluTanh = geluTanh;
   api.softmaxRows = softmaxRows;

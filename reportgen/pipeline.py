@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from reportgen.ablation.experiments import Finished
 
 RUN_VERSION = 2  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions)
-LIVE_VERSION = 1  # part of the in-browser model's cache key: bump when its export changes (views.live)
+LIVE_VERSION = 2  # part of the in-browser model's cache key: bump when its export changes (views.live)
 LIVE_SECONDS = 2.0  # a partial site's live line (build-progress.js) is rewritten at most this often
 MATRIX_MAX_TOKENS = 64  # the patterns page draws a head's attention as a matrix only for examples this short
 
@@ -185,7 +185,7 @@ def live_model(config: Config, stage: ModelStage) -> LiveModel | None:
     weights = cache.get_blob("live", key) if tables is not None else None
     if tables is None or weights is None:
         net, tokenizer = stage.load()
-        exported = live_weights.export_weights(net, live_weights.FORMATS[config.views.live_weights])
+        exported = live_weights.export_weights(net, **live_weights.FORMATS[config.views.live_weights])
         tables = {"model": exported.spec, "tokenizer": live_tokenizer.tokenizer_spec(tokenizer)}
         weights = exported.data
         cache.put_blob("live", key, weights)

@@ -242,7 +242,11 @@ def http_root():
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    """Keeps the server's access log out of the test output."""
+    """Keeps the server's access log out of the test output, and names UTF-8 for pages and scripts as GitHub
+    Pages does (views.live's UTF-16 weights files must still be read by their byte order mark)."""
+
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".html": "text/html; charset=utf-8", ".js": "application/javascript; charset=utf-8"}
 
     def log_message(self, *args):
         pass

@@ -61,7 +61,6 @@ or entropy-coded 8-bit codes are the next steps.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,11 +71,12 @@ SUPPORTED = ("bert", "electra", "distilbert")
 # hidden_act / activation -> the name the JavaScript implements exactly
 ACTIVATIONS = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 SMALL = 4096  # 2-D tensors with fewer elements stay float32 (the token-type table)
-DEFAULT_ENCODING = "q6"
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 FLOATS = {"f32": 32, "f16": 16}  # encodings that store the values themselves (IEEE 754, little-endian)
-# config `views.live_weights` -> the matrices' encoding: compact (the default, MiniLM within 25 MB) or float16
-FORMATS = {"compact": "q6", "float16": "f16"}
+CODE_LIMIT = 32767  # codes are int16
+TABLES = ("embeddings.word", "embeddings.position")  # looked up by row: `table_step` applies
+# config `views.live_weights` -> export_weights' arguments: compact (the default, MiniLM within 25 MB) or float16
+FORMATS = {"compact": {"encoding": "rice", "step": 0.0175, "table_step": 0.0175}, "float16": {"encoding": "f16"}}
 
 
 @dataclass
@@ -200,119 +200,92 @@ def _canonical(model) -> tuple[dict, list[tuple[str, np.ndarray]]]:
     return arch, tensors
 
 
-def _bits(encoding: str) -> int:
-    if encoding in FLOATS:
-        return FLOATS[encoding]
-    if encoding.startswith("q") and encoding[1:].isdigit() and 2 <= int(encoding[1:]) <= 8:
-        return int(encoding[1:])
-    raise ValueError(f"unknown encoding {encoding!r}: f32, f16 or q2..q8")
-
-
-def quantize_rows(weight: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """(scales float32 [R], codes uint8 [R, C] in [0, 2m]) of a 2-D array, m = 2^(bits-1) - 1."""
+def quantize_rows(weight: np.ndarray, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """(steps float32 [R], codes int16 [R, C]): w ~ code * steps[r] on a uniform grid whose step is `step` times
+    the row's root mean square, so every row keeps the same relative precision. The step is raised where a
+    row's largest |w| would need a code beyond int16 (never for step >= sqrt(C) / 32767); an all-zero row
+    gets step 0 and stores no codes."""
     weight = np.asarray(weight, dtype=np.float32)
-    top = (1 << (bits - 1)) - 1
-    scales = (np.abs(weight).max(axis=1) / np.float32(top)).astype(np.float32)
-    safe = np.where(scales > 0, scales, np.float32(1))
-    codes = np.clip(np.rint(weight / safe[:, None]), -top, top) + top
-    return scales, codes.astype(np.uint8)
+    rms = np.sqrt(np.mean(np.square(weight, dtype=np.float64), axis=1))
+    steps = np.maximum(rms * step, np.abs(weight).max(axis=1) / CODE_LIMIT).astype(np.float32)
+    safe = np.where(steps > 0, steps, np.float32(1))
+    codes = np.where(steps[:, None] > 0, np.rint(weight / safe[:, None]), 0)
+    return steps, codes.astype(np.int16)
 
 
-def dequantize_rows(scales: np.ndarray, codes: np.ndarray, bits: int) -> np.ndarray:
-    top = (1 << (bits - 1)) - 1
-    return ((codes.astype(np.float32) - np.float32(top)) * scales[:, None]).astype(np.float32)
+def dequantize_rows(steps: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    return (codes.astype(np.float32) * steps[:, None]).astype(np.float32)
 
 
-def pack_codes(codes: np.ndarray, bits: int) -> bytes:
-    """Codes (< 2^bits) as a little-endian bit stream of `bits` bits each (see the module docstring)."""
-    flat = np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1)
-    if bits == 8:
-        return flat.tobytes()
-    planes = (flat[:, None] >> np.arange(bits, dtype=np.uint8)) & 1  # [n, bits], least significant first
-    return np.packbits(planes.reshape(-1), bitorder="little").tobytes()
+def rice_parameter(codes: np.ndarray) -> int:
+    """The k in 0..14 that codes `codes` in the fewest bits (see `rice_rows`)."""
+    folded = _zigzag(codes).reshape(-1)
+    costs = [int((folded >> k).sum()) + folded.size * (1 + k) for k in range(15)]
+    return int(np.argmin(costs))
 
 
-def unpack_codes(data: bytes, count: int, bits: int) -> np.ndarray:
-    """The inverse of `pack_codes`: `count` codes as uint8."""
-    if bits == 8:
-        return np.frombuffer(data, dtype=np.uint8, count=count).copy()
-    stream = np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")[:count * bits]
-    planes = stream.reshape(count, bits).astype(np.uint8)
-    return (planes << np.arange(bits, dtype=np.uint8)).sum(axis=1).astype(np.uint8)
+def _zigzag(codes: np.ndarray) -> np.ndarray:
+    codes = codes.astype(np.int64)
+    return np.where(codes >= 0, 2 * codes, -2 * codes - 1)
 
 
-def column_scales(weight: np.ndarray) -> np.ndarray:
-    """g_c = sqrt(max_r |w[r, c]|) (1 for an all-zero column): dividing the columns by it before the per-row
-    quantization keeps one outlier column (MiniLM's hidden dimension 99, an FFN unit of weight 7.9) from
-    coarsening every row it crosses, while a plain column max would over-flatten the rest."""
-    top = np.sqrt(np.abs(weight).max(axis=0))
-    return np.where(top > 0, top, 1).astype(np.float32)
+def rice_rows(codes: np.ndarray, k: int, block: int = 4096) -> bytes:
+    """Codes [R, C] as Golomb-Rice codes with parameter 2^k (Golomb 1966; Rice 1979), row after row, each row
+    starting on a byte boundary. A code q is folded to u = 2q (q >= 0) or -2q - 1 (q < 0) and written as u >> k
+    one-bits, a zero-bit, then the k low bits of u, least significant first; stream bit j is bit j % 8 of byte
+    j // 8 (least significant first). Near the codes' entropy for the bell-shaped weights of a layer."""
+    out = []
+    for first in range(0, codes.shape[0], block):
+        folded = _zigzag(codes[first:first + block])
+        high, low = folded >> k, folded & ((1 << k) - 1)
+        lengths = high + 1 + k
+        row_bits = lengths.sum(axis=1)
+        row_starts = np.concatenate([[0], np.cumsum((row_bits + 7) // 8 * 8)])
+        starts = (np.cumsum(lengths, axis=1) - lengths + row_starts[:-1, None]).reshape(-1)
+        high, low = high.reshape(-1), low.reshape(-1)
+        bits = np.zeros(int(row_starts[-1]), dtype=np.uint8)
+        ones = int(high.sum())
+        before = np.cumsum(high) - high  # ones of earlier codes
+        bits[np.repeat(starts - before, high) + np.arange(ones)] = 1
+        for bit in range(k):
+            bits[starts + high + 1 + bit] = (low >> bit) & 1
+        out.append(np.packbits(bits, bitorder="little").tobytes())
+    return b"".join(out)
 
 
-def _encode(array: np.ndarray, encoding: str) -> tuple[str, bytes, bool]:
+def _encode(array: np.ndarray, encoding: str, step: float) -> tuple[dict, bytes]:
     if array.ndim != 2 or array.size < SMALL or encoding == "f32":
-        return "f32", array.astype("<f4").tobytes(), False
+        return {"encoding": "f32"}, array.astype("<f4").tobytes()
     if encoding == "f16":
-        return "f16", array.astype("<f2").tobytes(), False
-    bits = _bits(encoding)
-    columns = column_scales(array)
-    scales, codes = quantize_rows(array / columns, bits)
-    return encoding, columns.astype("<f4").tobytes() + scales.astype("<f4").tobytes() + pack_codes(codes, bits), True
+        return {"encoding": "f16"}, array.astype("<f2").tobytes()
+    steps, codes = quantize_rows(array, step)
+    k = rice_parameter(codes[steps > 0])
+    return {"encoding": "rice", "rice_bits": k}, steps.astype("<f4").tobytes() + rice_rows(codes[steps > 0], k)
 
 
-def export_weights(model, encoding: str = DEFAULT_ENCODING, embedding_encoding: str | None = None,
-                   position_encoding: str = "q8") -> LiveWeights:
-    """The model's weights in the canonical layout: 2-D layer matrices in `encoding`, the word table in
-    `embedding_encoding` (default: `encoding`), the position table in `position_encoding` (q8: it is small and
-    its outlier dimension makes it sensitive), everything small in float32.
+def export_weights(model, encoding: str = "rice", step: float = 0.0125, table_step: float | None = None) -> LiveWeights:
+    """The model's weights in the canonical layout. `encoding`:
 
-    `encoding` is "q6" (the default: the embedded MiniLM within the site's 25 MB budget), "q2".."q8", "f16"
-    (every matrix in float16, whatever the other two say: MiniLM's attention within 0.002, at 45 MB) or "f32"
-    (every tensor exact; for small models and for checking the JavaScript's arithmetic apart from quantization).
+    * "rice" (the default): every 2-D tensor of SMALL elements or more on a grid of `step` times its row's root
+      mean square (`table_step`, default `step`, for the word and position tables), Rice-coded;
+    * "f16": those tensors in float16;
+    * "f32": every tensor exact (for small models, and to check the JavaScript's arithmetic apart from rounding).
+
+    1-D tensors (biases, LayerNorms) and small tables are float32 in every encoding.
     """
     check_supported(model)
-    embedding_encoding = embedding_encoding or encoding
-    if encoding in FLOATS:
-        embedding_encoding = position_encoding = encoding
-    for name in (encoding, embedding_encoding, position_encoding):
-        _bits(name)
+    if encoding not in ("rice", *FLOATS):
+        raise ValueError(f"unknown encoding {encoding!r}: rice, f16 or f32")
+    table_step = step if table_step is None else table_step
     arch, tensors = _canonical(model)
     table: list[dict] = []
     chunks: list[bytes] = []
     offset = 0
     for name, array in tensors:
-        wanted = {"embeddings.word": embedding_encoding, "embeddings.position": position_encoding}.get(name, encoding)
-        chosen, blob, columns = _encode(array, wanted)
-        entry = {"name": name, "shape": list(array.shape), "encoding": chosen, "offset": offset, "length": len(blob)}
-        if columns:
-            entry["column_scales"] = True
-        table.append(entry)
+        fields, blob = _encode(array, encoding, table_step if name in TABLES else step)
+        table.append({"name": name, "shape": list(array.shape), **fields, "offset": offset, "length": len(blob)})
         pad = (-len(blob)) % 4
         chunks.append(blob + b"\0" * pad)
         offset += len(blob) + pad
     spec = {"version": SPEC_VERSION, **arch, "tensors": table}
     return LiveWeights(spec=spec, data=b"".join(chunks))
-
-
-def decode_tensor(spec_entry: dict, data: bytes) -> np.ndarray:
-    """One tensor of an export back as float32 (what the JavaScript computes with): for tests and checks."""
-    blob = data[spec_entry["offset"]:spec_entry["offset"] + spec_entry["length"]]
-    shape = tuple(spec_entry["shape"])
-    if spec_entry["encoding"] in FLOATS:
-        dtype = "<f4" if spec_entry["encoding"] == "f32" else "<f2"
-        return np.frombuffer(blob, dtype=dtype).reshape(shape).astype(np.float32)
-    bits = _bits(spec_entry["encoding"])
-    rows, cols = shape
-    columns = np.ones(cols, dtype=np.float32)
-    if spec_entry.get("column_scales"):
-        columns = np.frombuffer(blob[:4 * cols], dtype="<f4")
-        blob = blob[4 * cols:]
-    scales = np.frombuffer(blob[:4 * rows], dtype="<f4")
-    codes = unpack_codes(blob[4 * rows:], rows * cols, bits).reshape(rows, cols)
-    return dequantize_rows(scales, codes, bits) * columns
-
-
-def base64_size(weights: LiveWeights) -> int:
-    """Bytes the data takes once base64-encoded (what it adds to a site)."""
-    return 4 * math.ceil(len(weights.data) / 3)
-

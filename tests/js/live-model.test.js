@@ -1,5 +1,5 @@
 // The live model's arithmetic (site_src/assets/javascripts/live-model.js): erf and GELU, softmax, a one-layer
-// hand-made model's attention and value norms, and the quantized codes' bit packing.
+// hand-made model's attention and value norms, the Rice-coded weights and the 15-bit text they travel in.
 'use strict';
 
 const test = require('node:test');
@@ -41,42 +41,82 @@ test('softmax rows sum to 1 and survive large logits', () => {
   close(buf[7], 1 / 3, 1e-6, 'equal logits');
 });
 
-test('6-bit codes: 4 codes in 3 bytes, least significant first', () => {
-  // 1 | 2 << 6 | 3 << 12 | 4 << 18 = 0x103081
-  const codes = live.unpackCodes(new Uint8Array([0x81, 0x30, 0x10]), 0, 0, 4, 6, new Uint8Array(4));
-  assert.deepStrictEqual(Array.from(codes), [1, 2, 3, 4]);
-});
-
-function packBits(codes, bits) {
-  const out = new Uint8Array(Math.ceil(codes.length * bits / 8));
-  codes.forEach((code, i) => {
-    for (let b = 0; b < bits; b++) {
-      const k = i * bits + b;
-      if ((code >> b) & 1) out[k >> 3] |= 1 << (k & 7);
+// Rice-codes rows of integer codes as reportgen/model/live_weights.py rice_rows does (rows with step 0 left out).
+function riceEncode(rows, k, steps) {
+  const bits = [];
+  rows.forEach((row, r) => {
+    if (steps[r] === 0) return;
+    for (const q of row) {
+      const u = q >= 0 ? 2 * q : -2 * q - 1;
+      for (let i = 0; i < u >> k; i++) bits.push(1);
+      bits.push(0);
+      for (let b = 0; b < k; b++) bits.push((u >> b) & 1);
     }
+    while (bits.length % 8) bits.push(0);
   });
+  const out = new Uint8Array(bits.length / 8);
+  bits.forEach((bit, i) => { if (bit) out[i >> 3] |= 1 << (i & 7); });
   return out;
 }
 
-test('codes of every width round-trip through the bit stream, from any starting code', () => {
-  for (let bits = 2; bits <= 8; bits++) {
-    const codes = [];
-    for (let i = 0; i < 37; i++) codes.push((i * 7 + 3) % (1 << bits));
-    const packed = packBits(codes, bits);
-    assert.deepStrictEqual(Array.from(live.unpackCodes(packed, 0, 0, codes.length, bits, new Uint8Array(codes.length))),
-      codes, `${bits} bits`);
-    const tail = live.unpackCodes(packed, 0, 11, 5, bits, new Uint8Array(5));
-    assert.deepStrictEqual(Array.from(tail), codes.slice(11, 16), `${bits} bits from code 11`);
+test('Rice codes: the bytes of the Python test decode to the same codes', () => {
+  // codes 0, -1, 2 with k = 1 (tests/live/test_live_model.py): bits 0,0, 0,1, 1,1,0,0
+  const out = new Int16Array(3);
+  assert.strictEqual(live.riceRows(new Uint8Array([0b00111000]), 0, 1, 3, 1, [1], out), 1);
+  assert.deepStrictEqual(Array.from(out), [0, -1, 2]);
+});
+
+test('Rice codes round-trip for every parameter, rows on byte boundaries, zero-step rows skipped', () => {
+  const rows = [[0, 1, -1, 5, -40, 300], [0, 0, 0, 0, 0, 0], [7, -7, 2, -2, 1, 0], [32767, -32767, 0, 3, -3, 9]];
+  const steps = [0.5, 0, 1, 2];
+  for (const k of [0, 1, 3, 6, 10, 14]) {
+    const bytes = riceEncode(rows, k, steps);
+    const padded = new Uint8Array(bytes.length + 3);
+    padded.set(bytes, 3); // from byte 3: the start offset is honoured
+    const out = new Int16Array(24);
+    assert.strictEqual(live.riceRows(padded, 3, 4, 6, k, steps, out), padded.length, `k = ${k}: the end offset`);
+    assert.deepStrictEqual(Array.from(out), [].concat(...rows), `k = ${k}`);
   }
 });
 
-// A spec and its bytes from {name: [shape, values]}, every tensor float32 (or q<b> with explicit codes).
+// Bytes as 15-bit characters, as reportgen/site/live_page.py pack_text writes them.
+function packText(bytes) {
+  let text = '';
+  let acc = 0;
+  let have = 0;
+  for (const byte of bytes) {
+    acc |= byte << have;
+    have += 8;
+    if (have >= 15) {
+      text += String.fromCharCode(0x3000 + (acc & 0x7fff));
+      acc >>>= 15;
+      have -= 15;
+    }
+  }
+  if (have) text += String.fromCharCode(0x3000 + acc);
+  return text;
+}
+
+test('weights text: 15 bits a character, least significant first', () => {
+  // 0xff, 0x01 -> the first character holds 0x1ff
+  assert.strictEqual(packText([0xff, 0x01]).charCodeAt(0), 0x31ff);
+  const out = new Uint8Array(4);
+  assert.strictEqual(live.textToBytes(packText([0xff, 0x01]), out, 1, 2), 2);
+  assert.deepStrictEqual(Array.from(out), [0, 0xff, 0x01, 0]);
+  const bytes = Uint8Array.from({ length: 1001 }, (_, i) => (i * 97 + 13) & 255);
+  const back = new Uint8Array(1001);
+  assert.strictEqual(live.textToBytes(packText(bytes), back, 0, 1001), 1001);
+  assert.deepStrictEqual(back, bytes);
+  assert.strictEqual(live.textToBytes(packText(bytes).slice(0, 100), back, 0, 1001), 187, 'a cut text says so');
+});
+
+// A spec and its bytes from [name, shape, encoding, bytes, extra entry fields] (the extra fields optional).
 function build(arch, tensors) {
   const table = [];
   const parts = [];
   let offset = 0;
-  for (const [name, shape, encoding, bytes] of tensors) {
-    table.push({ name, shape, encoding, offset, length: bytes.length });
+  for (const [name, shape, encoding, bytes, extra] of tensors) {
+    table.push(Object.assign({ name, shape, encoding, offset, length: bytes.length }, extra));
     const padded = new Uint8Array(Math.ceil(bytes.length / 4) * 4);
     padded.set(bytes);
     parts.push(padded);
@@ -142,15 +182,17 @@ test('a one-layer hand-made model: attention and value norms by hand', () => {
   for (let j = 0; j < 3; j++) close(norms[j], Math.SQRT2, 1e-6, `norm ${j}`);
 });
 
-test('a quantized (q6) table decodes to (code - 31) * row scale', () => {
-  // two rows: codes (62, 31) at scale 1/31 -> (1, 0); codes (31, 62) at scale 1/31 -> (0, 1)
-  const codes = packBits([62, 31, 31, 62], 6);
-  const word = ['embeddings.word', [2, 2], 'q6', concat(f32([1 / 31, 1 / 31]), codes)];
+test('a Rice-coded table decodes to code * row step', () => {
+  // two rows: codes (3, 0) at step 1/3 -> (1, 0); codes (0, -5) at step -1/5 -> (0, 1)
+  const codes = riceEncode([[3, 0], [0, -5]], 2, [1, 1]);
+  const word = ['embeddings.word', [2, 2], 'rice', concat(f32([1 / 3, -1 / 5]), codes), { rice_bits: 2 }];
   const { spec, bytes } = handModel(word);
   const quantized = live.forward(live.decodeWeights(spec, bytes), [1, 0], null).attention;
   const exact = handModel();
   const reference = live.forward(live.decodeWeights(exact.spec, exact.bytes), [1, 0], null).attention;
   for (let i = 0; i < 4; i++) close(quantized[i], reference[i], 1e-6, `attention ${i}`);
+  assert.throws(() => live.decodeWeights(handModel(['embeddings.word', [2, 2], 'q6', f32([1, 0, 0, 1])]).spec,
+    handModel().bytes), /unknown encoding q6 of embeddings.word/);
 });
 
 test('float16 values decode as IEEE 754 half precision', () => {

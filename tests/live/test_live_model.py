@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from reportgen.errors import ModelError
-from reportgen.model import live_weights
+from reportgen.model import live_tokenizer, live_weights
+from reportgen.runs import LiveModel
 from reportgen.site import live_page
 from tests.helpers import BUILDERS, GRADED_PAIRS, ROOT, TINY_WORDS
 
@@ -138,28 +139,53 @@ def test_a_decoder_and_other_activations_are_refused():
     live_weights.check_supported(BertModel(BertConfig(**small, hidden_act="gelu_new")))  # the tanh form is exact
 
 
-def test_codes_pack_and_unpack_for_every_width():
+def rice_decode(blob: bytes, rows: int, cols: int, k: int) -> np.ndarray:
+    """A plain reading of rice_rows' format, code by code (the JavaScript's riceRows is tested against it)."""
+    bits = np.unpackbits(np.frombuffer(blob, dtype=np.uint8), bitorder="little")
+    out = np.zeros((rows, cols), dtype=np.int64)
+    at = 0
+    for r in range(rows):
+        for c in range(cols):
+            high = 0
+            while bits[at]:
+                high, at = high + 1, at + 1
+            low = sum(int(bits[at + 1 + b]) << b for b in range(k))
+            at += 1 + k
+            u = (high << k) | low
+            out[r, c] = -(u + 1) // 2 if u & 1 else u // 2
+        at = -(-at // 8) * 8  # rows start on a byte boundary
+    assert at == 8 * len(blob)
+    return out
+
+
+def test_rice_codes_round_trip_for_every_parameter():
     rng = np.random.default_rng(0)
-    for bits in range(2, 9):
-        codes = rng.integers(0, 1 << bits, 101).astype(np.uint8)
-        packed = live_weights.pack_codes(codes, bits)
-        assert len(packed) == -(-101 * bits // 8)
-        assert np.array_equal(live_weights.unpack_codes(packed, 101, bits), codes)
-    # 6 bits: 4 codes in 3 bytes, least significant first (the JavaScript test checks the same bytes)
-    assert live_weights.pack_codes(np.array([1, 2, 3, 4], dtype=np.uint8), 6) == bytes([0x81, 0x30, 0x10])
+    codes = rng.normal(scale=30, size=(9, 23)).round().astype(np.int16)
+    codes[2] = 0
+    codes[4, :3] = (32767, -32767, -1)  # the int16 extremes cost long unary runs but decode
+    for k in (0, 1, 4, 7, 14):
+        blob = live_weights.rice_rows(codes, k, block=4)  # blocks of 4 rows join seamlessly
+        assert np.array_equal(rice_decode(blob, 9, 23, k), codes), k
+    # by hand: codes 0, -1, 2 with k = 1 fold to 0, 1, 4: "0 0", "0 1", "11 0 0" -> bits 0,0,0,1,1,1,0,0
+    assert live_weights.rice_rows(np.array([[0, -1, 2]], dtype=np.int16), 1) == bytes([0b00111000])
+    # the parameter chosen is the cheapest: wide codes take a larger k
+    assert live_weights.rice_parameter(codes) > live_weights.rice_parameter(codes // 16)
 
 
-def test_quantization_error_is_within_half_a_step_per_row():
+def test_rounding_is_within_half_a_step_of_the_rows_own_size():
     rng = np.random.default_rng(1)
     weight = rng.normal(size=(64, 96)).astype(np.float32) * rng.uniform(0.01, 3, size=(64, 1)).astype(np.float32)
     weight[3] = 0
-    for bits in (4, 6, 8):
-        scales, codes = live_weights.quantize_rows(weight, bits)
-        back = live_weights.dequantize_rows(scales, codes, bits)
-        top = (1 << (bits - 1)) - 1
-        assert codes.max() <= 2 * top
-        bound = np.abs(weight).max(axis=1, keepdims=True) / (2 * top) * (1 + 1e-6)
-        assert (np.abs(back - weight) <= bound).all()
+    weight[5, 7] = 1e6  # an outlier raises its row's step to keep the codes in int16
+    for step in (0.1, 0.0125):
+        steps, codes = live_weights.quantize_rows(weight, step)
+        back = live_weights.dequantize_rows(steps, codes)
+        assert steps[3] == 0 and not codes[3].any()
+        rms = np.sqrt((weight.astype(np.float64) ** 2).mean(axis=1))
+        ordinary = np.arange(64) != 5
+        assert np.allclose(steps[ordinary], step * rms[ordinary], rtol=1e-6)
+        assert steps[5] >= 1e6 / 32767 and np.abs(codes).max() <= 32767
+        assert (np.abs(back - weight) <= steps[:, None] / 2 * (1 + 1e-5)).all()
 
 
 # -- the JavaScript's arithmetic at float32 (exact export) -----------------------------------------------------------
@@ -199,16 +225,35 @@ def test_float32_export_matches_torch(kind, tmp_path):
 
 
 @pytest.mark.slow
-def test_quantized_tiny_bert_stays_close(tmp_path):
-    model = _tiny("bert")
+def test_rice_export_decodes_to_the_rounded_weights_exactly(tmp_path):
+    """The JavaScript computes with exactly the rounded weights: its attention equals torch's on a copy of the
+    model whose matrices were rounded the same way (within float32 arithmetic), and differs from the original's."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=200, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=128, max_position_embeddings=64, initializer_range=0.3),
+                      add_pooling_layer=False).eval()
     model.set_attn_implementation("eager")
-    weights = live_weights.export_weights(model)
-    assert {entry["encoding"] for entry in weights.spec["tensors"]} == {"f32"}  # every tensor under SMALL elements
-    weights = live_weights.export_weights(model, "q8")
+    weights = live_weights.export_weights(model, "rice", step=0.2, table_step=0.1)
+    encodings = {entry["name"]: entry["encoding"] for entry in weights.spec["tensors"]}
+    assert encodings["embeddings.word"] == encodings["layers.1.ffn_output.weight"] == "rice"
+    assert encodings["layers.0.query.bias"] == encodings["embeddings.token_type"] == "f32"
+    rounded = BertModel(model.config, add_pooling_layer=False).eval()
+    rounded.load_state_dict(model.state_dict())
+    rounded.set_attn_implementation("eager")
+    with torch.no_grad():
+        for name, parameter in rounded.named_parameters():
+            if parameter.dim() == 2 and parameter.numel() >= live_weights.SMALL:
+                step = 0.1 if "word" in name or "position" in name else 0.2
+                steps, codes = live_weights.quantize_rows(parameter.numpy(), step)
+                parameter.copy_(torch.from_numpy(live_weights.dequantize_rows(steps, codes)))
     inputs = tiny_inputs(weights.spec["vocab"])
     js, _ = run_node(weights, inputs, tmp_path)
-    attention, _ = compare(js, run_torch(model, inputs))
-    assert attention < 0.05, attention
+    attention, norms = compare(js, run_torch(rounded, inputs))
+    assert attention < 1e-5 and norms < 1e-4, (attention, norms)
+    assert compare(js, run_torch(model, inputs))[0] > 1e-3  # the rounding is there
 
 
 # -- the embedded MiniLM, quantized as a site ships it --------------------------------------------------------------
@@ -248,18 +293,21 @@ def minilm_results(request, tmp_path_factory):
     directory = embedded_model_dir()
     tokenizer = AutoTokenizer.from_pretrained(directory)
     model = AutoModel.from_pretrained(directory, attn_implementation="eager").eval()
-    weights = live_weights.export_weights(model, live_weights.FORMATS[request.param])
+    weights = live_weights.export_weights(model, **live_weights.FORMATS[request.param])
+    files = live_page.live_files(LiveModel(weights.spec, weights.data, live_tokenizer.tokenizer_spec(tokenizer), 512,
+                                           request.param))
     inputs = []
     for first, second in minilm_texts():
         encoded = tokenizer(first, second, truncation=True, max_length=512)
         inputs.append((encoded["input_ids"], encoded["token_type_ids"]))
     js, ms = run_node(weights, inputs, tmp_path_factory.mktemp("minilm"))
     attention, norms = compare(js, run_torch(model, inputs))
-    print(f"\nMiniLM {request.param}: {len(weights.data)} bytes ({live_weights.base64_size(weights)} base64), max "
+    site_bytes = sum(map(len, files.values()))  # what live/ adds to a site
+    print(f"\nMiniLM {request.param}: {len(weights.data)} bytes ({site_bytes} in the site's files), max "
           f"attention error {attention:.4f}, max relative norm error {norms:.4f}, seed pair {ms[0]:.0f} ms "
           f"({len(inputs[0][0])} tokens)")
-    return {"format": request.param, "weights": weights, "inputs": inputs, "attention": attention, "norms": norms,
-            "ms": ms}
+    return {"format": request.param, "weights": weights, "site_bytes": site_bytes, "inputs": inputs,
+            "attention": attention, "norms": norms, "ms": ms}
 
 
 @pytest.mark.slow  # the embedded model through Node on 51 inputs
@@ -267,7 +315,7 @@ def test_minilm_export_stays_as_near_torch_as_the_page_says(minilm_results):
     assert len(minilm_results["inputs"]) >= 51
     assert max(len(ids) for ids, _ in minilm_results["inputs"]) > 300
     if minilm_results["format"] == "compact":  # the default: within the site's budget
-        assert live_weights.base64_size(minilm_results["weights"]) <= 25_000_000
+        assert minilm_results["site_bytes"] <= 25_000_000
     # what the page says of its numbers (issue 33 asks for 0.02; 6-bit weights measure 0.28: live_weights.py)
     assert minilm_results["attention"] <= live_page.TOLERANCE[minilm_results["format"]], minilm_results["attention"]
     # norms: measured 0.10 of the head's largest norm with 6-bit weights

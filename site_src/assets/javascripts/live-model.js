@@ -11,18 +11,16 @@
  * a table of tensors: name, shape, encoding, offset, length) and the bytes of all tensors. Encodings:
  *   f32   float32 little-endian, row-major
  *   f16   float16 (IEEE 754 half precision) little-endian, row-major
- *   q<b>  (b = 2..8) per-row symmetric quantization of a [R, C] matrix: R float32 row scales s_r, then the
- *         codes as one little-endian bit stream of b bits each (code i at stream bits [i*b, i*b + b), stream
- *         bit k = bit k % 8 of byte k >> 3); w = (code - m) * s_r with m = 2^(b-1) - 1. An entry with
- *         "column_scales": true carries C float32 column scales g_c before the row scales: w = (code - m) * s_r * g_c.
- * Layer matrices are dequantized once into Float32Arrays; the embedding tables stay quantized and only the rows
- * a sentence uses are decoded.
+ *   rice  a [R, C] matrix on a grid per row: R float32 row steps s_r, then the integer codes q of each row
+ *         with step s_r > 0, Golomb-Rice coded with parameter 2^rice_bits (riceRows); w = q * s_r.
+ * Layer matrices are decoded once into Float32Arrays; the embedding tables stay as int16 codes and only the rows
+ * a sentence uses are scaled.
  *
  * API (root.reportgenLiveModelApi; module.exports under Node, for tests/js/live-model.test.js):
  *   decodeWeights(spec, bytes)       -> model
  *   forward(model, ids, segments)    -> {attention: Float32Array [L*H*T*T] (layer, head, query, key),
  *                                        norms: Float32Array [L*H*T] (layer, head, key)}
- *   erf, gelu, geluTanh, softmaxRows, layerNorm, linear, unpackCodes: the parts, for the tests.
+ *   erf, gelu, geluTanh, softmaxRows, layerNorm, linear, riceRows, textToBytes: the parts, for the tests.
  */
 function reportgenLiveModel(root) {
   'use strict';
@@ -117,21 +115,52 @@ function reportgenLiveModel(root) {
     return y;
   }
 
-  // `count` codes of `bits` bits from the little-endian bit stream at bytes[byteStart...], starting at code
-  // index `first`, into out[outOffset...].
-  function unpackCodes(bytes, byteStart, first, count, bits, out, outOffset) {
-    var mask = (1 << bits) - 1;
-    var bit = first * bits;
-    var at = outOffset || 0;
-    var end = bytes.length;
-    for (var k = 0; k < count; k++, bit += bits) {
-      var index = byteStart + (bit >> 3);
-      var shift = bit & 7;
-      var word = bytes[index];
-      if (shift + bits > 8 && index + 1 < end) word |= bytes[index + 1] << 8;
-      out[at + k] = (word >> shift) & mask;
+  // Golomb-Rice codes (reportgen/model/live_weights.py rice_rows) of `rows` rows of `cols` codes from
+  // bytes[start...] into out (Int16Array [rows * cols], zeros where steps[r] is 0: such rows store nothing). Each
+  // code: u >> k one-bits, a zero-bit, the k low bits of u (least significant first); u = 2q or -2q - 1. Bits are
+  // read least significant first from each byte; every row starts on a byte boundary. Returns the end offset.
+  function riceRows(bytes, start, rows, cols, k, steps, out) {
+    var at = start;
+    var mask = (1 << k) - 1;
+    for (var r = 0; r < rows; r++) {
+      if (steps[r] === 0) continue;
+      var acc = 0, have = 0; // bits not yet used, and how many
+      for (var i = r * cols, end = i + cols; i < end; i++) {
+        var high = 0;
+        for (;;) { // count one-bits up to the zero-bit
+          if (have === 0) { acc = bytes[at++]; have = 8; }
+          var zeros = ~acc & ((1 << have) - 1);
+          if (zeros === 0) { high += have; have = 0; continue; }
+          var ones = 31 - Math.clz32(zeros & -zeros);
+          high += ones;
+          acc >>>= ones + 1;
+          have -= ones + 1;
+          break;
+        }
+        while (have < k) { acc |= bytes[at++] << have; have += 8; }
+        var u = high * (mask + 1) + (acc & mask);
+        acc >>>= k;
+        have -= k;
+        out[i] = u & 1 ? -(u + 1) / 2 : u / 2;
+      }
     }
-    return out;
+    return at;
+  }
+
+  // The text of a weights file (reportgen/site/live_page.py pack_text): each character carries 15 bits, its
+  // code minus 0x3000, least significant first; `count` bytes go to out[offset...].
+  function textToBytes(text, out, offset, count) {
+    var acc = 0, have = 0, at = offset, end = offset + count;
+    for (var i = 0; i < text.length && at < end; i++) {
+      acc |= (text.charCodeAt(i) - 0x3000) << have;
+      have += 15;
+      while (have >= 8 && at < end) {
+        out[at++] = acc & 255;
+        acc >>>= 8;
+        have -= 8;
+      }
+    }
+    return at - offset;
   }
 
   function readFloats(bytes, start, count) {
@@ -171,34 +200,23 @@ function reportgenLiveModel(root) {
         addRow: function (r, dst, at) { for (var c = 0; c < cols; c++) dst[at + c] += values[r * cols + c]; }
       };
     }
-    var match = /^q([2-8])$/.exec(entry.encoding);
-    if (!match || shape.length !== 2) throw new Error('live model: unknown encoding ' + entry.encoding + ' of ' + entry.name);
-    var bits = +match[1];
-    var middle = (1 << (bits - 1)) - 1;
-    var columns = null;
-    if (entry.column_scales) {
-      columns = readFloats(bytes, start, cols);
-      start += 4 * cols;
+    if (entry.encoding !== 'rice' || shape.length !== 2) {
+      throw new Error('live model: unknown encoding ' + entry.encoding + ' of ' + entry.name);
     }
-    var scales = readFloats(bytes, start, rows);
-    var codeStart = start + 4 * rows;
-    var codes = new Uint8Array(cols);
-    function addRow(r, dst, at) {
-      unpackCodes(bytes, codeStart, r * cols, cols, bits, codes, 0);
-      var s = scales[r];
-      for (var c = 0; c < cols; c++) dst[at + c] += (codes[c] - middle) * s * (columns ? columns[c] : 1);
-    }
+    var steps = readFloats(bytes, start, rows);
+    var codes = new Int16Array(rows * cols);
+    riceRows(bytes, start + 4 * rows, rows, cols, entry.rice_bits, steps, codes);
     return {
-      rows: rows, cols: cols, addRow: addRow,
+      rows: rows, cols: cols,
+      addRow: function (r, dst, at) {
+        var s = steps[r];
+        for (var c = 0, i = r * cols; c < cols; c++, i++) dst[at + c] += codes[i] * s;
+      },
       all: function () {
         var out = new Float32Array(rows * cols);
-        var allCodes = unpackCodes(bytes, codeStart, 0, rows * cols, bits, new Uint8Array(rows * cols), 0);
-        for (var r = 0; r < rows; r++) {
-          var s = scales[r];
-          for (var c = 0; c < cols; c++) {
-            var i = r * cols + c;
-            out[i] = (allCodes[i] - middle) * s * (columns ? columns[c] : 1);
-          }
+        for (var r = 0, i = 0; r < rows; r++) {
+          var s = steps[r];
+          for (var c = 0; c < cols; c++, i++) out[i] = codes[i] * s;
         }
         return out;
       }
@@ -320,7 +338,8 @@ function reportgenLiveModel(root) {
   api.softmaxRows = softmaxRows;
   api.layerNorm = layerNorm;
   api.linear = linear;
-  api.unpackCodes = unpackCodes;
+  api.riceRows = riceRows;
+  api.textToBytes = textToBytes;
   api.decodeWeights = decodeWeights;
   api.forward = forward;
   root.reportgenLiveModelApi = api;

@@ -42,7 +42,7 @@
   window.reportgen.live = live;
 
   var spec = null; // live/model.js: {model, tokenizer, bytes, chunks, chunk_bytes, max_tokens}
-  var chunks = []; // base64 text of each weights file, until decoded
+  var chunks = []; // the text of each weights file, until decoded
   var tokenizer = null;
   var specialIds = {}; // the ids the views mark as special ([CLS], [SEP], ...), as the example pages do
   var engine = null; // {run(ids, segments, done)}: the worker, or the page itself
@@ -83,15 +83,18 @@
     });
   }
 
-  // All weights files as one byte array; each chunk's base64 decodes on its own (live_page.py CHUNK_BYTES).
+  // All weights files as one byte array; each chunk's text decodes on its own (live_page.py CHUNK_BYTES).
   function joinedBytes() {
     var bytes = new Uint8Array(spec.bytes);
+    var textToBytes = window.reportgenLiveModelApi.textToBytes;
     for (var index = 0; index < spec.chunks; index++) {
       var text = chunks[index];
       if (typeof text !== 'string') throw new Error('the weights file ' + chunkName(index) + ' is missing');
-      var binary = atob(text);
       var offset = index * spec.chunk_bytes;
-      for (var i = 0; i < binary.length; i++) bytes[offset + i] = binary.charCodeAt(i);
+      var count = Math.min(spec.chunk_bytes, spec.bytes - offset);
+      if (textToBytes(text, bytes, offset, count) !== count) {
+        throw new Error('the weights file ' + chunkName(index) + ' is cut short');
+      }
       chunks[index] = null;
     }
     return bytes;

@@ -284,8 +284,9 @@ class ViewSettings(Strict):
                                    "browser (BERT-family encoders with a WordPiece tokenizer; adds the model's "
                                    "weights to the site).")
     live_weights: Literal["compact", "float16"] = Field(
-        description="How the live page's weights are stored: compact (6 bits a weight: MiniLM's adds 23.5 MB and "
-                    "its attention is within 0.3 of the model's) or float16 (within 0.002, twice the size).")
+        description="How the live page's weights are stored: compact (about 8 bits a weight: MiniLM's adds 24.4 MB "
+                    "and its attention is within 0.03 of the model's up to 128 tokens, 0.04 up to 512) or float16 "
+                    "(within 0.002, about twice the size).")
 
 
 class CompareSettings(Strict):

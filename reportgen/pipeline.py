@@ -185,7 +185,7 @@ def live_model(config: Config, stage: ModelStage) -> LiveModel | None:
     weights = cache.get_blob("live", key) if tables is not None else None
     if tables is None or weights is None:
         net, tokenizer = stage.load()
-        exported = live_weights.export_weights(net, **live_weights.FORMATS[config.views.live_weights])
+        exported = live_weights.export_format(net, tokenizer, config.views.live_weights, stage.max_length)
         tables = {"model": exported.spec, "tokenizer": live_tokenizer.tokenizer_spec(tokenizer)}
         weights = exported.data
         cache.put_blob("live", key, weights)

@@ -24,39 +24,31 @@ offset that is a multiple of 4:
 
 * ``f32``: float32 values, row-major. 1-D tensors (biases, LayerNorm parameters) and small 2-D tensors
   (under SMALL elements, e.g. the token-type table) are always f32.
-* ``q<b>`` for b in 2..8 (``q6`` by default, ``q8``, ``q4``): per-row symmetric quantization of a 2-D tensor
-  [R, C] after dividing each column by a column scale g_c = sqrt(max_r |w[r, c]|) (1 for a zero column), which
-  keeps one outlier column from coarsening every row it crosses. With u = w / g, m = 2^(b-1) - 1 and, for row r,
-  s_r = max_c |u[r, c]| / m (s_r = 0 for an all-zero row):
+* ``f16``: IEEE 754 half precision, row-major.
+* ``rice``: a [R, C] matrix on a uniform grid per row, w' = q * s_r with the integer code q and the step
+  s_r = step * rms(w[r]) (`quantize_rows`): R float32 steps, then the codes of every row whose step is not 0,
+  Golomb-Rice coded with parameter 2^k, k = the entry's ``rice_bits`` (`rice_rows`: each row starts on a byte
+  boundary). |w - w'| <= s_r / 2 with plain rounding; the Linear layers' codes come from error-compensating
+  rounding (`gptq_codes`, on the same grid) when the export is calibrated.
 
-      q[r, c] = clamp(round(u[r, c] / s_r), -m, m),   code = q + m in [0, 2m],   w'[r, c] = (code - m) * s_r * g_c.
+The compact export (`FORMATS["compact"]`): steps of 0.0175 x the row's RMS for the layers' matrices (GPTQ,
+calibrated on reportgen/model/live_calibration.py) and 0.0125 for the word and position tables (plain rounding).
+The float16 export keeps every matrix in f16.
 
-  Bytes: the C column scales g_c as float32 (the entry says ``"column_scales": true``), the R row scales s_r as
-  float32, then the codes of all rows (row-major, element i = r * C + c) as one bit stream of b bits per code:
-  code i occupies stream bits [i*b, i*b + b), where stream bit k is bit (k mod 8) (least significant first) of
-  byte floor(k / 8); the last byte is zero-padded. For b = 6 this is 4 codes in 3 bytes: c0 | c1 << 6 |
-  c2 << 12 | c3 << 18 as a 24-bit little-endian integer; for b = 8 one code per byte. Error bound:
-  |w - w'| <= s_r * g_c / 2 per element (without column scales: max|w[r]| / (2m), 1/62 of the row's largest
-  magnitude for q6, 1/254 for q8). byte_length = 4C + 4R + ceil(R * C * b / 8).
+Measured on the embedded all-MiniLM-L6-v2 (22.7M parameters) in Node against the torch model's own attention
+(eager), over the seed pair and 52 other inputs of 3 to 512 tokens (tests/live/test_live_model.py), the largest
+difference of any head's attention probability:
 
-The default export: layer matrices and the word table q6, the position table q8, the rest float32.
+    export                                        data bytes    site files (live/)   up to 128 tokens   all
+    compact (GPTQ 0.0175 / tables 0.0125)         23,584,296    24,397,543           0.017              0.036
+    plain rounding, 0.0175 everywhere             22,751,012    24,279,261 (*)       -                  0.049
+    6-bit codes, a scale per row and column       17,368,616    23,158,156 (*)       -                  0.28
+    float16                                       45,193,728    46,466,630           0.0016             0.0016
 
-Measured on the embedded all-MiniLM-L6-v2 (22.7M parameters), the largest difference of any head's attention
-probability from the torch model's own (eager), over the seed pair and 50 inputs of 3 to 512 tokens:
-
-    encoding (layers / word table / positions)       raw bytes    base64 bytes   max |attention error|
-    q6 / q6 / q8, column scales (the default)         17,368,616   23,158,156     0.28  (tests/live/)
-    q6 / q6 / q6, no column scales                    17,233,448   22,977,932     0.36  (another 52 inputs)
-    q5 / q6 / q6, no column scales                    15,906,344   21,208,460     0.41
-    q8 / q5 / q5, no column scales                    18,398,024   24,530,700     0.50
-    q8 / q6 / q6, no column scales                    19,887,656   26,516,876     0.30  (over the budget)
-    q8 everywhere, no column scales                   22,866,920   30,489,228     0.09  (over the budget)
-    q8 everywhere, column scales                      ~22.9 MB     ~30.5 MB       0.08  (over the budget)
-
-MiniLM's attention is sharp: rounding any one group of matrices alone to 8 bits moves some head by 0.015 to
-0.085 (the FFN output and word embeddings most), so plain round-to-nearest at the 25 MB budget (about 6.6 bits a
-weight) does not reach views.live's 0.02 target; error-compensating quantization (GPTQ, Frantar et al. 2022)
-or entropy-coded 8-bit codes are the next steps.
+(*) in the earlier base64 or 15-bit files. MiniLM's attention is sharp: each group of matrices rounded alone
+moves some head by 0.015 to 0.05 at a step of 0.025 (the word table most), errors grow in proportion to the
+step, and the largest ones are on long inputs with repeated text, where two keys nearly tie. A step's halving
+costs a bit a weight (2.8 MB for MiniLM), so 0.02 on 512-token inputs would need about 25.5 MB of codes.
 """
 
 from __future__ import annotations
@@ -66,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reportgen.errors import ModelError
+from reportgen.model import live_calibration
 
 SUPPORTED = ("bert", "electra", "distilbert")
 # hidden_act / activation -> the name the JavaScript implements exactly
@@ -76,7 +69,7 @@ FLOATS = {"f32": 32, "f16": 16}  # encodings that store the values themselves (I
 CODE_LIMIT = 32767  # codes are int16
 TABLES = ("embeddings.word", "embeddings.position")  # looked up by row: `table_step` applies
 # config `views.live_weights` -> export_weights' arguments: compact (the default, MiniLM within 25 MB) or float16
-FORMATS = {"compact": {"encoding": "rice", "step": 0.0175, "table_step": 0.0175}, "float16": {"encoding": "f16"}}
+FORMATS = {"compact": {"encoding": "rice", "step": 0.0175, "table_step": 0.0125}, "float16": {"encoding": "f16"}}
 
 
 @dataclass
@@ -141,6 +134,31 @@ def _array(tensor) -> np.ndarray:
     return tensor.detach().to("cpu").float().numpy()
 
 
+def _layer_parts(layer, distil: bool) -> dict:
+    """Canonical part name -> the torch module of one layer."""
+    attention = layer.attention
+    if distil:
+        return {"query": attention.q_lin, "key": attention.k_lin, "value": attention.v_lin,
+                "output": attention.out_lin, "attention_norm": layer.sa_layer_norm,
+                "intermediate": layer.ffn.lin1, "ffn_output": layer.ffn.lin2, "output_norm": layer.output_layer_norm}
+    return {"query": attention.self.query, "key": attention.self.key, "value": attention.self.value,
+            "output": attention.output.dense, "attention_norm": attention.output.LayerNorm,
+            "intermediate": layer.intermediate.dense, "ffn_output": layer.output.dense,
+            "output_norm": layer.output.LayerNorm}
+
+
+def _linears(model) -> dict:
+    """Canonical weight name -> its Linear module (the layers' matrices and ELECTRA's embedding projection)."""
+    base, _, layers = _base(model)
+    found = {f"layers.{index}.{name}.weight": module
+             for index, layer in enumerate(layers)
+             for name, module in _layer_parts(layer, model.config.model_type == "distilbert").items()
+             if not name.endswith("norm")}
+    if getattr(base, "embeddings_project", None) is not None:
+        found["embeddings.project.weight"] = base.embeddings_project
+    return found
+
+
 def _canonical(model) -> tuple[dict, list[tuple[str, np.ndarray]]]:
     """(architecture fields, [(canonical name, float32 array)]) of a supported model."""
     config = model.config
@@ -161,19 +179,7 @@ def _canonical(model) -> tuple[dict, list[tuple[str, np.ndarray]]]:
                     ("embeddings.project.bias", _array(project.bias))]
     eps_values = {float(embeddings.LayerNorm.eps)}
     for index, layer in enumerate(layers):
-        if distil:
-            attention = layer.attention
-            parts = {"query": attention.q_lin, "key": attention.k_lin, "value": attention.v_lin,
-                     "output": attention.out_lin, "attention_norm": layer.sa_layer_norm,
-                     "intermediate": layer.ffn.lin1, "ffn_output": layer.ffn.lin2,
-                     "output_norm": layer.output_layer_norm}
-        else:
-            attention = layer.attention
-            parts = {"query": attention.self.query, "key": attention.self.key, "value": attention.self.value,
-                     "output": attention.output.dense, "attention_norm": attention.output.LayerNorm,
-                     "intermediate": layer.intermediate.dense, "ffn_output": layer.output.dense,
-                     "output_norm": layer.output.LayerNorm}
-        for name, module in parts.items():
+        for name, module in _layer_parts(layer, distil).items():
             tensors.append((f"layers.{index}.{name}.weight", _array(module.weight)))
             tensors.append((f"layers.{index}.{name}.bias", _array(module.bias)))
             if name.endswith("norm"):
@@ -253,17 +259,78 @@ def rice_rows(codes: np.ndarray, k: int, block: int = 4096) -> bytes:
     return b"".join(out)
 
 
-def _encode(array: np.ndarray, encoding: str, step: float) -> tuple[dict, bytes]:
+def input_hessians(model, inputs: list[dict]) -> dict[str, np.ndarray]:
+    """Canonical weight name -> H = sum over the tokens of `inputs` of x x^T, x the matrix's input (float64): how
+    much each input direction matters to the layer's output, for `gptq_codes`."""
+    import torch
+
+    hessians: dict[str, np.ndarray] = {}
+    hooks = []
+    for name, module in _linears(model).items():
+        def collect(_module, args, _output, name=name):
+            x = args[0].detach().reshape(-1, args[0].shape[-1]).double()
+            hessians[name] = hessians.get(name, 0) + (x.T @ x).numpy()
+        hooks.append(module.register_forward_hook(collect))
+    try:
+        with torch.no_grad():
+            for batch in inputs:
+                model(**batch)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return hessians
+
+
+def gptq_codes(weight: np.ndarray, hessian: np.ndarray, steps: np.ndarray, damp: float = 0.1,
+               block: int = 128) -> np.ndarray:
+    """Codes [R, C] on the grid of `quantize_rows` (w ~ code * steps[r]) chosen by error-compensating rounding
+    (GPTQ: Frantar, Ashkboos, Hoefler and Alistarh 2022, Algorithm 1): columns are rounded one at a time, most
+    active input first ("act-order"), and each one's rounding error is spread over the columns not yet rounded
+    through the upper Cholesky factor of H^-1, so the layer's output on inputs like the calibration texts moves
+    less than with plain rounding. `damp` * mean(diag H) is added to H's diagonal; dead inputs get weight 0.
+    On MiniLM this lowers the mean attention error by about a fifth at the same size (codes' entropy unchanged)."""
+    work = weight.astype(np.float64).copy()
+    hessian = hessian.astype(np.float64).copy()
+    step = np.where(steps > 0, steps, 1).astype(np.float64)[:, None]
+    dead = np.diag(hessian) == 0
+    hessian[dead, dead] = 1
+    work[:, dead] = 0
+    order = np.argsort(-np.diag(hessian), kind="stable")
+    work, hessian = work[:, order], hessian[np.ix_(order, order)]
+    hessian[np.diag_indices_from(hessian)] += damp * np.mean(np.diag(hessian))
+    upper = np.linalg.cholesky(np.linalg.inv(hessian)).T
+    codes = np.zeros(work.shape, dtype=np.int64)
+    for first in range(0, work.shape[1], block):
+        last = min(first + block, work.shape[1])
+        part, factor = work[:, first:last].copy(), upper[first:last, first:last]
+        errors = np.zeros_like(part)
+        for i in range(last - first):
+            rounded = np.rint(part[:, i] / step[:, 0])
+            codes[:, first + i] = rounded
+            error = (part[:, i] - rounded * step[:, 0]) / factor[i, i]
+            part[:, i:] -= np.outer(error, factor[i, i:])
+            errors[:, i] = error
+        work[:, last:] -= errors @ upper[first:last, last:]
+    out = np.empty_like(codes)
+    out[:, order] = codes
+    out[steps <= 0] = 0
+    return np.clip(out, -CODE_LIMIT, CODE_LIMIT).astype(np.int16)
+
+
+def _encode(array: np.ndarray, encoding: str, step: float, hessian: np.ndarray | None) -> tuple[dict, bytes]:
     if array.ndim != 2 or array.size < SMALL or encoding == "f32":
         return {"encoding": "f32"}, array.astype("<f4").tobytes()
     if encoding == "f16":
         return {"encoding": "f16"}, array.astype("<f2").tobytes()
     steps, codes = quantize_rows(array, step)
+    if hessian is not None:
+        codes = gptq_codes(array, hessian, steps)
     k = rice_parameter(codes[steps > 0])
     return {"encoding": "rice", "rice_bits": k}, steps.astype("<f4").tobytes() + rice_rows(codes[steps > 0], k)
 
 
-def export_weights(model, encoding: str = "rice", step: float = 0.0125, table_step: float | None = None) -> LiveWeights:
+def export_weights(model, encoding: str = "rice", step: float = 0.0125, table_step: float | None = None,
+                   calibration: list[dict] | None = None) -> LiveWeights:
     """The model's weights in the canonical layout. `encoding`:
 
     * "rice" (the default): every 2-D tensor of SMALL elements or more on a grid of `step` times its row's root
@@ -271,21 +338,34 @@ def export_weights(model, encoding: str = "rice", step: float = 0.0125, table_st
     * "f16": those tensors in float16;
     * "f32": every tensor exact (for small models, and to check the JavaScript's arithmetic apart from rounding).
 
-    1-D tensors (biases, LayerNorms) and small tables are float32 in every encoding.
+    1-D tensors (biases, LayerNorms) and small tables are float32 in every encoding. With `calibration` (model
+    inputs: reportgen/model/live_calibration.py) the rice codes of the Linear layers' matrices come from
+    `gptq_codes` instead of plain rounding, on the same grid.
     """
     check_supported(model)
     if encoding not in ("rice", *FLOATS):
         raise ValueError(f"unknown encoding {encoding!r}: rice, f16 or f32")
     table_step = step if table_step is None else table_step
     arch, tensors = _canonical(model)
+    hessians = input_hessians(model, calibration) if calibration and encoding == "rice" else {}
     table: list[dict] = []
     chunks: list[bytes] = []
     offset = 0
     for name, array in tensors:
-        fields, blob = _encode(array, encoding, table_step if name in TABLES else step)
+        fields, blob = _encode(array, encoding, table_step if name in TABLES else step, hessians.get(name))
         table.append({"name": name, "shape": list(array.shape), **fields, "offset": offset, "length": len(blob)})
         pad = (-len(blob)) % 4
         chunks.append(blob + b"\0" * pad)
         offset += len(blob) + pad
     spec = {"version": SPEC_VERSION, **arch, "tensors": table}
     return LiveWeights(spec=spec, data=b"".join(chunks))
+
+
+def export_format(model, tokenizer, weights_format: str, max_length: int) -> LiveWeights:
+    """The export a site ships for config `views.live_weights` (a FORMATS key); the compact one's rounding is
+    calibrated on reportgen's own texts (live_calibration), cut at `max_length` tokens as the page cuts inputs."""
+    settings = FORMATS[weights_format]
+    calibration = None
+    if settings["encoding"] == "rice":
+        calibration = live_calibration.calibration_inputs(tokenizer, max_length)
+    return export_weights(model, **settings, calibration=calibration)

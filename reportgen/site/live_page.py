@@ -8,9 +8,9 @@ The files, in the site's live/ folder:
     weights-NNN.js  reportgenLiveChunk(NNN, "<text>"): bytes [NNN * CHUNK_BYTES, (NNN + 1) * CHUNK_BYTES)
 
 A weights file is UTF-16 (little-endian, with a byte order mark, which a browser honours before any charset a
-server names) and each character of its string carries 15 bits (`pack_text`): 16 bytes on disk for 15 of
-weights, where base64 would take 20. The chunks load in parallel and show progress; CHUNK_BYTES is a multiple of
-15 bytes (8 characters), so that every chunk decodes on its own.
+server names) and every three characters of its string carry 47 bits (`pack_text`): 48 bytes on disk for 47 of
+weights, where base64 would take 63. The chunks load in parallel and show progress; CHUNK_BYTES is a multiple of
+47 bytes (8 groups of three characters), so that every chunk decodes on its own.
 """
 
 from __future__ import annotations
@@ -25,17 +25,25 @@ from reportgen.runs import LiveModel
 
 FOLDER = "live"
 PAGE = "your-sentence.md"
-CHUNK_BYTES = 3_000_000
-TEXT_BASE = 0x3000  # a 15-bit value v is the character TEXT_BASE + v: CJK and Yi letters, never a quote,
-# a backslash, a line break or a surrogate
+CHUNK_BYTES = 47 * 64_000
+# A weights file's characters stand for the digits 0..RADIX-1 of 47-bit groups (RADIX^3 >= 2^47 > (RADIX-1)^3),
+# each digit a character from these ranges in turn (first code point, end): never a quote, a backslash, a line
+# break (U+2028 and U+2029 are left out too), a surrogate, a noncharacter or the byte order mark.
+RADIX = 52_016
+DIGIT_RANGES = ((0x1000, 0x2028), (0x202A, 0xD800), (0xE000, 0xFDD0))
 BOM = b"\xff\xfe"
 # the page's own scripts, after the views' scripts that every page loads (mkdocs.yml extra_javascript)
 SCRIPTS = ("live-tokenizer.js", "live-model.js", "live-page.js")
 # What the page says of its numbers' accuracy, per `views.live_weights`: tests/live/ check every head's attention
-# against the model's own (torch, float32) within this on TESTED. Issue 33 asks for 0.02; the 6-bit weights that
-# keep MiniLM's site under 25 MB measure 0.28 (reportgen/model/live_weights.py has other encodings' figures).
-TOLERANCE = {"compact": 0.05, "float16": 0.002}
-TESTED = "51 texts of 3 to 512 tokens"
+# from the embedded all-MiniLM-L6-v2's export against the model's own (torch, float32) within TOLERANCE on TESTED,
+# and within SHORT_TOLERANCE on inputs of up to SHORT_TOKENS tokens. Measured, compact: 0.036 on TESTED, 0.017 on
+# its inputs up to 128 tokens, 0.023 on a typed text of repeated words (tests/live/test_live_site.py); float16:
+# 0.0016. Issue 33 asks for 0.02 everywhere; reportgen/model/live_weights.py says what that would take.
+TOLERANCE = {"compact": 0.04, "float16": 0.002}
+SHORT_TOLERANCE = {"compact": 0.03, "float16": 0.002}
+SHORT_TOKENS = 128
+MEASURED_ON = "all-MiniLM-L6-v2"
+TESTED = "53 texts of 3 to 512 tokens"
 
 
 def _script_json(value) -> str:
@@ -44,12 +52,20 @@ def _script_json(value) -> str:
 
 
 def pack_text(data: bytes) -> bytes:
-    """`data` as UTF-16LE characters of 15 bits each (least significant first, zero-padded to whole characters):
-    site_src/assets/javascripts/live-model.js textToBytes reads them back."""
-    padded = np.frombuffer(data + b"\0" * (-len(data) % 15), dtype=np.uint8)
-    bits = np.unpackbits(padded, bitorder="little").reshape(-1, 15).astype(np.uint16)
-    values = (bits << np.arange(15, dtype=np.uint16)).sum(axis=1, dtype=np.uint16) + TEXT_BASE
-    return values.astype("<u2").tobytes()
+    """`data` as UTF-16LE text, three characters for every 47 bits (least significant bit first; zero-padded to
+    whole groups): the group's value v is d0 + RADIX * d1 + RADIX^2 * d2, and each digit is written as a character
+    of DIGIT_RANGES. site_src/assets/javascripts/live-model.js textToBytes reads it back."""
+    padded = np.frombuffer(data + b"\0" * (-len(data) % 47), dtype=np.uint8)
+    bits = np.unpackbits(padded, bitorder="little").reshape(-1, 47).astype(np.uint64)
+    values = (bits << np.arange(47, dtype=np.uint64)).sum(axis=1, dtype=np.uint64)
+    digits = np.stack([values % RADIX, values // RADIX % RADIX, values // RADIX // RADIX], axis=1).reshape(-1)
+    chars = np.zeros(digits.shape, dtype=np.uint64)
+    first = 0
+    for start, end in DIGIT_RANGES:
+        inside = (digits >= first) & (digits < first + end - start)
+        chars[inside] = digits[inside] - first + start
+        first += end - start
+    return chars.astype("<u2").tobytes()
 
 
 def live_files(live: LiveModel) -> dict[str, bytes]:
@@ -79,4 +95,6 @@ def write_live_files(docs: Path, live: LiveModel, first: Example) -> dict:
     return {"folder": FOLDER + "/", "chunks": len(files) - 1, "scripts": SCRIPTS,
             "megabytes": sum(map(len, files.values())) / 1e6, "max_tokens": live.max_tokens,
             "text": first.text, "pair": first.pair or "", "tolerance": TOLERANCE[live.weights_format], "tested": TESTED,
+            "short_tolerance": SHORT_TOLERANCE[live.weights_format], "short_tokens": SHORT_TOKENS,
+            "measured_on": MEASURED_ON,
             "float16": live.weights_format == "float16"}

@@ -79,27 +79,34 @@ test('Rice codes round-trip for every parameter, rows on byte boundaries, zero-s
   }
 });
 
-// Bytes as 15-bit characters, as reportgen/site/live_page.py pack_text writes them.
+// Bytes as reportgen/site/live_page.py pack_text writes them: 47-bit groups as three digits of 52016, each digit a
+// character of DIGIT_RANGES.
+const RANGES = [[0x1000, 0x2028], [0x202a, 0xd800], [0xe000, 0xfdd0]];
+function charOf(digit) {
+  for (const [start, end] of RANGES) {
+    if (digit < end - start) return String.fromCharCode(start + digit);
+    digit -= end - start;
+  }
+  throw new Error('digit out of range');
+}
+
 function packText(bytes) {
+  let bits = 0n;
+  bytes.forEach((byte, i) => { bits |= BigInt(byte) << BigInt(8 * i); });
   let text = '';
-  let acc = 0;
-  let have = 0;
-  for (const byte of bytes) {
-    acc |= byte << have;
-    have += 8;
-    if (have >= 15) {
-      text += String.fromCharCode(0x3000 + (acc & 0x7fff));
-      acc >>>= 15;
-      have -= 15;
+  for (let group = 0; group * 47 < bytes.length * 8; group++) {
+    let value = (bits >> BigInt(47 * group)) & ((1n << 47n) - 1n);
+    for (let d = 0; d < 3; d++) {
+      text += charOf(Number(value % 52016n));
+      value /= 52016n;
     }
   }
-  if (have) text += String.fromCharCode(0x3000 + acc);
   return text;
 }
 
-test('weights text: 15 bits a character, least significant first', () => {
-  // 0xff, 0x01 -> the first character holds 0x1ff
-  assert.strictEqual(packText([0xff, 0x01]).charCodeAt(0), 0x31ff);
+test('weights text: three characters for every 47 bits, least significant first', () => {
+  // 0xff, 0x01 -> the value 0x1ff: digits 511, 0, 0
+  assert.strictEqual(packText([0xff, 0x01]), String.fromCharCode(0x1000 + 511, 0x1000, 0x1000));
   const out = new Uint8Array(4);
   assert.strictEqual(live.textToBytes(packText([0xff, 0x01]), out, 1, 2), 2);
   assert.deepStrictEqual(Array.from(out), [0, 0xff, 0x01, 0]);
@@ -107,7 +114,12 @@ test('weights text: 15 bits a character, least significant first', () => {
   const back = new Uint8Array(1001);
   assert.strictEqual(live.textToBytes(packText(bytes), back, 0, 1001), 1001);
   assert.deepStrictEqual(back, bytes);
-  assert.strictEqual(live.textToBytes(packText(bytes).slice(0, 100), back, 0, 1001), 187, 'a cut text says so');
+  assert.strictEqual(live.textToBytes(packText(bytes).slice(0, 99), back, 0, 1001), 193, 'a cut text says so');
+  const top = new Uint8Array(47).fill(255); // digits near the radix: the third range
+  assert.deepStrictEqual(live.textToBytes(packText(top), new Uint8Array(47), 0, 47), 47);
+  const again = new Uint8Array(47);
+  live.textToBytes(packText(top), again, 0, 47);
+  assert.deepStrictEqual(again, top);
 });
 
 // A spec and its bytes from [name, shape, encoding, bytes, extra entry fields] (the extra fields optional).

@@ -172,6 +172,48 @@ def test_rice_codes_round_trip_for_every_parameter():
     assert live_weights.rice_parameter(codes) > live_weights.rice_parameter(codes // 16)
 
 
+def test_error_compensating_rounding_moves_the_layer_output_less():
+    """GPTQ's codes stay on plain rounding's grid, but the layer's output on inputs like the calibration inputs
+    (correlated, of unequal scales, one input dead) moves less than with plain rounding."""
+    rng = np.random.default_rng(3)
+    weight = rng.normal(size=(48, 64)).astype(np.float32)
+    weight[7] = 0
+    mixing = rng.normal(size=(64, 64)) * rng.uniform(0.1, 3, size=64)
+    inputs = rng.normal(size=(500, 64)) @ mixing
+    inputs[:, 5] = 0
+    steps, plain = live_weights.quantize_rows(weight, 0.3)
+    codes = live_weights.gptq_codes(weight, inputs.T @ inputs, steps)
+    assert codes.dtype == np.int16 and not codes[7].any()
+    moved = {name: np.linalg.norm(inputs @ (weight - live_weights.dequantize_rows(steps, found)).T)
+             for name, found in (("plain", plain), ("gptq", codes))}
+    assert moved["gptq"] < 0.8 * moved["plain"], moved
+    assert not codes[:, 5].any()  # a dead input's weights do not matter: 0
+    assert np.abs(codes.astype(int) - plain)[:, np.arange(64) != 5].max() <= 3  # the same grid, nearby points
+
+
+def test_weights_text_reads_back_in_node_for_every_length_and_digit():
+    """live_page.pack_text (Python) -> textToBytes (live-model.js): the bytes come back for lengths around the
+    47-bit groups, and the characters are only those of DIGIT_RANGES, every range used."""
+    rng = np.random.default_rng(2)
+    cases = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (1, 5, 6, 46, 47, 48, 94, 1000, 4099)]
+    cases.append(b"\xff" * 47)  # every digit at its largest
+    texts = [live_page.pack_text(data).decode("utf-16-le") for data in cases]
+    codes = np.array([ord(char) for text in texts for char in text])
+    ranges = live_page.DIGIT_RANGES
+    assert all(any(start <= code < end for start, end in ranges) for code in set(codes.tolist()))
+    assert all(((codes >= start) & (codes < end)).any() for start, end in ranges)
+    assert sum(end - start for start, end in ranges) >= live_page.RADIX
+    assert live_page.RADIX ** 3 >= 2 ** 47 > (live_page.RADIX - 1) ** 3
+    assert len(texts[4]) == 8 * 3 and len(live_page.pack_text(b"x" * 47)) == 48  # 48 bytes on disk for 47
+    script = ("const live = require(process.argv[1]);"
+              "const job = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+              "console.log(JSON.stringify(job.map(([text, n]) => { const out = new Uint8Array(n);"
+              " return [live.textToBytes(text, out, 0, n), Buffer.from(out).toString('hex')]; })));")
+    result = subprocess.run([_node(), "-e", script, str(SCRIPT)], capture_output=True, text=True, check=True,
+                            input=json.dumps([[text, len(data)] for text, data in zip(texts, cases, strict=True)]))
+    assert json.loads(result.stdout) == [[len(data), data.hex()] for data in cases]
+
+
 def test_rounding_is_within_half_a_step_of_the_rows_own_size():
     rng = np.random.default_rng(1)
     weight = rng.normal(size=(64, 96)).astype(np.float32) * rng.uniform(0.01, 3, size=(64, 1)).astype(np.float32)
@@ -270,8 +312,11 @@ LONG = ("Password managers store every login in an encrypted vault that opens wi
         "unique passwords for every site, and regular checks of the devices signed in to the account. ")
 
 
+SHORT = live_page.SHORT_TOKENS  # a sentence or a query-title pair
+
+
 def minilm_texts() -> list[tuple[str, str | None]]:
-    """The seed pair and 50 others: graded pairs, single sentences, and long inputs up to the 512-token limit."""
+    """The seed pair and 52 others: graded pairs, single sentences, and long inputs up to the 512-token limit."""
     texts: list[tuple[str, str | None]] = [SEED_PAIR]
     texts += [(a, b) for a, b, _ in GRADED_PAIRS]
     texts += [(topic, None) for topic in TOPICS]
@@ -293,7 +338,7 @@ def minilm_results(request, tmp_path_factory):
     directory = embedded_model_dir()
     tokenizer = AutoTokenizer.from_pretrained(directory)
     model = AutoModel.from_pretrained(directory, attn_implementation="eager").eval()
-    weights = live_weights.export_weights(model, **live_weights.FORMATS[request.param])
+    weights = live_weights.export_format(model, tokenizer, request.param, 512)
     files = live_page.live_files(LiveModel(weights.spec, weights.data, live_tokenizer.tokenizer_spec(tokenizer), 512,
                                            request.param))
     inputs = []
@@ -301,22 +346,26 @@ def minilm_results(request, tmp_path_factory):
         encoded = tokenizer(first, second, truncation=True, max_length=512)
         inputs.append((encoded["input_ids"], encoded["token_type_ids"]))
     js, ms = run_node(weights, inputs, tmp_path_factory.mktemp("minilm"))
-    attention, norms = compare(js, run_torch(model, inputs))
+    reference = run_torch(model, inputs)
+    attention, norms = compare(js, reference)
+    each = [float(np.abs(a - b).max()) for (a, _), (b, _) in zip(js, reference, strict=True)]
+    short = max(error for error, (ids, _) in zip(each, inputs, strict=True) if len(ids) <= SHORT)
     site_bytes = sum(map(len, files.values()))  # what live/ adds to a site
     print(f"\nMiniLM {request.param}: {len(weights.data)} bytes ({site_bytes} in the site's files), max "
-          f"attention error {attention:.4f}, max relative norm error {norms:.4f}, seed pair {ms[0]:.0f} ms "
-          f"({len(inputs[0][0])} tokens)")
+          f"attention error {attention:.4f} ({short:.4f} up to {SHORT} tokens, median {np.median(each):.4f}), max "
+          f"relative norm error {norms:.4f}, seed pair {ms[0]:.0f} ms ({len(inputs[0][0])} tokens)")
     return {"format": request.param, "weights": weights, "site_bytes": site_bytes, "inputs": inputs,
-            "attention": attention, "norms": norms, "ms": ms}
+            "attention": attention, "short": short, "norms": norms, "ms": ms}
 
 
-@pytest.mark.slow  # the embedded model through Node on 51 inputs
+@pytest.mark.slow  # the embedded model through Node on 53 inputs
 def test_minilm_export_stays_as_near_torch_as_the_page_says(minilm_results):
-    assert len(minilm_results["inputs"]) >= 51
-    assert max(len(ids) for ids, _ in minilm_results["inputs"]) > 300
+    assert len(minilm_results["inputs"]) == 53  # live_page.TESTED
+    assert max(len(ids) for ids, _ in minilm_results["inputs"]) == 512
     if minilm_results["format"] == "compact":  # the default: within the site's budget
         assert minilm_results["site_bytes"] <= 25_000_000
-    # what the page says of its numbers (issue 33 asks for 0.02; 6-bit weights measure 0.28: live_weights.py)
+    # what the page says of its numbers (issue 33 asks for 0.02 everywhere: live_weights.py)
     assert minilm_results["attention"] <= live_page.TOLERANCE[minilm_results["format"]], minilm_results["attention"]
-    # norms: measured 0.10 of the head's largest norm with 6-bit weights
-    assert minilm_results["norms"] < (0.15 if minilm_results["format"] == "compact" else 0.01), minilm_results["norms"]
+    assert minilm_results["short"] <= live_page.SHORT_TOLERANCE[minilm_results["format"]], minilm_results["short"]
+    # norms: relative to the head's largest norm
+    assert minilm_results["norms"] < (0.03 if minilm_results["format"] == "compact" else 0.01), minilm_results["norms"]

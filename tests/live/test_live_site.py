@@ -93,7 +93,7 @@ def check_against_torch(last: dict, torch_model, text: str, pair: str | None) ->
     values = np.asarray(last["values"], dtype=np.float32).reshape(last["layers"], last["heads"], n, n)
     assert values.shape == attention.shape
     worst = float(np.abs(values - attention).max())
-    assert worst <= live_page.TOLERANCE["compact"], (text, worst)
+    assert worst <= live_page.SHORT_TOLERANCE["compact"], (text, worst)  # every input here is cut at 128 tokens
     return worst
 
 
@@ -224,4 +224,4 @@ def test_float16_weights_are_stored_as_such_and_the_page_says_their_accuracy(tmp
     big = [entry for entry in tensors if len(entry["shape"]) == 2 and np.prod(entry["shape"]) >= live_weights.SMALL]
     assert big and {entry["encoding"] for entry in big} == {"f16"}, tensors
     page = (site / "your-sentence.html").read_text(encoding="utf-8")
-    assert "float16" in page and f"up to {live_page.TOLERANCE['float16']} for one attention weight" in page
+    assert "float16" in page and f"at most {live_page.TOLERANCE['float16']} for one attention weight" in page

@@ -147,17 +147,33 @@ function reportgenLiveModel(root) {
     return at;
   }
 
-  // The text of a weights file (reportgen/site/live_page.py pack_text): each character carries 15 bits, its
-  // code minus 0x3000, least significant first; `count` bytes go to out[offset...].
+  // The text of a weights file (reportgen/site/live_page.py pack_text): every three characters are the digits
+  // d0, d1, d2 of a 47-bit value d0 + RADIX * (d1 + RADIX * d2) (exact in a double: below 2^53), each digit a
+  // character of live_page.DIGIT_RANGES; the value's bits, least significant first, are the bytes'. `count` bytes
+  // go to out[offset...]; returns how many did.
+  var RADIX = 52016;
+  function digitOf(code) {
+    if (code < 0x2028) return code - 0x1000;
+    if (code < 0xd800) return code - 0x202a + 4136; // 4136 digits before
+    return code - 0xe000 + 51198; // 4136 + 47062 digits before
+  }
+
   function textToBytes(text, out, offset, count) {
     var acc = 0, have = 0, at = offset, end = offset + count;
-    for (var i = 0; i < text.length && at < end; i++) {
-      acc |= (text.charCodeAt(i) - 0x3000) << have;
-      have += 15;
-      while (have >= 8 && at < end) {
-        out[at++] = acc & 255;
-        acc >>>= 8;
-        have -= 8;
+    for (var i = 0; i + 2 < text.length && at < end; i += 3) {
+      var value = digitOf(text.charCodeAt(i)) + RADIX * (digitOf(text.charCodeAt(i + 1)) +
+        RADIX * digitOf(text.charCodeAt(i + 2)));
+      var low = value % 65536;
+      var middle = Math.floor(value / 65536) % 65536;
+      var parts = [low, middle, Math.floor(value / 4294967296)];
+      for (var p = 0; p < 3; p++) {
+        acc |= parts[p] << have;
+        have += p < 2 ? 16 : 15;
+        while (have >= 8 && at < end) {
+          out[at++] = acc & 255;
+          acc >>>= 8;
+          have -= 8;
+        }
       }
     }
     return at - offset;

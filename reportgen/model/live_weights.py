@@ -65,7 +65,7 @@ SUPPORTED = ("bert", "electra", "distilbert")
 ACTIVATIONS = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
 SMALL = 4096  # 2-D tensors with fewer elements stay float32 (the token-type table)
 SPEC_VERSION = 2
-FLOATS = {"f32": 32, "f16": 16}  # encodings that store the values themselves (IEEE 754, little-endian)
+FLOATS = ("f32", "f16")  # encodings that store the values themselves (IEEE 754, little-endian)
 CODE_LIMIT = 32767  # codes are int16
 TABLES = ("embeddings.word", "embeddings.position")  # looked up by row: `table_step` applies
 # config `views.live_weights` -> export_weights' arguments: compact (the default, MiniLM within 25 MB) or float16
@@ -268,13 +268,14 @@ def input_hessians(model, inputs: list[dict]) -> dict[str, np.ndarray]:
     hooks = []
     for name, module in _linears(model).items():
         def collect(_module, args, _output, name=name):
-            x = args[0].detach().reshape(-1, args[0].shape[-1]).double()
+            x = args[0].detach().reshape(-1, args[0].shape[-1]).to("cpu", torch.float64)
             hessians[name] = hessians.get(name, 0) + (x.T @ x).numpy()
         hooks.append(module.register_forward_hook(collect))
+    device = next(model.parameters()).device
     try:
         with torch.no_grad():
             for batch in inputs:
-                model(**batch)
+                model(**{key: value.to(device) for key, value in batch.items()})
     finally:
         for hook in hooks:
             hook.remove()

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from reportgen.errors import ModelError
-from reportgen.model import live_tokenizer, live_weights
+from reportgen.model import live_calibration, live_tokenizer, live_weights
 from reportgen.runs import LiveModel
 from reportgen.site import live_page
 from tests.helpers import BUILDERS, GRADED_PAIRS, ROOT, TINY_WORDS
@@ -296,6 +296,33 @@ def test_rice_export_decodes_to_the_rounded_weights_exactly(tmp_path):
     attention, norms = compare(js, run_torch(rounded, inputs))
     assert attention < 1e-5 and norms < 1e-4, (attention, norms)
     assert compare(js, run_torch(model, inputs))[0] > 1e-3  # the rounding is there
+
+
+@pytest.mark.parametrize("family", live_weights.SUPPORTED)
+def test_a_calibrated_export_rounds_every_layer_matrix_by_its_inputs(family, tmp_path, monkeypatch):
+    """The compact export of a tiny checkpoint of each family the page runs (its own tokenizer and calibration
+    texts): every Linear layer's inputs are collected, and its codes differ from plain rounding's."""
+    monkeypatch.setattr(live_weights, "SMALL", 0)  # the tiny matrices are coded as a real model's are
+    from transformers import AutoModel, AutoTokenizer
+
+    from tests.architectures import make_checkpoint
+
+    directory = make_checkpoint(family, tmp_path / family)
+    model = AutoModel.from_pretrained(directory).eval()
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    inputs = live_calibration.calibration_inputs(tokenizer, 64)
+    assert len(inputs) == len(live_calibration.SENTENCES) + len(live_calibration.PAIRS) + 1
+    assert max(batch["input_ids"].shape[1] for batch in inputs) == 64  # the paragraph, cut as the page cuts
+    hessians = live_weights.input_hessians(model, inputs)
+    layers = model.config.num_hidden_layers if family != "distilbert" else model.config.n_layers
+    assert len(hessians) == 6 * layers + (family == "electra")  # ELECTRA's embedding projection too
+    calibrated = live_weights.export_weights(model, "rice", step=0.05, calibration=inputs)
+    plain = live_weights.export_weights(model, "rice", step=0.05)
+    by_name = {entry["name"]: entry for entry in plain.spec["tensors"]}
+    changed = [entry["name"] for entry in calibrated.spec["tensors"] if entry["encoding"] == "rice"
+               and calibrated.data[entry["offset"]:entry["offset"] + entry["length"]]
+               != plain.data[by_name[entry["name"]]["offset"]:by_name[entry["name"]]["offset"] + entry["length"]]]
+    assert "layers.0.query.weight" in changed and "embeddings.word" not in changed, changed
 
 
 # -- the embedded MiniLM, quantized as a site ships it --------------------------------------------------------------

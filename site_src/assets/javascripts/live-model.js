@@ -124,25 +124,26 @@ function reportgenLiveModel(root) {
     var mask = (1 << k) - 1;
     for (var r = 0; r < rows; r++) {
       if (steps[r] === 0) continue;
-      var acc = 0, have = 0; // bits not yet used, and how many
+      var acc = 0, have = 0; // the next `have` bits of the stream, least significant first (have <= 31)
       for (var i = r * cols, end = i + cols; i < end; i++) {
         var high = 0;
         for (;;) { // count one-bits up to the zero-bit
-          if (have === 0) { acc = bytes[at++]; have = 8; }
-          var zeros = ~acc & ((1 << have) - 1);
-          if (zeros === 0) { high += have; have = 0; continue; }
+          while (have <= 23) { acc = (acc | bytes[at++] << have) >>> 0; have += 8; }
+          var zeros = ~acc & (0xffffffff >>> (32 - have));
+          if (zeros === 0) { high += have; acc = 0; have = 0; continue; }
           var ones = 31 - Math.clz32(zeros & -zeros);
           high += ones;
           acc >>>= ones + 1;
           have -= ones + 1;
           break;
         }
-        while (have < k) { acc |= bytes[at++] << have; have += 8; }
+        if (have < k) while (have <= 23) { acc = (acc | bytes[at++] << have) >>> 0; have += 8; }
         var u = high * (mask + 1) + (acc & mask);
         acc >>>= k;
         have -= k;
         out[i] = u & 1 ? -(u + 1) / 2 : u / 2;
       }
+      at -= have >> 3; // whole bytes read ahead belong to the next row
     }
     return at;
   }
@@ -152,29 +153,31 @@ function reportgenLiveModel(root) {
   // character of live_page.DIGIT_RANGES; the value's bits, least significant first, are the bytes'. `count` bytes
   // go to out[offset...]; returns how many did.
   var RADIX = 52016;
-  function digitOf(code) {
-    if (code < 0x2028) return code - 0x1000;
-    if (code < 0xd800) return code - 0x202a + 4136; // 4136 digits before
-    return code - 0xe000 + 51198; // 4136 + 47062 digits before
-  }
+  var DIGITS = null; // character code -> digit, built on first use
 
   function textToBytes(text, out, offset, count) {
+    if (!DIGITS) {
+      DIGITS = new Uint16Array(65536);
+      for (var c = 0x1000; c < 0x2028; c++) DIGITS[c] = c - 0x1000;
+      for (c = 0x202a; c < 0xd800; c++) DIGITS[c] = c - 0x202a + 4136;
+      for (c = 0xe000; c < 0xfdd0; c++) DIGITS[c] = c - 0xe000 + 51198; // 4136 + 47062 digits before
+    }
     var acc = 0, have = 0, at = offset, end = offset + count;
     for (var i = 0; i + 2 < text.length && at < end; i += 3) {
-      var value = digitOf(text.charCodeAt(i)) + RADIX * (digitOf(text.charCodeAt(i + 1)) +
-        RADIX * digitOf(text.charCodeAt(i + 2)));
-      var low = value % 65536;
-      var middle = Math.floor(value / 65536) % 65536;
-      var parts = [low, middle, Math.floor(value / 4294967296)];
-      for (var p = 0; p < 3; p++) {
-        acc |= parts[p] << have;
-        have += p < 2 ? 16 : 15;
-        while (have >= 8 && at < end) {
-          out[at++] = acc & 255;
-          acc >>>= 8;
-          have -= 8;
-        }
-      }
+      var value = DIGITS[text.charCodeAt(i)] + RADIX * (DIGITS[text.charCodeAt(i + 1)] +
+        RADIX * DIGITS[text.charCodeAt(i + 2)]);
+      var low = value >>> 0; // value mod 2^32 (value < 2^47)
+      var high = (value - low) / 4294967296;
+      // 47 bits after the `have` (< 8) waiting: the low 32 in two halves, then the high 15
+      acc |= (low & 0xffff) << have;
+      have += 16;
+      while (have >= 8 && at < end) { out[at++] = acc & 255; acc >>>= 8; have -= 8; }
+      acc |= (low >>> 16) << have;
+      have += 16;
+      while (have >= 8 && at < end) { out[at++] = acc & 255; acc >>>= 8; have -= 8; }
+      acc |= high << have;
+      have += 15;
+      while (have >= 8 && at < end) { out[at++] = acc & 255; acc >>>= 8; have -= 8; }
     }
     return at - offset;
   }

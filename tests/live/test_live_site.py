@@ -144,6 +144,33 @@ def test_typed_markup_stays_text_and_empty_text_is_refused_in_words(browser, liv
         view.page.context.close()
 
 
+def test_a_readers_view_choices_stay_for_the_next_text(browser, live_site):
+    """The model view, the contributions, a layer and the pair's direction chosen on one text stay when the
+    reader computes the next one; every control still works there."""
+    view = open_live(browser, live_site)
+    try:
+        views = view.page.locator(".rg-live-views")
+        views.get_by_role("button", name="contributions").click()
+        views.locator("select").select_option("3")
+        views.get_by_role("button", name="A\u2192B").click()
+        views.get_by_role("button", name="Model view").click()
+        submit(view, "cheap flights to lisbon", "Find cheap flights from London to Lisbon")
+        assert views.get_by_role("button", name="Model view").get_attribute("aria-pressed") == "true"
+        assert views.get_by_role("button", name="contributions").get_attribute("aria-pressed") == "true"
+        assert views.get_by_role("button", name="A\u2192B").get_attribute("aria-pressed") == "true"
+        assert views.locator("select").input_value() == "3"
+        assert views.locator("[data-rgv-view=model]").count() == 1
+        submit(view, "a single text has no directions", None)  # the filter goes; the rest stays
+        assert views.get_by_role("button", name="A\u2192B").count() == 0
+        assert views.get_by_role("button", name="Model view").get_attribute("aria-pressed") == "true"
+        views.get_by_role("button", name="Head view").click()
+        views.get_by_role("button", name="weights").click()
+        assert views.locator("[data-rgv-view=head][data-rgv-mode=weights]").count() == 1
+        assert view.errors == [] and view.remote_requests == []
+    finally:
+        view.page.context.close()
+
+
 def test_the_weights_add_at_most_25_mb_and_the_page_is_in_the_navigation(live_site):
     added = sum(path.stat().st_size for path in (live_site / live_page.FOLDER).iterdir())
     assert added <= 25_000_000, added

@@ -47,6 +47,7 @@
   var specialIds = {}; // the ids the views mark as special ([CLS], [SEP], ...), as the example pages do
   var engine = null; // {run(ids, segments, done)}: the worker, or the page itself
   var queued = null; // the input asked for while the weights were loading
+  var widget = null; // the views of the last input (views-widget.js ViewsWidget)
 
   window.reportgenLiveSpec = function (value) { spec = value; };
   window.reportgenLiveChunk = function (index, text) { chunks[index] = text; };
@@ -211,9 +212,24 @@
     view.setAttribute('data-rgv-init', '1'); // started here, not by views-start.js
     view.setAttribute('data-rgv-hash', 'off'); // the address cannot say what was typed
     holder.appendChild(view);
-    new views.ViewsWidget(view, data, false);
+    var before = widget && widget.state;
+    widget = new views.ViewsWidget(view, data, false);
+    if (before) keepChoices(widget, before);
     live.runs += 1;
     live.last = lastInput(input, result, dims);
+  }
+
+  // A reader who switched to the model view, the contributions, a layer, some heads or (for two pairs) a
+  // direction keeps them for the next text; pinned tokens and the top-k / minimum, which depend on the text, do not.
+  function keepChoices(next, before) {
+    var state = next.state;
+    state.view = before.view;
+    state.mode = next.contrib ? before.mode : 'weights';
+    state.layer = before.layer;
+    // a long text starts with one head drawn (views.LONG_INPUT); a reader's single head is kept there too
+    if (Math.max(next.n, next.m) <= views.LONG_INPUT || before.heads.length === 1) state.heads = before.heads.slice();
+    if (next.isPair && before.filter) state.filter = before.filter;
+    next.render(false);
   }
 
   function lastInput(input, result, dims) {

@@ -56,8 +56,9 @@ def pack_text(data: bytes) -> bytes:
     whole groups): the group's value v is d0 + RADIX * d1 + RADIX^2 * d2, and each digit is written as a character
     of DIGIT_RANGES. site_src/assets/javascripts/live-model.js textToBytes reads it back."""
     padded = np.frombuffer(data + b"\0" * (-len(data) % 47), dtype=np.uint8)
-    bits = np.unpackbits(padded, bitorder="little").reshape(-1, 47).astype(np.uint64)
-    values = (bits << np.arange(47, dtype=np.uint64)).sum(axis=1, dtype=np.uint64)
+    bits = np.unpackbits(padded, bitorder="little").reshape(-1, 47)
+    groups = np.packbits(np.pad(bits, ((0, 0), (0, 17))), axis=1, bitorder="little")  # 8 bytes a group
+    values = np.ascontiguousarray(groups).view("<u8").reshape(-1)
     digits = np.stack([values % RADIX, values // RADIX % RADIX, values // RADIX // RADIX], axis=1).reshape(-1)
     chars = np.zeros(digits.shape, dtype=np.uint64)
     first = 0

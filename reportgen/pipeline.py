@@ -180,7 +180,8 @@ def live_model(config: Config, stage: ModelStage) -> LiveModel | None:
     from reportgen.model import live_tokenizer, live_weights
 
     cache = Cache(config.cache_dir)
-    key = key_of("live", LIVE_VERSION, stage.fingerprint, config.views.live_weights)
+    # max_length too: the compact export is calibrated on texts cut there (live_weights.export_format)
+    key = key_of("live", LIVE_VERSION, stage.fingerprint, config.views.live_weights, stage.max_length)
     tables = cache.get_json("live", key)
     weights = cache.get_blob("live", key) if tables is not None else None
     if tables is None or weights is None:

@@ -284,9 +284,9 @@ class ViewSettings(Strict):
                                    "browser (BERT-family encoders with a WordPiece tokenizer; adds the model's "
                                    "weights to the site).")
     live_weights: Literal["compact", "float16"] = Field(
-        description="How the live page's weights are stored: compact (about 8 bits a weight: MiniLM's adds 24.4 MB "
-                    "and its attention is within 0.03 of the model's up to 128 tokens, 0.04 up to 512) or float16 "
-                    "(within 0.002, about twice the size).")
+        description="How the live page's weights are stored: compact (about 9 bits a weight: MiniLM's adds 24.6 MB "
+                    "and its attention is within 0.02 of the model's on texts of up to 512 tokens) or float16 "
+                    "(within 0.002, about 1.8 times the size).")
 
 
 class CompareSettings(Strict):

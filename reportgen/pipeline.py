@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from reportgen.ablation.experiments import Finished
 
 RUN_VERSION = 2  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions)
-LIVE_VERSION = 2  # part of the in-browser model's cache key: bump when its export changes (views.live)
+LIVE_VERSION = 3  # part of the in-browser model's cache key: bump when its export changes (views.live)
 LIVE_SECONDS = 2.0  # a partial site's live line (build-progress.js) is rewritten at most this often
 MATRIX_MAX_TOKENS = 64  # the patterns page draws a head's attention as a matrix only for examples this short
 

@@ -10,7 +10,7 @@ texts the tests check the page's accuracy on (tests/live/test_live_model.py).
 from __future__ import annotations
 
 SENTENCES = (
-    'The quick brown fox jumps over the lazy dog.',
+    'A small grey heron stood still at the edge of the pond.',
     'Where can I buy cheap flights to Tokyo in March?',
     'She said the report would be ready by Friday, but it was late.',
     'How do I bake sourdough bread at home',
@@ -23,7 +23,7 @@ SENTENCES = (
     'The museum will reopen to visitors after a two-year restoration.',
     'Can you recommend a good book about ancient Rome?',
     'Heavy rain caused flooding in several low-lying neighbourhoods overnight.',
-    'what is the capital of australia',
+    'what is the tallest mountain in africa',
     'My grandmother grows tomatoes, beans and squash in her backyard garden.',
     'The train was delayed by forty minutes because of a signal fault.',
     'Researchers found that regular exercise improves sleep quality in older adults.',
@@ -50,7 +50,7 @@ PAIRS = (
     ('How do I bake sourdough bread at home', 'Simple steps for making bread with a starter.'),
     ('The train was delayed by forty minutes.', 'The train arrived late because of a fault.'),
     ('The company reported a small profit.', 'Heavy rain caused flooding overnight.'),
-    ('what is the capital of australia', 'Canberra is the capital city of Australia.'),
+    ('which river flows through vienna', 'The Danube passes through Vienna on its way to the Black Sea.'),
     ('Children were flying kites on the beach.', 'Kids played with kites by the sea.'),
     ('The orchestra performed a symphony.', 'The stock market fell sharply.'),
 )

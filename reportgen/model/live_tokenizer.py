@@ -168,3 +168,27 @@ def tokenizer_spec(tokenizer: Any) -> dict[str, Any]:
         "model_max_length": int(max_length) if max_length is not None and max_length <= NO_LIMIT_ABOVE else None,
         "token_type_ids": "token_type_ids" in tokenizer.model_input_names,
     }
+
+
+def unreachable_ids(tokenizer: Any) -> list[int]:
+    """Vocabulary ids that `tokenizer` (one `tokenizer_spec` accepts) never emits, so their embeddings need not ship.
+
+    Every WordPiece piece, less its continuing-subword prefix, is a substring of one pre-token of normalized text,
+    and such a substring is itself one pre-token that normalization leaves as it is. An entry that normalization
+    changes or the pre-tokenizer splits can therefore never be emitted: BERT's [unused0].. (split at the brackets),
+    capitalised entries of a lower-casing vocabulary, accented ones where accents are stripped, "##" itself. Added
+    and special tokens are matched before normalization and always count as reachable.
+    """
+    data = _backend_json(tokenizer)
+    model = data["model"]
+    prefix = model["continuing_subword_prefix"]
+    backend = tokenizer.backend_tokenizer
+    added = {entry["id"] for entry in data.get("added_tokens") or []}
+    unreachable = []
+    for index, token in enumerate(_vocabulary(model)):
+        word = token[len(prefix):] if token.startswith(prefix) and len(token) > len(prefix) else token
+        normalized = backend.normalizer.normalize_str(word) if backend.normalizer is not None else word
+        pieces = [piece for piece, _ in backend.pre_tokenizer.pre_tokenize_str(normalized)]
+        if index not in added and pieces != [word]:
+            unreachable.append(index)
+    return unreachable

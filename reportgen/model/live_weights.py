@@ -17,6 +17,10 @@ Canonical tensors (torch Linear layout: weight [out, in]; E = embedding size, D 
     layers.{i}.ffn_output.weight [D, F] / .bias [D]
     layers.{i}.output_norm.weight / .bias [D]              (LayerNorm(ffn output + attention_norm output))
 
+The last layer stops at its output matrix: the page shows attention weights and contributions ||alpha f(x)||
+(Kobayashi et al. 2020), and in the last layer nothing comes after them but its feed-forward block
+(AFTER_LAST_ATTENTION), which changes neither, so it is not shipped (1.3 MB of MiniLM's compact export).
+
 DistilBERT's sinusoidal positions, when configured, are stored as the position table like learned ones.
 
 Encodings (`LiveWeights.spec["tensors"][k]["encoding"]`), all little-endian, each tensor starting at a byte
@@ -28,27 +32,32 @@ offset that is a multiple of 4:
 * ``rice``: a [R, C] matrix on a uniform grid per row, w' = q * s_r with the integer code q and the step
   s_r = step * rms(w[r]) (`quantize_rows`): R float32 steps, then the codes of every row whose step is not 0,
   Golomb-Rice coded with parameter 2^k, k = the entry's ``rice_bits`` (`rice_rows`: each row starts on a byte
-  boundary). |w - w'| <= s_r / 2 with plain rounding; the Linear layers' codes come from error-compensating
-  rounding (`gptq_codes`, on the same grid) when the export is calibrated.
+  boundary). |w - w'| <= s_r / 2 with plain rounding; a calibrated export picks the codes by error-compensating
+  rounding (`gptq_codes`) on the same grid.
 
-The compact export (`FORMATS["compact"]`): steps of 0.0175 x the row's RMS for the layers' matrices (GPTQ,
-calibrated on reportgen/model/live_calibration.py) and 0.0125 for the word and position tables (plain rounding).
-The float16 export keeps every matrix in f16.
+The compact export (`FORMATS["compact"]`): a step per matrix kind (COMPACT_STEPS: 0.0025 x the row's RMS for the
+query and key matrices up to 0.014 for the word table), the codes chosen by GPTQ calibrated on
+reportgen/model/live_calibration.py: the layers' matrices against their inputs, the word and position tables
+against the attention itself (`embedding_hessian`); the word-table rows the tokenizer never emits
+(live_tokenizer.unreachable_ids: BERT's 994 [unusedN]) are stored as zeros. The float16 export keeps every
+matrix in f16.
 
 Measured on the embedded all-MiniLM-L6-v2 (22.7M parameters) in Node against the torch model's own attention
-(eager), over the seed pair and 52 other inputs of 3 to 512 tokens (tests/live/test_live_model.py), the largest
-difference of any head's attention probability:
+(eager), over the seed pair and 56 other inputs of 3 to 512 tokens, repeated text among them
+(tests/live/test_live_model.py), the largest difference of any head's attention probability:
 
-    export                                        data bytes    site files (live/)   up to 128 tokens   all
-    compact (GPTQ 0.0175 / tables 0.0125)         23,584,296    24,397,543           0.017              0.036
-    plain rounding, 0.0175 everywhere             22,751,012    24,279,261 (*)       -                  0.049
-    6-bit codes, a scale per row and column       17,368,616    23,158,156 (*)       -                  0.28
-    float16                                       45,193,728    46,466,630           0.0016             0.0016
+    export                                               data bytes    site files (live/)   all inputs   median
+    compact (steps per kind, tables against attention)   23,787,936    24,604,668           0.016        0.004
+    compact before: GPTQ 0.0175, tables 0.0125 plain     23,584,296    24,397,543           0.036        0.011
+    plain rounding, 0.0175 everywhere                    22,751,012    24,279,261 (*)       0.049
+    6-bit codes, a scale per row and column              17,368,616    23,158,156 (*)       0.28
+    float16                                              42,820,608    44,042,127           0.0016       0.0006
 
-(*) in the earlier base64 or 15-bit files. MiniLM's attention is sharp: each group of matrices rounded alone
-moves some head by 0.015 to 0.05 at a step of 0.025 (the word table most), errors grow in proportion to the
-step, and the largest ones are on long inputs with repeated text, where two keys nearly tie. A step's halving
-costs a bit a weight (2.8 MB for MiniLM), so 0.02 on 512-token inputs would need about 25.5 MB of codes.
+(*) in the earlier base64 or 15-bit files; the last layer's feed-forward block was still shipped then. MiniLM's
+attention is sharp, and the largest errors are on long inputs with repeated text, where keys nearly tie. A step's
+halving costs a bit a weight, so the bits go where the attention is most sensitive per byte. Rounded alone, the
+word table moves some head by 0.035 at 0.0175 with plain rounding but by 0.011 at 0.02 against the attention
+(`embedding_hessian`); the query and key matrices, a twentieth of the weights, by 0.004 at 0.0035.
 """
 
 from __future__ import annotations
@@ -58,19 +67,27 @@ from dataclasses import dataclass
 import numpy as np
 
 from reportgen.errors import ModelError
-from reportgen.model import live_calibration
+from reportgen.model import live_calibration, live_tokenizer
 
 SUPPORTED = ("bert", "electra", "distilbert")
 # hidden_act / activation -> the name the JavaScript implements exactly
 ACTIVATIONS = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh"}
+AFTER_LAST_ATTENTION = ("attention_norm", "intermediate", "ffn_output", "output_norm")  # not exported (docstring)
 SMALL = 4096  # 2-D tensors with fewer elements stay float32 (the token-type table)
 SPEC_VERSION = 2
 FLOATS = ("f32", "f16")  # encodings that store the values themselves (IEEE 754, little-endian)
 CODE_LIMIT = 32767  # codes are int16
-TABLES = ("embeddings.word", "embeddings.position")  # looked up by row: `table_step` applies
+TABLES = ("embeddings.word", "embeddings.position")  # looked up by row, rounded by `embedding_hessian`
+# The compact export's step per matrix (`part_of`), times each row's RMS. A step's halving costs a bit a weight, so
+# the bits go where the attention is most sensitive per byte: the query and key matrices make the attention logits
+# and are a twentieth of MiniLM's weights, so they get the finest grid; the word table is half of the weights and,
+# rounded against the attention's own sensitivity, takes the coarsest. Chosen on MiniLM (module docstring).
+COMPACT_STEPS = {"word": 0.014, "position": 0.0028, "project": 0.0042, "query": 0.0025, "key": 0.0025,
+                 "value": 0.0042, "output": 0.0042, "intermediate": 0.006, "ffn_output": 0.00875}
 # config `views.live_weights` -> export_weights' arguments: compact (the default, MiniLM within 25 MB) or float16
-FORMATS = {"compact": {"encoding": "rice", "step": 0.0175, "table_step": 0.0125}, "float16": {"encoding": "f16"}}
-
+FORMATS = {"compact": {"encoding": "rice", "steps": COMPACT_STEPS}, "float16": {"encoding": "f16"}}
+TABLE_DAMP = 0.01  # GPTQ's damping for the tables: their Hessian (`embedding_hessian`) is well estimated
+LAYER_DAMP = 0.1
 
 @dataclass
 class LiveWeights:
@@ -134,26 +151,34 @@ def _array(tensor) -> np.ndarray:
     return tensor.detach().to("cpu").float().numpy()
 
 
-def _layer_parts(layer, distil: bool) -> dict:
-    """Canonical part name -> the torch module of one layer."""
+def _layer_parts(layer, distil: bool, last: bool = False) -> dict:
+    """Canonical part name -> the torch module of one layer (the last one without AFTER_LAST_ATTENTION)."""
     attention = layer.attention
     if distil:
-        return {"query": attention.q_lin, "key": attention.k_lin, "value": attention.v_lin,
-                "output": attention.out_lin, "attention_norm": layer.sa_layer_norm,
-                "intermediate": layer.ffn.lin1, "ffn_output": layer.ffn.lin2, "output_norm": layer.output_layer_norm}
-    return {"query": attention.self.query, "key": attention.self.key, "value": attention.self.value,
-            "output": attention.output.dense, "attention_norm": attention.output.LayerNorm,
-            "intermediate": layer.intermediate.dense, "ffn_output": layer.output.dense,
-            "output_norm": layer.output.LayerNorm}
+        parts = {"query": attention.q_lin, "key": attention.k_lin, "value": attention.v_lin,
+                 "output": attention.out_lin, "attention_norm": layer.sa_layer_norm,
+                 "intermediate": layer.ffn.lin1, "ffn_output": layer.ffn.lin2, "output_norm": layer.output_layer_norm}
+    else:
+        parts = {"query": attention.self.query, "key": attention.self.key, "value": attention.self.value,
+                 "output": attention.output.dense, "attention_norm": attention.output.LayerNorm,
+                 "intermediate": layer.intermediate.dense, "ffn_output": layer.output.dense,
+                 "output_norm": layer.output.LayerNorm}
+    return {name: module for name, module in parts.items() if not (last and name in AFTER_LAST_ATTENTION)}
+
+
+def _parts(model) -> list[tuple[str, object]]:
+    """(canonical part prefix "layers.{i}.{name}", module) of every layer's exported parts, in order."""
+    _, _, layers = _base(model)
+    distil = model.config.model_type == "distilbert"
+    return [(f"layers.{index}.{name}", module)
+            for index, layer in enumerate(layers)
+            for name, module in _layer_parts(layer, distil, index == len(layers) - 1).items()]
 
 
 def _linears(model) -> dict:
     """Canonical weight name -> its Linear module (the layers' matrices and ELECTRA's embedding projection)."""
-    base, _, layers = _base(model)
-    found = {f"layers.{index}.{name}.weight": module
-             for index, layer in enumerate(layers)
-             for name, module in _layer_parts(layer, model.config.model_type == "distilbert").items()
-             if not name.endswith("norm")}
+    base, _, _ = _base(model)
+    found = {f"{prefix}.weight": module for prefix, module in _parts(model) if not prefix.endswith("norm")}
     if getattr(base, "embeddings_project", None) is not None:
         found["embeddings.project.weight"] = base.embeddings_project
     return found
@@ -178,12 +203,11 @@ def _canonical(model) -> tuple[dict, list[tuple[str, np.ndarray]]]:
         tensors += [("embeddings.project.weight", _array(project.weight)),
                     ("embeddings.project.bias", _array(project.bias))]
     eps_values = {float(embeddings.LayerNorm.eps)}
-    for index, layer in enumerate(layers):
-        for name, module in _layer_parts(layer, distil).items():
-            tensors.append((f"layers.{index}.{name}.weight", _array(module.weight)))
-            tensors.append((f"layers.{index}.{name}.bias", _array(module.bias)))
-            if name.endswith("norm"):
-                eps_values.add(float(module.eps))
+    for prefix, module in _parts(model):
+        tensors.append((f"{prefix}.weight", _array(module.weight)))
+        tensors.append((f"{prefix}.bias", _array(module.bias)))
+        if prefix.endswith("norm"):
+            eps_values.add(float(module.eps))
     if len(eps_values) != 1:
         raise _refuse(config.model_type, "its LayerNorms differ in eps")
     word = tensors[0][1]
@@ -194,7 +218,7 @@ def _canonical(model) -> tuple[dict, list[tuple[str, np.ndarray]]]:
         "layers": len(layers),
         "heads": int(heads),
         "hidden": int(hidden),
-        "intermediate": int(tensors[[name for name, _ in tensors].index("layers.0.intermediate.weight")][1].shape[0]),
+        "intermediate": int(_layer_parts(layers[0], distil)["intermediate"].weight.shape[0]),
         "embedding": int(word.shape[1]),
         "vocab": int(word.shape[0]),
         "max_positions": int(tensors[1][1].shape[0]),
@@ -318,42 +342,87 @@ def gptq_codes(weight: np.ndarray, hessian: np.ndarray, steps: np.ndarray, damp:
     return np.clip(out, -CODE_LIMIT, CODE_LIMIT).astype(np.int16)
 
 
-def _encode(array: np.ndarray, encoding: str, step: float, hessian: np.ndarray | None) -> tuple[dict, bytes]:
+def embedding_hessian(model, inputs: list[dict], draws: int = 4, seed: int = 0) -> np.ndarray:
+    """H [E, E] over the embedding vector (word + position + token type, before the first LayerNorm): the sum over
+    the tokens of `inputs` and `draws` random directions r of g g^T, g the gradient with respect to a token's
+    vector of r . (every head's attention). Its expectation is J^T J, J the Jacobian of all the attention
+    probabilities, so e^T H e estimates how far an error e in a word or position row moves the attention (squared):
+    `gptq_codes` with it rounds each table row where the attention notices least. On MiniLM this halves the
+    largest attention error that rounding the word table causes, at the same size. `model` must return its
+    attentions (eager attention)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    embed = model.get_input_embeddings()
+    hessian = torch.zeros(embed.weight.shape[1], embed.weight.shape[1], dtype=torch.float64)
+    with torch.enable_grad():
+        for batch in inputs:
+            batch = {key: value.to(embed.weight.device) for key, value in batch.items()}
+            ids = batch.pop("input_ids")
+            for _ in range(draws):
+                vectors = embed(ids).detach().requires_grad_()
+                attentions = model(inputs_embeds=vectors, output_attentions=True, **batch).attentions
+                if not attentions or attentions[0] is None:
+                    raise ValueError("embedding_hessian needs the attentions: load the model with eager attention")
+                weighted = sum((torch.randn(a.shape, generator=generator).to(a) * a).sum() for a in attentions)
+                (gradient,) = torch.autograd.grad(weighted, vectors)
+                flat = gradient.reshape(-1, gradient.shape[-1]).to("cpu", torch.float64)
+                hessian += flat.T @ flat
+    return hessian.numpy()
+
+
+def part_of(name: str) -> str:
+    """The matrix kind of a canonical tensor name, the key of a `steps` dict: "layers.3.query.weight" -> "query",
+    "embeddings.word" -> "word", "embeddings.project.weight" -> "project"."""
+    return name.removesuffix(".weight").split(".")[-1]
+
+
+def _encode(name: str, array: np.ndarray, encoding: str, step: float | dict[str, float],
+            hessian: np.ndarray | None) -> tuple[dict, bytes]:
     if array.ndim != 2 or array.size < SMALL or encoding == "f32":
         return {"encoding": "f32"}, array.astype("<f4").tobytes()
     if encoding == "f16":
         return {"encoding": "f16"}, array.astype("<f2").tobytes()
+    step = step if isinstance(step, float) else step[part_of(name)]
+    damp = TABLE_DAMP if name in TABLES else LAYER_DAMP
     steps, codes = quantize_rows(array, step)
     if hessian is not None:
-        codes = gptq_codes(array, hessian, steps)
+        codes = gptq_codes(array, hessian, steps, damp)
     k = rice_parameter(codes[steps > 0])
     return {"encoding": "rice", "rice_bits": k}, steps.astype("<f4").tobytes() + rice_rows(codes[steps > 0], k)
 
 
-def export_weights(model, encoding: str = "rice", step: float = 0.0125, table_step: float | None = None,
-                   calibration: list[dict] | None = None) -> LiveWeights:
+def export_weights(model, encoding: str = "rice", steps: float | dict[str, float] = 0.0125,
+                   calibration: list[dict] | None = None, unused_rows: list[int] | None = None) -> LiveWeights:
     """The model's weights in the canonical layout. `encoding`:
 
-    * "rice" (the default): every 2-D tensor of SMALL elements or more on a grid of `step` times its row's root
-      mean square (`table_step`, default `step`, for the word and position tables), Rice-coded;
+    * "rice" (the default): every 2-D tensor of SMALL elements or more on a grid of a step times its row's root
+      mean square, Rice-coded; `steps` is that step, or a step per matrix kind (`part_of`, e.g. COMPACT_STEPS);
     * "f16": those tensors in float16;
     * "f32": every tensor exact (for small models, and to check the JavaScript's arithmetic apart from rounding).
 
     1-D tensors (biases, LayerNorms) and small tables are float32 in every encoding. With `calibration` (model
-    inputs: reportgen/model/live_calibration.py) the rice codes of the Linear layers' matrices come from
-    `gptq_codes` instead of plain rounding, on the same grid.
+    inputs, reportgen/model/live_calibration.py; the model must return its attentions) the rice codes come from
+    `gptq_codes` instead of plain rounding, on the same grid: the Linear layers' against their inputs
+    (`input_hessians`), the word and position tables' against the attention (`embedding_hessian`).
+    `unused_rows`: word-table rows stored as zeros (no codes), for ids the tokenizer never emits.
     """
     check_supported(model)
     if encoding not in ("rice", *FLOATS):
         raise ValueError(f"unknown encoding {encoding!r}: rice, f16 or f32")
-    table_step = step if table_step is None else table_step
     arch, tensors = _canonical(model)
-    hessians = input_hessians(model, calibration) if calibration and encoding == "rice" else {}
+    hessians: dict[str, np.ndarray] = {}
+    if calibration and encoding == "rice":
+        hessians = input_hessians(model, calibration)
+        hessians.update(dict.fromkeys(TABLES, embedding_hessian(model, calibration)))
     table: list[dict] = []
     chunks: list[bytes] = []
     offset = 0
     for name, array in tensors:
-        fields, blob = _encode(array, encoding, table_step if name in TABLES else step, hessians.get(name))
+        if name == "embeddings.word" and unused_rows:
+            array = array.copy()
+            array[unused_rows] = 0
+        fields, blob = _encode(name, array, encoding, steps, hessians.get(name))
         table.append({"name": name, "shape": list(array.shape), **fields, "offset": offset, "length": len(blob)})
         pad = (-len(blob)) % 4
         chunks.append(blob + b"\0" * pad)
@@ -366,7 +435,7 @@ def export_format(model, tokenizer, weights_format: str, max_length: int) -> Liv
     """The export a site ships for config `views.live_weights` (a FORMATS key); the compact one's rounding is
     calibrated on reportgen's own texts (live_calibration), cut at `max_length` tokens as the page cuts inputs."""
     settings = FORMATS[weights_format]
-    calibration = None
-    if settings["encoding"] == "rice":
-        calibration = live_calibration.calibration_inputs(tokenizer, max_length)
-    return export_weights(model, **settings, calibration=calibration)
+    if settings["encoding"] != "rice":
+        return export_weights(model, **settings)
+    return export_weights(model, **settings, calibration=live_calibration.calibration_inputs(tokenizer, max_length),
+                          unused_rows=live_tokenizer.unreachable_ids(tokenizer))

@@ -278,9 +278,11 @@ def test_rice_export_decodes_to_the_rounded_weights_exactly(tmp_path):
                                  intermediate_size=128, max_position_embeddings=64, initializer_range=0.3),
                       add_pooling_layer=False).eval()
     model.set_attn_implementation("eager")
-    weights = live_weights.export_weights(model, "rice", step=0.2, table_step=0.1)
+    steps = dict.fromkeys(live_weights.COMPACT_STEPS, 0.2) | {"word": 0.1, "position": 0.1}
+    weights = live_weights.export_weights(model, "rice", steps)
     encodings = {entry["name"]: entry["encoding"] for entry in weights.spec["tensors"]}
-    assert encodings["embeddings.word"] == encodings["layers.1.ffn_output.weight"] == "rice"
+    assert encodings["embeddings.word"] == encodings["layers.0.ffn_output.weight"] == "rice"
+    assert "layers.1.output.weight" in encodings and "layers.1.intermediate.weight" not in encodings  # the last layer
     assert encodings["layers.0.query.bias"] == encodings["embeddings.token_type"] == "f32"
     rounded = BertModel(model.config, add_pooling_layer=False).eval()
     rounded.load_state_dict(model.state_dict())
@@ -308,21 +310,21 @@ def test_a_calibrated_export_rounds_every_layer_matrix_by_its_inputs(family, tmp
     from tests.architectures import make_checkpoint
 
     directory = make_checkpoint(family, tmp_path / family)
-    model = AutoModel.from_pretrained(directory).eval()
+    model = AutoModel.from_pretrained(directory, attn_implementation="eager").eval()
     tokenizer = AutoTokenizer.from_pretrained(directory)
     inputs = live_calibration.calibration_inputs(tokenizer, 64)
     assert len(inputs) == len(live_calibration.SENTENCES) + len(live_calibration.PAIRS) + 1
     assert max(batch["input_ids"].shape[1] for batch in inputs) == 64  # the paragraph, cut as the page cuts
     hessians = live_weights.input_hessians(model, inputs)
     layers = model.config.num_hidden_layers if family != "distilbert" else model.config.n_layers
-    assert len(hessians) == 6 * layers + (family == "electra")  # ELECTRA's embedding projection too
-    calibrated = live_weights.export_weights(model, "rice", step=0.05, calibration=inputs)
-    plain = live_weights.export_weights(model, "rice", step=0.05)
+    assert len(hessians) == 6 * layers - 2 + (family == "electra")  # no last feed-forward block; ELECTRA: projection
+    calibrated = live_weights.export_weights(model, "rice", 0.05, calibration=inputs)
+    plain = live_weights.export_weights(model, "rice", 0.05)
     by_name = {entry["name"]: entry for entry in plain.spec["tensors"]}
     changed = [entry["name"] for entry in calibrated.spec["tensors"] if entry["encoding"] == "rice"
                and calibrated.data[entry["offset"]:entry["offset"] + entry["length"]]
                != plain.data[by_name[entry["name"]]["offset"]:by_name[entry["name"]]["offset"] + entry["length"]]]
-    assert "layers.0.query.weight" in changed and "embeddings.word" not in changed, changed
+    assert {"layers.0.query.weight", "embeddings.word", "embeddings.position"} <= set(changed), changed
 
 
 # -- the embedded MiniLM, quantized as a site ships it --------------------------------------------------------------
@@ -339,11 +341,18 @@ LONG = ("Password managers store every login in an encrypted vault that opens wi
         "unique passwords for every site, and regular checks of the devices signed in to the account. ")
 
 
-SHORT = live_page.SHORT_TOKENS  # a sentence or a query-title pair
+SHORT = 128  # tokens: a sentence or a query-title pair (printed apart)
+
+
+# repeated text, up to 512 tokens: keys that nearly tie, where a small error in the logits moves the attention most
+REPEATED = [("antidisestablishmentarianism xqzvw " * 40, None), ("buffalo " * 300, None),
+            ("I went to the store. " * 60, "At the store, I bought fresh strawberries."),
+            ("a b c d e f g h " * 50, None)]
 
 
 def minilm_texts() -> list[tuple[str, str | None]]:
-    """The seed pair and 52 others: graded pairs, single sentences, and long inputs up to the 512-token limit."""
+    """The seed pair and 56 others: graded pairs, single sentences, long inputs up to the 512-token limit and
+    repeated text."""
     texts: list[tuple[str, str | None]] = [SEED_PAIR]
     texts += [(a, b) for a, b, _ in GRADED_PAIRS]
     texts += [(topic, None) for topic in TOPICS]
@@ -351,13 +360,14 @@ def minilm_texts() -> list[tuple[str, str | None]]:
     texts += [(a, None) for a, _, _ in GRADED_PAIRS[::2]] + [(b, None) for _, b, _ in GRADED_PAIRS[1::2]]
     texts += [(LONG[:length], None) for length in (120, 300, 600)]
     texts += [(LONG * 2, SEED_PAIR[1]), (LONG * 4, None), (LONG * 6, None)]
+    texts += REPEATED
     return texts
 
 
 @pytest.fixture(scope="module", params=list(live_weights.FORMATS))
 def minilm_results(request, tmp_path_factory):
     """The embedded MiniLM exported as a site ships it (each `views.live_weights`), through Node and through torch,
-    on 51 inputs."""
+    on 57 inputs."""
     from transformers import AutoModel, AutoTokenizer
 
     from tests.helpers import embedded_model_dir
@@ -385,14 +395,64 @@ def minilm_results(request, tmp_path_factory):
             "attention": attention, "short": short, "norms": norms, "ms": ms}
 
 
-@pytest.mark.slow  # the embedded model through Node on 53 inputs
+@pytest.mark.slow  # the embedded model through Node on 57 inputs
 def test_minilm_export_stays_as_near_torch_as_the_page_says(minilm_results):
-    assert len(minilm_results["inputs"]) == 53  # live_page.TESTED
+    assert len(minilm_results["inputs"]) == 57  # live_page.TESTED
     assert max(len(ids) for ids, _ in minilm_results["inputs"]) == 512
     if minilm_results["format"] == "compact":  # the default: within the site's budget
         assert minilm_results["site_bytes"] <= 25_000_000
-    # what the page says of its numbers (issue 33 asks for 0.02 everywhere: live_weights.py)
+    # what the page says of its numbers (issue 33: 0.02 for rounded weights, 0.002 for float16)
     assert minilm_results["attention"] <= live_page.TOLERANCE[minilm_results["format"]], minilm_results["attention"]
-    assert minilm_results["short"] <= live_page.SHORT_TOLERANCE[minilm_results["format"]], minilm_results["short"]
-    # norms: relative to the head's largest norm
-    assert minilm_results["norms"] < (0.03 if minilm_results["format"] == "compact" else 0.01), minilm_results["norms"]
+    # the contributions' norms within the same tolerance, relative to the head's largest norm
+    assert minilm_results["norms"] <= live_page.TOLERANCE[minilm_results["format"]], minilm_results["norms"]
+
+
+@pytest.mark.slow  # the embedded model, its word table rounded twice
+def test_rounding_the_word_table_against_the_attention_moves_it_less():
+    """`embedding_hessian` lets `gptq_codes` round MiniLM's word table where the attention notices least: on the
+    test texts (none of them calibration texts), the attention moves less than with plain rounding on the same
+    grid, on average and at worst."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from tests.helpers import embedded_model_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
+    model = AutoModel.from_pretrained(embedded_model_dir(), attn_implementation="eager").eval()
+    hessian = live_weights.embedding_hessian(model, live_calibration.calibration_inputs(tokenizer, 512))
+    assert np.allclose(hessian, hessian.T) and np.linalg.eigvalsh(hessian).min() > -1e-6 * np.abs(hessian).max()
+    table = model.get_input_embeddings().weight
+    word = table.detach().numpy().copy()
+    steps, plain = live_weights.quantize_rows(word, live_weights.COMPACT_STEPS["word"])
+    compensated = live_weights.gptq_codes(word, hessian, steps, live_weights.TABLE_DAMP)
+    inputs = [tokenizer(first, second, truncation=True, max_length=512, return_tensors="pt")
+              for first, second in minilm_texts()[:40]]
+
+    def attention() -> list:
+        with torch.no_grad():
+            return [torch.stack(model(**batch, output_attentions=True).attentions) for batch in inputs]
+
+    reference = attention()
+    moved = {}
+    for name, codes in (("plain", plain), ("compensated", compensated)):
+        with torch.no_grad():
+            table.copy_(torch.from_numpy(live_weights.dequantize_rows(steps, codes)))
+        moved[name] = [float((a - b).abs().max()) for a, b in zip(attention(), reference, strict=True)]
+    print({name: (round(float(np.mean(errors)), 4), round(max(errors), 4)) for name, errors in moved.items()})
+    assert np.mean(moved["compensated"]) < 0.9 * np.mean(moved["plain"])
+    assert max(moved["compensated"]) < max(moved["plain"])
+
+
+def test_no_calibration_sentence_is_a_test_sentence():
+    """The accuracy the page states is measured on texts the rounding never saw."""
+    def sentences(texts) -> set[str]:
+        return {part.strip().lower() for text in texts if text for part in text.replace("?", ".").split(".")
+                if part.strip()}
+
+    from tests.live.test_live_site import SEED, TYPED
+
+    tested = sentences(text for pair in [*minilm_texts(), *TYPED, SEED] for text in pair)
+    calibration = sentences([*live_calibration.SENTENCES, *(text for pair in live_calibration.PAIRS for text in pair),
+                             live_calibration.PARAGRAPH])
+    assert len(calibration) > 50 and len(tested) > 50
+    assert not tested & calibration, tested & calibration

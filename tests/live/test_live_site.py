@@ -93,7 +93,7 @@ def check_against_torch(last: dict, torch_model, text: str, pair: str | None) ->
     values = np.asarray(last["values"], dtype=np.float32).reshape(last["layers"], last["heads"], n, n)
     assert values.shape == attention.shape
     worst = float(np.abs(values - attention).max())
-    assert worst <= live_page.SHORT_TOLERANCE["compact"], (text, worst)  # every input here is cut at 128 tokens
+    assert worst <= live_page.TOLERANCE["compact"], (text, worst)
     return worst
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from reportgen.errors import ModelError
-from reportgen.model.live_tokenizer import tokenizer_spec
+from reportgen.model.live_tokenizer import tokenizer_spec, unreachable_ids
 from tests.helpers import ROOT, embedded_model_dir
 
 SCRIPT = ROOT / "site_src" / "assets" / "javascripts" / "live-tokenizer.js"
@@ -376,3 +376,34 @@ def test_empty_text_is_refused_in_a_sentence_for_the_reader(tmp_path):
     assert results[3]["error"].startswith("Type a sentence: the text has only invisible characters")
     assert results[4]["error"] == "Type a sentence: the second sentence is empty."
     assert results[5]["tokens"] == ["[CLS]", "hello", "[SEP]"]  # an empty pair means one sentence
+
+
+# -- ids the weights may leave out ---------------------------------------------------------------------------------
+HAND_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused1]", "hello", "Hello", "cafe", "café", "...",
+              ".", "##", "##s", "##.", "中", "##中", "a.b", "a", "b", "HELLO"]
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_unreachable_ids_are_what_normalization_changes_or_pre_tokenization_splits(lowercase):
+    from transformers import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab={token: index for index, token in enumerate(HAND_VOCAB)}, do_lower_case=lowercase)
+    unreachable = {HAND_VOCAB[index] for index in unreachable_ids(tokenizer)}
+    changed_by_lowercasing = {"Hello", "café", "HELLO"}  # lower-casing; accents stripped with it
+    assert unreachable == {"[unused1]", "...", "##", "a.b"} | (changed_by_lowercasing if lowercase else set())
+
+
+def test_the_embedded_tokenizer_never_emits_an_unreachable_id():
+    """Over a thousand generated texts and every vocabulary entry typed as text, with spaces and run together
+    (so continuation pieces come out), no id of `unreachable_ids` comes out of the tokenizer."""
+    tokenizer = _minilm()
+    unreachable = set(unreachable_ids(tokenizer))
+    vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    assert len(unreachable) == 995 and {vocab[index] for index in unreachable} >= {"[unused0]", "[unused993]", "..."}
+    texts = [text for text, _, _ in _cases(seed=5)]
+    for first in range(0, len(vocab), 40):
+        entries = [entry.removeprefix("##") for entry in vocab[first:first + 40]]
+        texts += [" ".join(entries), "".join(entries), "x".join(entries)]
+    emitted = {index for text in texts for index in tokenizer(text)["input_ids"]}
+    assert len(emitted) > 25_000  # most of the vocabulary came out
+    assert not emitted & unreachable

@@ -265,9 +265,11 @@ function reportgenLiveModel(root) {
     }
     for (var l = 0; l < spec.layers; l++) {
       var layer = {};
-      for (var p = 0; p < LAYER_PARTS.length; p++) {
-        var prefix = 'layers.' + l + '.' + LAYER_PARTS[p];
-        layer[LAYER_PARTS[p]] = { weight: need(prefix + '.weight').all(), bias: need(prefix + '.bias').all() };
+      // the last layer ends at its output matrix: nothing shown depends on its feed-forward block (not exported)
+      var parts = l < spec.layers - 1 ? LAYER_PARTS : LAYER_PARTS.slice(0, 4);
+      for (var p = 0; p < parts.length; p++) {
+        var prefix = 'layers.' + l + '.' + parts[p];
+        layer[parts[p]] = { weight: need(prefix + '.weight').all(), bias: need(prefix + '.bias').all() };
       }
       model.layers.push(layer);
     }
@@ -337,6 +339,7 @@ function reportgenLiveModel(root) {
           norms[(l * H + h) * T + j] = Math.sqrt(sq);
         }
       }
+      if (l === L - 1) break;  // the last layer's feed-forward block changes neither the attention nor the norms
       var a = linear(context, T, D, wo, layer.output.bias, D);
       for (var n = 0; n < T * D; n++) a[n] += x[n];
       layerNorm(a, T, D, layer.attention_norm.weight, layer.attention_norm.bias, eps);
@@ -347,7 +350,7 @@ function reportgenLiveModel(root) {
       layerNorm(out, T, D, layer.output_norm.weight, layer.output_norm.bias, eps);
       x = out;
     }
-    return { attention: attention, norms: norms, hidden: x };
+    return { attention: attention, norms: norms };
   }
 
   api.erf = erf;

@@ -243,6 +243,7 @@ function reportgenLiveModel(root) {
   }
 
   var LAYER_PARTS = ['query', 'key', 'value', 'output', 'attention_norm', 'intermediate', 'ffn_output', 'output_norm'];
+  var ATTENTION_PARTS = LAYER_PARTS.slice(0, 4);  // all the last layer has: nothing shown depends on the rest
 
   function decodeWeights(spec, bytes) {
     if (!(bytes instanceof Uint8Array)) bytes = new Uint8Array(bytes);
@@ -265,8 +266,7 @@ function reportgenLiveModel(root) {
     }
     for (var l = 0; l < spec.layers; l++) {
       var layer = {};
-      // the last layer ends at its output matrix: nothing shown depends on its feed-forward block (not exported)
-      var parts = l < spec.layers - 1 ? LAYER_PARTS : LAYER_PARTS.slice(0, 4);
+      var parts = l < spec.layers - 1 ? LAYER_PARTS : ATTENTION_PARTS;
       for (var p = 0; p < parts.length; p++) {
         var prefix = 'layers.' + l + '.' + parts[p];
         layer[parts[p]] = { weight: need(prefix + '.weight').all(), bias: need(prefix + '.bias').all() };
@@ -297,14 +297,14 @@ function reportgenLiveModel(root) {
     var norms = new Float32Array(L * H * T);
     var scaling = 1 / Math.sqrt(hd);
     var row = new Float64Array(T);
-    var f = new Float64Array(D);
     for (var l = 0; l < L; l++) {
       var layer = model.layers[l];
       var q = linear(x, T, D, layer.query.weight, layer.query.bias, D);
       var k = linear(x, T, D, layer.key.weight, layer.key.bias, D);
       var v = linear(x, T, D, layer.value.weight, layer.value.bias, D);
       var wo = layer.output.weight;
-      var context = new Float32Array(T * D);
+      var last = l === L - 1;  // its attention output feeds nothing shown: no context vectors
+      var context = last ? null : new Float32Array(T * D);
       for (var h = 0; h < H; h++) {
         var off = h * hd;
         var base = (l * H + h) * T * T;
@@ -325,7 +325,7 @@ function reportgenLiveModel(root) {
           for (j = 0; j < T; j++) {
             var p = row[j] / total;
             attention[base + i * T + j] = p;
-            for (d = 0; d < hd; d++) context[i * D + off + d] += p * v[j * D + off + d];
+            if (!last) for (d = 0; d < hd; d++) context[i * D + off + d] += p * v[j * D + off + d];
           }
         }
         // ||f(x_j)||: the head's value vector of key j through its slice of the output projection (no bias).
@@ -339,7 +339,7 @@ function reportgenLiveModel(root) {
           norms[(l * H + h) * T + j] = Math.sqrt(sq);
         }
       }
-      if (l === L - 1) break;  // the last layer's feed-forward block changes neither the attention nor the norms
+      if (last) break;  // the last layer's feed-forward block changes neither the attention nor the norms
       var a = linear(context, T, D, wo, layer.output.bias, D);
       for (var n = 0; n < T * D; n++) a[n] += x[n];
       layerNorm(a, T, D, layer.attention_norm.weight, layer.attention_norm.bias, eps);

@@ -29,6 +29,8 @@ from tests.helpers import (
     embedded_model_dir,
     make_ablation_bert,
     make_tiny_bert,
+    run_dir,
+    shared,
     wait_until,
     write_graded_pairs,
 )
@@ -48,7 +50,9 @@ for _name in ("CI", "BUILD_NUMBER"):
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
-    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+    """The tiny random BERT (helpers.make_tiny_bert), one for the whole run: every worker reads the same folder,
+    so a site built from it has the same config text, and so the same shared build, in every worker."""
+    return shared(tmp_path_factory, "tiny-bert", make_tiny_bert)
 
 
 @pytest.fixture(scope="session")
@@ -68,12 +72,6 @@ def model_dir(tmp_path_factory) -> Path:
 def data(tmp_path_factory) -> Path:
     """The twelve graded pairs (helpers.GRADED_PAIRS) as a similarity TSV, written once per module."""
     return write_graded_pairs(tmp_path_factory.mktemp("data") / "pairs.tsv")
-
-
-def _run_dir(factory: pytest.TempPathFactory) -> Path:
-    """This test run's temporary directory, common to the pytest-xdist workers (each has its own inside it)."""
-    base = factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 def _start_default_build(run_dir: Path) -> None:
@@ -107,7 +105,7 @@ def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: the fast tier starts no build
 def pytest_collection_modifyitems(config, items) -> None:
     if any("default_site" in getattr(item, "fixturenames", ()) for item in items):
-        _start_default_build(_run_dir(config._tmp_path_factory))
+        _start_default_build(run_dir(config._tmp_path_factory))
 
 
 @pytest.fixture(scope="session")
@@ -118,7 +116,7 @@ def default_site(tmp_path_factory) -> Path:
     tests need it (pytest_collection_modifyitems); every test using it is marked slow and waits for it
     here. The pytest-xdist workers share it. Tests must not change it.
     """
-    work = _run_dir(tmp_path_factory) / "default-build"
+    work = run_dir(tmp_path_factory) / "default-build"
     _start_default_build(work.parent)  # a no-op when collection started it
     deadline = time.monotonic() + 1800
     while not (work / "build.rc").exists():
@@ -131,26 +129,37 @@ def default_site(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def task_sites(tmp_path_factory) -> dict[str, Path]:
-    """Tiny random-BERT sites of the two other tasks, built once per run on first use (a few seconds each):
+    """Tiny random-BERT sites of the two other tasks, each built once per run (helpers.shared) on first use:
     "classification" (a sequence classifier, graded pairs as labels) and "mlm" (a masked-LM head,
     the examples' texts), and "causal_lm", a tiny GPT-2's (a decoder's pages). Their pages name and explain
     other metrics than the default's Spearman."""
-    from tests.helpers import build_tiny_site, make_ablation_bert, tiny_config, write_labelled_pairs, write_sentences
+    return {task: shared(tmp_path_factory, f"{task}-site", make)
+            for task, make in (("classification", _classification_site), ("mlm", _mlm_site),
+                               ("causal_lm", _decoder_site))}
 
-    root = tmp_path_factory.mktemp("task-sites")
-    labelled = write_labelled_pairs(root / "pairs.tsv")
-    sentences = write_sentences(root / "sentences.jsonl")
-    tasks = {"classification": ("BertForSequenceClassification", {"num_labels": 2}, labelled),
-             "mlm": ("BertForMaskedLM", {}, sentences)}
-    sites = {}
-    for task, (cls_name, extra, data) in tasks.items():
-        model = make_ablation_bert(root / f"{task}-model", cls_name, **extra)
-        ablation = {"task": task, "data": data, "seeds": [0], "fractions": [0.0, 0.5], "bootstrap_samples": 100,
-                    "permutations": 100}
-        (root / task).mkdir()
-        sites[task] = build_tiny_site(root / task, tiny_config(model, title=f"A {task} model", ablation=ablation))
-    sites["causal_lm"] = _decoder_site(root / "causal_lm")
-    return sites
+
+def _task_site(root: Path, task: str, cls_name: str, data: Path, **extra) -> Path:
+    """A tiny random BERT with the head of `task` (`cls_name`), and its site with that task's ablation on `data`."""
+    from tests.helpers import build_tiny_site, make_ablation_bert, tiny_config
+
+    model = make_ablation_bert(root / "model", cls_name, **extra)
+    ablation = {"task": task, "data": data, "seeds": [0], "fractions": [0.0, 0.5], "bootstrap_samples": 100,
+                "permutations": 100}
+    (root / "project").mkdir()
+    return build_tiny_site(root / "project", tiny_config(model, title=f"A {task} model", ablation=ablation))
+
+
+def _classification_site(root: Path) -> Path:
+    from tests.helpers import write_labelled_pairs
+
+    return _task_site(root, "classification", "BertForSequenceClassification", write_labelled_pairs(root / "pairs.tsv"),
+                      num_labels=2)
+
+
+def _mlm_site(root: Path) -> Path:
+    from tests.helpers import write_sentences
+
+    return _task_site(root, "mlm", "BertForMaskedLM", write_sentences(root / "sentences.jsonl"))
 
 
 def _decoder_site(root: Path) -> Path:
@@ -171,11 +180,14 @@ def _decoder_site(root: Path) -> Path:
 @pytest.fixture(scope="session")
 def seq2seq_site(tmp_path_factory) -> Path:
     """A tiny random BART's site with its sequence-to-sequence ablation (an encoder-decoder's pages), built
-    once per run on first use."""
+    once per run (helpers.shared) on first use."""
+    return shared(tmp_path_factory, "seq2seq-site", _seq2seq_site)
+
+
+def _seq2seq_site(root: Path) -> Path:
     from tests.helpers import build_tiny_site, tiny_config
     from tests.seq2seq_checkpoints import make_encoder_decoder, write_pairs
 
-    root = tmp_path_factory.mktemp("seq2seq-site")
     model = make_encoder_decoder("bart", root / "model")
     write_pairs(root / "pairs.jsonl")
     examples = [{"name": "a cat", "text": "the cat sat on the mat.", "target": "le chat est assis sur le tapis."},

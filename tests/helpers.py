@@ -14,6 +14,8 @@ that need them, so importing this module stays cheap.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +32,50 @@ from reportgen.runs import ExampleRun
 
 # The repository root, wherever the test file that asks for it lies under tests/.
 ROOT = Path(__file__).resolve().parent.parent
+
+
+# -- builds shared by the whole test run (every module, every pytest-xdist worker) -------------------------
+def run_dir(factory) -> Path:
+    """This test run's temporary directory, common to the pytest-xdist workers (each has its own inside it)."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def shared(factory, name: str, make: Callable[[Path], Path]) -> Path:
+    """`make(folder)`'s result, made once per test run in `folder` = <run>/shared/`name`, whichever xdist worker asks
+    first; the others wait on the lock, then read what it made (a site, a model). Name it after everything that
+    shapes it (shared_site hashes a config text), and never change what it returns: other modules read it.
+
+    A `make` that fails leaves its error beside the folder, and every worker that asks again fails with it, quickly."""
+    from filelock import FileLock
+
+    folder = run_dir(factory) / "shared" / name
+    folder.parent.mkdir(exist_ok=True)
+    made, failed = folder.with_name(f"{name}.made"), folder.with_name(f"{name}.failed")  # beside it, not in it
+    with FileLock(str(folder) + ".lock"):
+        if not made.exists() and not failed.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # an interrupted worker's half
+            folder.mkdir()
+            try:
+                result = make(folder)
+            except BaseException as err:
+                failed.write_text(f"{type(err).__name__}: {err}", encoding="utf-8")
+                raise
+            made.write_text(str(Path(result).relative_to(folder)), encoding="utf-8")
+    if failed.exists():
+        import pytest
+
+        pytest.fail(f"the shared build {name!r} failed in another test: {failed.read_text(encoding='utf-8')}")
+    return folder / made.read_text(encoding="utf-8")
+
+
+def shared_site(factory, config_text: str) -> Path:
+    """The site of `config_text` (a tiny_config), built once per test run and read by every module that asks
+    for the same text: named by the text's hash."""
+    import hashlib
+
+    name = "site-" + hashlib.sha256(config_text.encode("utf-8")).hexdigest()[:16]
+    return shared(factory, name, lambda project: build_tiny_site(project, config_text))
 
 
 # -- tiny models (reportgen/model/, reportgen/ablation/) --------------------------------------------------
@@ -551,6 +597,58 @@ def data_error(call: Callable[[], object]) -> str:
     assert isinstance(err, DataError), f"expected a DataError, got {err!r}"
     assert "\n" not in str(err) and err.exit_code == 4
     return str(err)
+
+
+class WarmCli:
+    """`python -m reportgen ARGV` answered by tests/warm_cli.py: a fork of one process that imported reportgen,
+    torch and transformers once (read its docstring), for a module that runs the command line a hundred times.
+
+    `run` returns what subprocess.run(..., capture_output=True, text=True) returns; a command still running after
+    `timeout` seconds is killed and raises subprocess.TimeoutExpired, as subprocess.run does."""
+
+    def __init__(self, env: dict[str, str], scratch: Path):
+        import subprocess
+        import sys
+
+        self.scratch, self.pending = scratch, b""
+        scratch.mkdir(parents=True, exist_ok=True)
+        self.server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "warm_cli.py")], cwd=scratch, env=env,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+
+    def run(self, argv: list[str], cwd: Path, env: dict[str, str], timeout: float):
+        import signal
+        import subprocess
+
+        streams = {name: self.scratch / f"{name}.txt" for name in ("stdout", "stderr")}
+        job = {"argv": argv, "cwd": str(cwd), "env": env, **{name: str(path) for name, path in streams.items()}}
+        self.server.stdin.write(json.dumps(job).encode() + b"\n")
+        pid = self._reply(None)["pid"]
+        ended = self._reply(timeout)
+        if ended is None:
+            os.kill(pid, signal.SIGKILL)
+            self._reply(None)
+            raise subprocess.TimeoutExpired(["reportgen", *argv], timeout)
+        return subprocess.CompletedProcess(["reportgen", *argv], ended["status"],
+                                           *(path.read_text(encoding="utf-8") for path in streams.values()))
+
+    def _reply(self, timeout: float | None) -> dict | None:
+        """The server's next line, or None when `timeout` seconds pass first (read unbuffered: select sees it all)."""
+        import select
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self.server.stdout], [], [], left)[0]:
+                return None
+            chunk = os.read(self.server.stdout.fileno(), 65536)
+            assert chunk, f"tests/warm_cli.py ended (exit {self.server.wait()})"
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.server.stdin.close()
+        self.server.wait(timeout=60)
 
 
 # -- README sections generated from tests (the bad-inputs table, the support table) ----------------------

@@ -12,6 +12,7 @@ pattern's name from reportgen.findings.names, `|metric` a metric's.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -26,7 +27,11 @@ from reportgen.site.glossary import shield
 from reportgen.site.htmlsafe import inert_text, script_json
 
 
+@functools.lru_cache(maxsize=4)
 def environment(templates: Path) -> jinja2.Environment:
+    """The templates' environment, one per folder and process: Jinja keeps each template it compiled (and compiles
+    it again when its file changes), so a second build in one process (`serve --watch`, the Python API, a
+    notebook) renders without compiling ~50 templates anew."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(templates),
         autoescape=True,

@@ -1,10 +1,11 @@
 """The bad-input matrix (issue 7, part 1): every bad input gets one line and a documented exit code.
 
-Each case runs `python -m reportgen build` as a subprocess in a project that already holds a
-good `site/`, and asserts: exactly one `error:` line on stderr that names the problem (the
-whole line is compared, with the project directory written as `<dir>`), no traceback, the
-exit code of `reportgen/errors.py` for that kind of mistake, and `site/` byte for byte as it
-was. A few inputs are not errors (a text longer than the model takes, pickle weights the
+Each case runs `reportgen build` in a project that already holds a good `site/` (built by a real
+`python -m reportgen build` subprocess; the cases by helpers.WarmCli, a fork of a process that imported
+reportgen once: a new process each, without the seconds of imports), and asserts: exactly one `error:`
+line on stderr that names the problem (the whole line is compared, with the project directory
+written as `<dir>`), no traceback, the exit code of `reportgen/errors.py` for that kind of mistake,
+and `site/` byte for byte as it was. A few inputs are not errors (a text longer than the model takes, pickle weights the
 config allows): those build, with the warning asserted, into another directory.
 
 The README's "Errors and exit codes" table is rendered from CASES by `render_table()`; a test
@@ -37,7 +38,17 @@ import pytest
 import yaml
 
 from reportgen import errors
-from tests.helpers import ROOT, Case, check_report, is_progress, readme_section, symlink, tree, write_readme_section
+from tests.helpers import (
+    ROOT,
+    Case,
+    WarmCli,
+    check_report,
+    is_progress,
+    readme_section,
+    symlink,
+    tree,
+    write_readme_section,
+)
 
 README = ROOT / "README.md"
 START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
@@ -583,14 +594,26 @@ def config_bytes(config: dict | str | bytes) -> bytes:
     return config if isinstance(config, bytes) else config.encode("utf-8")
 
 
+def case_env(project: Path, env: dict | None = None) -> dict[str, str]:
+    """Every run's environment: offline, the project's own Hugging Face home, no colours."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(project / "hf-home"), "PYTHONPATH": str(ROOT),
+            "NO_COLOR": "1", **(env or {})}
+
+
+def build_args(config_name: str, out: str | None = None, argv: list[str] | None = None) -> list[str]:
+    if argv is not None:
+        return argv
+    return ["build", "--config", config_name, *(["--out", out] if out is not None else [])]
+
+
 def run_build(project: Path, config_name: str, out: str | None = None, env: dict | None = None,
-              argv: list[str] | None = None):
-    args = [sys.executable, "-m", "reportgen", *(argv or ["build", "--config", config_name])]
-    if out is not None and argv is None:
-        args += ["--out", out]
-    full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(project / "hf-home"),
-                "PYTHONPATH": str(ROOT), "NO_COLOR": "1", **(env or {})}
-    return subprocess.run(args, cwd=project, env=full_env, capture_output=True, text=True, timeout=300)
+              argv: list[str] | None = None, cli: WarmCli | None = None):
+    """`python -m reportgen` in `project` as a subprocess, or by `cli` when given."""
+    args = build_args(config_name, out, argv)
+    if cli is not None:
+        return cli.run(args, project, case_env(project, env), timeout=300)
+    return subprocess.run([sys.executable, "-m", "reportgen", *args], cwd=project, env=case_env(project, env),
+                          capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -603,6 +626,14 @@ def project(tmp_path_factory) -> Path:
     assert not [line for line in done.stderr.splitlines() if not is_progress(line)], done.stderr
     check_report(work / "site")
     return work
+
+
+@pytest.fixture(scope="module")
+def cli(project) -> Iterator[WarmCli]:
+    """The cases' command line: warm, in the same environment as the project's own build."""
+    warm = WarmCli(case_env(project), project.parent / "warm-cli")
+    yield warm
+    warm.close()
 
 
 @pytest.fixture(scope="module")
@@ -620,7 +651,7 @@ def _skip_reason(case: Case) -> str | None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes]):
+def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes], cli: WarmCli):
     if reason := _skip_reason(case):
         pytest.skip(reason)
     for name, content in case.files.items():
@@ -631,7 +662,7 @@ def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes]):
         (project / case.config_name).write_bytes(config_bytes(case.config))
     try:
         with (case.setup or nullcontext)(project):
-            done = run_build(project, case.config_name, case.out, case.env, case.argv)
+            done = run_build(project, case.config_name, case.out, case.env, case.argv, cli)
     finally:
         for name in case.files:
             (project / name).unlink(missing_ok=True)
@@ -662,13 +693,13 @@ def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes]):
 
 
 @pytest.mark.slow
-def test_long_example_is_marked_truncated_on_its_pages(project):
+def test_long_example_is_marked_truncated_on_its_pages(project, cli):
     """The text longer than the model takes: the examples table and its own page say it was truncated.
 
     Builds the example-too-long case into its own directory, so it does not rely on that case having run."""
     case = next(c for c in CASES if c.id == "example-too-long")
     (project / case.config_name).write_bytes(config_bytes(case.config))
-    done = run_build(project, case.config_name, "site-truncated")
+    done = run_build(project, case.config_name, "site-truncated", cli=cli)
     assert done.returncode == 0, done.stderr
     site = project / "site-truncated"
     assert "(truncated)" in (site / "examples.html").read_text(encoding="utf-8")

@@ -1,6 +1,7 @@
 """The output rules (issue 10, part 1): reportgen replaces only what it wrote.
 
-Each refused case runs `python -m reportgen build` in a fresh project that holds canary files
+Each refused case runs `reportgen build` (by helpers.WarmCli: a fork of a process that imported reportgen
+once; as a real subprocess for the case run as another user) in a fresh project that holds canary files
 inside and around the output it names (the project, its parent, the cache, a model directory,
 hand-written docs, a symlink's target). It asserts exit 5, the one line the README table shows
 (`<dir>` is the project, `<top>` its parent), and every file and symlink under the parent byte
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -30,7 +32,7 @@ from reportgen import errors
 from reportgen.config import load_config
 from reportgen.pipeline import build
 from reportgen.site import output
-from tests.helpers import ROOT, Case, is_progress, symlink, tree, write_config
+from tests.helpers import ROOT, Case, WarmCli, is_progress, symlink, tree, write_config
 
 CONFIG = {"title": "Output rules", "model": "models/tiny", "device": "cpu",
           "examples": [{"text": "the cat sat on the mat."}], "ablation": {"enabled": False}}
@@ -216,24 +218,36 @@ def make_project(top: Path, case: Case) -> Path:
     return project
 
 
-def run(project: Path, case: Case) -> subprocess.CompletedProcess:
+def case_env(project: Path | None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"}
+    return env if project is None else {**env, "HOME": str(project), "HF_HOME": str(project / "hf-home")}
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory) -> Iterator[WarmCli]:
+    warm = WarmCli(case_env(None), tmp_path_factory.mktemp("warm-cli"))
+    yield warm
+    warm.close()
+
+
+def run(project: Path, case: Case, cli: WarmCli) -> subprocess.CompletedProcess:
     argv = case.argv or ["build", "--config", case.config_name, *(["--out", case.out] if case.out else [])]
-    user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"] if case.needs == "nobody" else []
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "HF_HUB_OFFLINE": "1",
-           "HOME": str(project), "HF_HOME": str(project / "hf-home")}
-    return subprocess.run([*user, sys.executable, "-m", "reportgen", *argv], cwd=project, env=env,
+    if case.needs != "nobody":
+        return cli.run(argv, project, case_env(project), timeout=120)
+    user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    return subprocess.run([*user, sys.executable, "-m", "reportgen", *argv], cwd=project, env=case_env(project),
                           capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", OUTPUT_CASES, ids=[c.id for c in OUTPUT_CASES])
-def test_refused_output_changes_nothing(case: Case, top: Path):
+def test_refused_output_changes_nothing(case: Case, top: Path, cli: WarmCli):
     if reason := skip_reason(case):
         pytest.skip(reason)
     project = make_project(top, case)
     with (case.setup or nullcontext)(project):
         before = snapshot(top)
-        done = run(project, case)
+        done = run(project, case, cli)
         after = snapshot(top)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == case.exit, done.stderr

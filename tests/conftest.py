@@ -102,6 +102,40 @@ def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
     return True if ALL_SLOW.search(collection_path.read_text(encoding="utf-8")) else None
 
 
+# The modules that take longest, started first (`--dist loadgroup` hands groups out in collection order): a long one
+# left for the end would run alone while the other workers idle. The ones that read the default site come later on
+# their own, as the embedded model's build (started at collection) finishes meanwhile.
+LONGEST_FIRST = ("tests/commands/test_bad_inputs.py", "tests/site/test_hostile.py", "tests/model/test_architectures.py",
+                 "tests/live/test_live_model.py", "tests/test_decoder_build.py", "tests/test_encoder_decoder_build.py",
+                 "tests/ablation/test_ray.py", "tests/recipes/test_induction_recipe.py")
+
+
+class _Scheduling:
+    """One pytest-xdist group per module by default (as `--dist loadfile`: a module's fixtures are made once), and
+    the longest modules first. A module whose tests take minutes each splits them by one of their parameters,
+    `SPLIT_BY = "<name>"` at its top: the tests of each value form a group of their own, which another worker may
+    run meanwhile (module fixtures are then made once per group that asks for them: keep the costly ones shared)."""
+
+    @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
+    def pytest_collection_modifyitems(self, items) -> None:
+        for item in items:
+            if not any(item.iter_markers("xdist_group")):
+                item.add_marker(pytest.mark.xdist_group(_group(item)))
+        rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+def _group(item) -> str:
+    module = item.nodeid.split("::")[0]
+    split = getattr(getattr(item, "module", None), "SPLIT_BY", None)
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return f"{module}[{split}={params[split]}]" if split in params else module
+
+
+def pytest_configure(config) -> None:
+    config.pluginmanager.register(_Scheduling(), "reportgen-scheduling")
+
+
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: the fast tier starts no build
 def pytest_collection_modifyitems(config, items) -> None:
     if any("default_site" in getattr(item, "fixturenames", ()) for item in items):

@@ -68,6 +68,10 @@ from tests.seq2seq_checkpoints import FAMILIES as ENCODER_DECODER_FAMILIES
 from tests.seq2seq_checkpoints import NAMES as ENCODER_DECODER_NAMES
 from tests.seq2seq_checkpoints import render_encoder_decoder_table
 
+# The tests of each family run as a group of their own on the pytest-xdist workers (conftest.py):
+# a family's checks share its own site and checkpoints.
+SPLIT_BY = "family"
+
 README = ROOT / "README.md"
 START, END = "<!-- support:start -->", "<!-- support:end -->"
 

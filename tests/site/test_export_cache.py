@@ -68,6 +68,7 @@ def test_no_directory_draws_every_time_and_writes_nothing(tmp_path, monkeypatch)
     assert draw.calls == 3 and not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow  # draws a chart with vl-convert (seconds)
 def test_a_damaged_entry_is_warned_about_and_drawn_again(tmp_path):
     cache, draw = ExportCache(tmp_path), Drawer()
     cache.get_bytes(["x"], "png", draw)

@@ -29,6 +29,10 @@ import yaml
 
 from tests.helpers import ROOT, check_report
 
+# The tests of each group run as a group of their own on the pytest-xdist workers (conftest.py):
+# each group of payloads is a build and a browser tour of its own (minutes).
+SPLIT_BY = "group"
+
 PAYLOADS = [
     "<img src=x onerror=alert({n})>",
     '"><svg onload=alert({n})>',

@@ -67,6 +67,7 @@ def test_error_page_links_become_relative(tmp_path):
     assert '"base": "."' in text and '"search": "assets/javascripts/workers/search.js"' in text
 
 
+@pytest.mark.slow  # draws the charts with vl-convert
 def test_charts_side_by_side_export_as_one_picture_and_one_table(tmp_path):
     specs = [{"$schema": "s", "config": {"view": {}}, "title": f"Head {n}", "mark": "rect",
               "encoding": {"x": {"field": "k", "type": "ordinal"}, "y": {"field": "q", "type": "ordinal"}},

@@ -35,6 +35,10 @@ import pytest
 
 from tests.helpers import VIEWPORTS, BrowserPage, wait_until
 
+# The tests of each viewport run as a group of their own on the pytest-xdist workers (conftest.py):
+# every page at one size takes minutes.
+SPLIT_BY = "viewport"
+
 pytestmark = pytest.mark.slow
 
 VIEW_KEYS = {"view", "layer", "head", "heads", "token", "key", "filter", "topk", "min"}

@@ -47,6 +47,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 for _name in ("CI", "BUILD_NUMBER"):
     os.environ.pop(_name, None)
 
+# Every process the tests start runs tests/startup/sitecustomize.py first (read why there); this one too, from here.
+STARTUP = Path(__file__).resolve().parent / "startup"
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(STARTUP), os.environ.get("PYTHONPATH")]))
+sys.modules.setdefault("rfc3987_syntax", None)
+
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:

@@ -34,6 +34,11 @@ from reportgen.runs import ExampleRun
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pythonpath() -> str:
+    """PYTHONPATH for a subprocess: the repository root, then what conftest.py set (tests/startup first)."""
+    return os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+
+
 # -- builds shared by the whole test run (every module, every pytest-xdist worker) -------------------------
 def run_dir(factory) -> Path:
     """This test run's temporary directory, common to the pytest-xdist workers (each has its own inside it)."""

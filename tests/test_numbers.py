@@ -38,7 +38,7 @@ from reportgen.model import loading as model
 from reportgen.pipeline import run_model
 from reportgen.report import Ablation
 from reportgen.stats import adjust, paired_permutation_p
-from tests.helpers import ROOT, TINY_WORDS, check_report, make_tiny_bert, write_config
+from tests.helpers import TINY_WORDS, check_report, make_tiny_bert, pythonpath, write_config
 
 PAIRS = [("the cat sat on the mat", "a cat sat on a mat", 5.0), ("the cat sat", "a red car", 1.0),
          ("i went to the store", "i bought fresh strawberries", 2.5), ("the dog sat", "the cat sat", 4.0),
@@ -162,7 +162,7 @@ os.kill(os.getpid(), signal.SIGTERM)
 def killed_writer(*entries: Path) -> int:
     """Leave temp files as a writer killed by SIGTERM between write and rename does; its pid."""
     done = subprocess.run([sys.executable, "-c", KILLED_WRITER, *map(str, entries)], env={**os.environ,
-                          "PYTHONPATH": str(ROOT)}, capture_output=True, check=False)
+                          "PYTHONPATH": pythonpath()}, capture_output=True, check=False)
     assert done.returncode == -signal.SIGTERM, done.stderr
     return int(done.stdout)
 
@@ -428,7 +428,7 @@ ablation:
 
     def build():
         done = subprocess.run([sys.executable, "-m", "reportgen", "build", "--reproducible"], cwd=tmp_path,
-                              env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"}, capture_output=True,
+                              env={**os.environ, "PYTHONPATH": pythonpath(), "NO_COLOR": "1"}, capture_output=True,
                               text=True, check=False)
         assert done.returncode == 0, done.stderr
         return check_report(tmp_path / "site")["ablation"], done.stderr

@@ -5,7 +5,11 @@ build's (floats within 1e-6), also when one actor is killed by its pid mid-sweep
 answers at is one line and exit 3, quickly and before any model work; without an address nothing
 imports Ray. The fast tier checks the config key, that the address enters no cache key, and the
 message when Ray is not installed. One Ray instance serves the module (`local_ray`): a build whose
-process has Ray initialised already uses it.
+process has Ray initialised already uses it. The test of the lazy start has its own, in a subprocess, and
+runs before the module's starts, so that two never run at once on a small machine.
+
+Drawing the site's pictures is most of a build of this tiny model (the masks take about a second), so
+every build after the local one starts its cache with the pictures that build drew (`local_pictures`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -98,7 +103,7 @@ def test_ray_not_installed_is_one_line_naming_the_extra():
 # -- slow tier: builds ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    """A project: a 4-layer, 4-head random BERT, 28 sentence pairs, an ablation with ~140 masks."""
+    """A project: a 4-layer, 4-head random BERT, 28 sentence pairs, an ablation of 82 masks."""
     root = tmp_path_factory.mktemp("ray-project")
     make_tiny_bert(root / "model", layers=4, heads=4)
     rows = [f"{first}\t{second}\t{(index * 7) % 6}\n" for index, (first, second) in
@@ -117,11 +122,15 @@ def local_ray():
     ray.shutdown()
 
 
-def built_report(project: Path, name: str, ray: str | None = None, progress=None) -> dict:
-    """report.json of a reproducible build into site-NAME with its own cache cache-NAME."""
+def built_report(project: Path, name: str, ray: str | None = None, progress=None,
+                 pictures: Path | None = None) -> dict:
+    """report.json of a reproducible build into site-NAME with its own cache cache-NAME, which starts with
+    `pictures` when given (`local_pictures`)."""
     config = load_config(project / "reportgen.yaml")
     config.cache_dir = project / f"cache-{name}"
     config.ablation.ray = ray
+    if pictures is not None:
+        shutil.copytree(pictures, config.cache_dir / "exports")
     kwargs = {"progress": progress} if progress else {}
     build(config, project / f"site-{name}", reproducible=True, **kwargs)
     report = json.loads((project / f"site-{name}" / "report.json").read_text(encoding="utf-8"))
@@ -132,6 +141,16 @@ def built_report(project: Path, name: str, ray: str | None = None, progress=None
 @pytest.fixture(scope="module")
 def local_report(project) -> dict:
     return built_report(project, "local")
+
+
+@pytest.fixture(scope="module")
+def local_pictures(project, local_report) -> Path:  # noqa: ARG001 - local_report draws them
+    """The pictures the local build drew (its cache's exports/), for the other builds' caches to start with.
+
+    Drawing is about two thirds of a build here and has nothing to do with where the masks ran. A build copies
+    a picture only when it asks for one with the same inputs (reportgen.site.export_cache), so every number in
+    its report is still its own; the masks and the statistics are not copied."""
+    return project / "cache-local" / "exports"
 
 
 def assert_same(ray_value, local_value, where: str = "report") -> None:
@@ -175,41 +194,6 @@ def worker_pids() -> list[int]:
     return found
 
 
-@pytest.mark.slow
-@pytest.mark.usefixtures("local_ray")
-def test_a_ray_build_equals_a_local_build(project, local_report):
-    seen: set[int] = set()
-
-    def progress(stage: str, done: int, _total: int) -> None:
-        if stage.startswith("Ablation:") and done:
-            seen.update(worker_pids())
-
-    on_ray = built_report(project, "ray", "local", progress)
-    assert len(seen) == 2  # the masks ran on two actors
-    assert on_ray["ablation"]["single_heads"] is not None and on_ray["ablation"]["importance"] is not None
-    assert_same(on_ray, local_report)
-
-
-@pytest.mark.slow
-@pytest.mark.usefixtures("local_ray")
-def test_a_worker_killed_mid_sweep_is_replaced_and_the_report_is_the_same(project, local_report):
-    killed: list[tuple[int, int, int]] = []
-
-    def progress(stage: str, done: int, total: int) -> None:
-        # importance: 1 gradient step here, then 4 fractions x (1 + 8 orders) masks in stacks on the actors
-        if stage == "Ablation: importance" and 2 <= done <= total // 2 and not killed:
-            pid = worker_pids()[0]
-            os.kill(pid, signal.SIGKILL)
-            killed.append((pid, done, total))
-
-    on_ray = built_report(project, "killed", "local", progress)
-    assert killed, "no worker was killed: the sweep ended first"
-    pid, done, total = killed[0]
-    assert done < total
-    assert not Path(f"/proc/{pid}").exists() or b"MaskWorker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
-    assert_same(on_ray, local_report)
-
-
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -246,7 +230,9 @@ def test_a_bad_ray_option_is_a_config_error(project):
 
 
 @pytest.mark.slow
-def test_a_build_without_an_address_never_imports_ray(project):
+def test_a_build_without_an_address_never_imports_ray(project, local_pictures):
+    """A whole build as `reportgen build` runs it, masks computed, in an interpreter of its own."""
+    shutil.copytree(local_pictures, project / ".reportgen-cache" / "exports")  # the config's cache_dir: the default
     code = ("import sys\nfrom reportgen.commands import cli\n"
             "sys.argv = ['reportgen', 'build', '--reproducible', '--out', 'site-plain']\n"
             "try:\n    cli.main()\nexcept SystemExit as end:\n    code = end.code\n"
@@ -257,10 +243,16 @@ def test_a_build_without_an_address_never_imports_ray(project):
     assert (project / "site-plain" / "report.json").is_file()
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # its own Ray in a new interpreter, and that Ray's two actors: ~1 min on a busy 2-core machine
+@pytest.mark.usefixtures("local_report")  # its cache is the one the lazy builds start from
 def test_a_local_ray_starts_only_when_a_mask_is_not_in_the_cache(project):
     """With every mask cached (only a statistic's setting changed, so the whole record is not), `--ray local`
-    starts no Ray runtime; with a mask to compute, it starts one and the masks run on its actors."""
+    starts no Ray runtime; with a mask to compute, it starts one and the masks run on its actors.
+
+    The cache starts as a copy of the local build's, which is what a first build of the same config would
+    leave (every mask of seeds 0 and 1, the pictures). Ray must not be initialised in the process, hence the
+    subprocess: the module's own Ray is up in this one once `local_ray` has run."""
+    shutil.copytree(project / "cache-local", project / "cache-lazy")
     code = """
 import sys
 from pathlib import Path
@@ -278,7 +270,6 @@ def config(**ablation):
         setattr(loaded.ablation, key, value)
     return loaded
 
-build(config(), Path('site-lazy-0'), reproducible=True)
 build(config(alpha=0.01, ray='local'), Path('site-lazy-1'), reproducible=True)
 print('cached', len(calls))
 build(config(alpha=0.01, seeds=[0, 1, 2], ray='local'), Path('site-lazy-2'), reproducible=True)
@@ -291,3 +282,40 @@ print('new masks', len(calls), ray.is_initialized())
     assert report["ablation"]["single_heads"]["alpha"] == 0.01
     seeds = json.loads((project / "site-lazy-2" / "report.json").read_text(encoding="utf-8"))
     assert seeds["ablation"]["random_fraction"]["seeds"] == [0, 1, 2]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("local_ray")
+def test_a_ray_build_equals_a_local_build(project, local_report, local_pictures):
+    seen: set[int] = set()
+
+    def progress(stage: str, done: int, _total: int) -> None:
+        if stage.startswith("Ablation:") and done:
+            seen.update(worker_pids())
+
+    on_ray = built_report(project, "ray", "local", progress, local_pictures)
+    assert len(seen) == 2  # the masks ran on two actors
+    assert on_ray["ablation"]["single_heads"] is not None and on_ray["ablation"]["importance"] is not None
+    assert_same(on_ray, local_report)
+
+
+@pytest.mark.slow  # two new actors and a third in place of the killed one, each loading torch: ~1 min on a busy machine
+@pytest.mark.usefixtures("local_ray")
+def test_a_worker_killed_mid_sweep_is_replaced_and_the_report_is_the_same(project, local_report, local_pictures):
+    killed: list[tuple[int, int, int]] = []
+
+    def progress(stage: str, done: int, total: int) -> None:
+        # importance: 1 gradient step here, then 4 fractions x (1 + 8 orders) masks in stacks on the actors. Its
+        # first mask (no head pruned) is the unmasked model's, known already: the stage ticks 2 of 37 before it
+        # sends a stack, so the kill comes then on any machine, both actors up and 35 masks to go.
+        if stage == "Ablation: importance" and 2 <= done <= total // 2 and not killed:
+            pid = worker_pids()[0]
+            os.kill(pid, signal.SIGKILL)
+            killed.append((pid, done, total))
+
+    on_ray = built_report(project, "killed", "local", progress, local_pictures)
+    assert killed, "no worker was killed: the sweep ended first"
+    pid, done, total = killed[0]
+    assert done < total
+    assert not Path(f"/proc/{pid}").exists() or b"MaskWorker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
+    assert_same(on_ray, local_report)

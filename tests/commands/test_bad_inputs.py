@@ -44,6 +44,7 @@ from tests.helpers import (
     WarmCli,
     check_report,
     is_progress,
+    pythonpath,
     readme_section,
     symlink,
     tree,
@@ -596,7 +597,7 @@ def config_bytes(config: dict | str | bytes) -> bytes:
 
 def case_env(project: Path, env: dict | None = None) -> dict[str, str]:
     """Every run's environment: offline, the project's own Hugging Face home, no colours."""
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(project / "hf-home"), "PYTHONPATH": str(ROOT),
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(project / "hf-home"), "PYTHONPATH": pythonpath(),
             "NO_COLOR": "1", **(env or {})}
 
 

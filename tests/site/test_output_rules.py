@@ -32,7 +32,7 @@ from reportgen import errors
 from reportgen.config import load_config
 from reportgen.pipeline import build
 from reportgen.site import output
-from tests.helpers import ROOT, Case, WarmCli, is_progress, symlink, tree, write_config
+from tests.helpers import Case, WarmCli, is_progress, pythonpath, symlink, tree, write_config
 
 CONFIG = {"title": "Output rules", "model": "models/tiny", "device": "cpu",
           "examples": [{"text": "the cat sat on the mat."}], "ablation": {"enabled": False}}
@@ -219,7 +219,7 @@ def make_project(top: Path, case: Case) -> Path:
 
 
 def case_env(project: Path | None) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"}
     return env if project is None else {**env, "HOME": str(project), "HF_HOME": str(project / "hf-home")}
 
 

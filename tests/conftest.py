@@ -121,13 +121,14 @@ class _Scheduling:
     `SPLIT_BY = "<name>"` at its top: the tests of each value form a group of their own, which another worker may
     run meanwhile (module fixtures are then made once per group that asks for them: keep the costly ones shared)."""
 
-    @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups into the test ids
-    def pytest_collection_modifyitems(self, items) -> None:
+    @pytest.hookimpl(wrapper=True)  # around every other implementation: before pytest-xdist reads the groups
+    def pytest_collection_modifyitems(self, items):
         for item in items:
             if not any(item.iter_markers("xdist_group")):
                 item.add_marker(pytest.mark.xdist_group(_group(item)))
         rank = {module: index for index, module in enumerate(LONGEST_FIRST)}
         items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+        return (yield)
 
 
 def _group(item) -> str:

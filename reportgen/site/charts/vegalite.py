@@ -11,9 +11,9 @@ import altair as alt
 from reportgen.findings import formatting, names
 
 CELL = 28  # pixels per heatmap cell
-# Charts are built on this placeholder and get their rows after Altair has checked the spec:
-# Altair validates inline data row by row against the Vega-Lite schema, which took most of a
-# build's time (an attention matrix of 64 tokens has 4,096 rows). The spec is checked all the same.
+# Charts are built on this placeholder and get their rows in with_rows: Altair validates inline data
+# row by row against the Vega-Lite schema, which took most of a build's time (an attention matrix of
+# 64 tokens has 4,096 rows).
 ROWS = alt.Data(values=[])
 
 
@@ -34,10 +34,12 @@ AXIS_ROOM = 110  # px: about what a band axis's labels, its title and padding ta
 
 
 def with_rows(chart: alt.TopLevelMixin, rows: list[dict], description: str, bands: int = 0) -> dict:
-    """The chart's Vega-Lite dict, validated, with `rows` as its data, `description` as its text
+    """The chart's Vega-Lite dict with `rows` as its data, `description` as its text
     alternative (Vega makes it the SVG's aria-label: what a screen reader says for the chart) and the
     site's text sizes; laid out anew for a narrow container (see narrow), with `bands` labelled columns."""
-    spec = chart.to_dict()
+    # Not checked against the Vega-Lite schema here: that took 10-15% of a small site's build, the same
+    # few shapes of spec each time. tests/site/test_chart_specs.py checks every kind of chart, rows included.
+    spec = chart.to_dict(validate=False)
     spec["data"] = {"values": rows}
     titles = [layer.pop("title") for layer in spec.get("layer", []) if "title" in layer]
     if titles and "title" not in spec:  # a layered chart's title is the whole chart's, as narrow expects it

@@ -21,8 +21,10 @@ import hashlib
 import json
 import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from reportgen.cache.store import Cache
 
@@ -30,6 +32,8 @@ KIND = "exports"  # the folder under the cache directory: `reportgen cache info`
 DRAWING_MODULES = ("exports.py", "charts/inline_svg.py", "charts/head_map_svg.py", "charts/png_palette.py",
                    "export_cache.py")  # relative to reportgen/site/
 SUFFIXES = ("png", "svg", "js")
+MEMORY_BYTES = 128 * 2**20  # pictures a process keeps for its next build (`drawn`)
+Drawing = TypeVar("Drawing", str, bytes)
 
 
 @functools.cache
@@ -47,6 +51,41 @@ def key_of(inputs: object) -> str:
     """24 hex digits of the sha256 over the inputs (JSON, keys sorted) and the drawing versions."""
     text = json.dumps([_drawing_versions(), inputs], sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+class _Drawn:
+    """What vl-convert drew in this process, by the hash of its inputs, the least recently used forgotten first
+    past `limit` bytes. A process that builds again copies it instead of drawing it again: `serve --watch`,
+    the Python API or a notebook building in a loop, a build without a cache directory (its finished site
+    after its partial one). Below the cache directory's entries, which stay the record across processes."""
+
+    def __init__(self, limit: int):
+        self.limit, self.size = limit, 0
+        self.items: OrderedDict[str, str | bytes] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def get(self, inputs: object, draw: Callable[[], Drawing]) -> Drawing:
+        key = key_of(inputs)
+        with self._guard:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        value = draw()
+        with self._guard:
+            if key not in self.items:
+                self.items[key] = value
+                self.size += len(value)
+            while self.size > self.limit:
+                self.size -= len(self.items.popitem(last=False)[1])
+        return value
+
+
+DRAWN = _Drawn(MEMORY_BYTES)
+
+
+def drawn(inputs: object, draw: Callable[[], Drawing]) -> Drawing:
+    """`draw()`, a pure function of `inputs`, or what it gave in this process before (_Drawn)."""
+    return DRAWN.get(inputs, draw)
 
 
 class ExportCache:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from reportgen.progress import Callback, silent
-from reportgen.site.export_cache import NO_CACHE, ExportCache
+from reportgen.site.export_cache import NO_CACHE, ExportCache, drawn
 
 FORMATS = ("png", "svg", "csv", "json")
 # Charts shown side by side (pages.Charts.grid, the example attention matrices of a pattern): one
@@ -78,8 +78,8 @@ class _Drawing:
         import vl_convert
 
         if self._svg is None:
-            self._svg = vl_convert.vegalite_to_svg({**self.spec, "config": {**self.spec.get("config", {}),
-                                                                            "aria": False}})
+            spec = {**self.spec, "config": {**self.spec.get("config", {}), "aria": False}}
+            self._svg = drawn(["vega-svg", spec], lambda: vl_convert.vegalite_to_svg(spec))
         return self._svg
 
     def svg(self) -> str:
@@ -89,10 +89,10 @@ class _Drawing:
         import vl_convert
 
         if self.from_svg:
-            drawn = vl_convert.svg_to_png(self._vega_svg(), scale=self.scale)
-        else:
-            drawn = vl_convert.vegalite_to_png(self.spec, scale=self.scale)
-        return recompressed(drawn)
+            return drawn(["png-of-svg", self.scale, self.spec],
+                         lambda: recompressed(vl_convert.svg_to_png(self._vega_svg(), scale=self.scale)))
+        return drawn(["vega-png", self.scale, self.spec],
+                     lambda: recompressed(vl_convert.vegalite_to_png(self.spec, scale=self.scale)))
 
 
 def side_by_side(specs: list[dict]) -> dict:

@@ -17,7 +17,7 @@ from reportgen.cache.store import TEMP_NAME, Cache
 from reportgen.config import load_config
 from reportgen.errors import OutputError
 from reportgen.pipeline import build
-from reportgen.site import exports
+from reportgen.site import export_cache, exports
 from reportgen.site.charts import head_map_svg, inline_svg
 from reportgen.site.charts.head_map import Cell, HeadMap
 from reportgen.site.export_cache import KIND, NO_CACHE, ExportCache, key_of
@@ -38,6 +38,39 @@ class Drawer:
         self.calls += 1
         time.sleep(self.pause)
         return self.payload
+
+
+@pytest.fixture(autouse=True)
+def nothing_drawn_before(monkeypatch):
+    """Every test starts with none of the pictures this process drew (export_cache.drawn): what a test reads
+    back comes from the cache directory it checks."""
+    monkeypatch.setattr(export_cache, "DRAWN", export_cache._Drawn(export_cache.MEMORY_BYTES))
+
+
+def test_a_process_draws_a_picture_once_and_forgets_the_oldest_past_its_limit(monkeypatch):
+    memory = export_cache._Drawn(limit=10)
+    monkeypatch.setattr(export_cache, "DRAWN", memory)
+    draw = Drawer(b"123456")
+    assert export_cache.drawn(["a"], draw) == export_cache.drawn(["a"], draw) == b"123456" and draw.calls == 1
+    assert export_cache.drawn(["b"], Drawer(b"7890")) == b"7890" and memory.size == 10
+    export_cache.drawn(["a"], draw)  # used last: "b" is now the oldest
+    export_cache.drawn(["c"], Drawer(b"xyz"))  # 13 bytes: "b" goes
+    assert list(memory.items) == [key_of(["a"]), key_of(["c"])] and memory.size == 9 and draw.calls == 1
+    export_cache.drawn(["big"], Drawer(b"x" * 11))  # over the limit alone: kept by no one
+    assert memory.size <= 10 and key_of(["big"]) not in memory.items
+
+
+def test_a_chart_exported_again_without_a_cache_directory_is_not_drawn_again(tmp_path, monkeypatch):
+    calls = []
+    for name in ("vegalite_to_svg", "svg_to_png"):
+        original = getattr(vl_convert, name)
+        monkeypatch.setattr(vl_convert, name, lambda *args, _f=original, _n=name, **kw: calls.append(_n) or _f(*args,
+                                                                                                              **kw))
+    chart = exports.Recorded("page", "bars", BAR, ("png", "svg"))
+    exports.export_charts([chart], tmp_path / "first")
+    exports.export_charts([chart], tmp_path / "second")
+    assert sorted(calls) == ["svg_to_png", "vegalite_to_svg"]
+    assert tree(tmp_path / "first") == tree(tmp_path / "second")
 
 
 def test_a_second_ask_reads_the_entry_instead_of_drawing(tmp_path):

@@ -20,7 +20,7 @@ from reportgen.findings import formatting, names
 from reportgen.report import Example, Report
 from reportgen.site.charts import png_palette
 from reportgen.site.charts.head_map import Cell, HeadMap, example_map, findings_maps
-from reportgen.site.export_cache import NO_CACHE, ExportCache
+from reportgen.site.export_cache import NO_CACHE, ExportCache, drawn
 from reportgen.site.htmlsafe import chart_text
 
 CELL = 24  # side of a cell, in SVG units (px at scale 1)
@@ -204,8 +204,9 @@ def png(head_map: HeadMap, cache: ExportCache = NO_CACHE) -> bytes:
 
     drawing, width = preview_svg(head_map)
     scale = PREVIEW_SHAPE[0] / width
-    return cache.get_bytes(["head-map-png", drawing, scale], "png",
-                           lambda: png_palette.indexed(vl_convert.svg_to_png(drawing, scale=scale)))
+    inputs = ["head-map-png", drawing, scale]
+    return cache.get_bytes(inputs, "png", lambda: drawn(
+        inputs, lambda: png_palette.indexed(vl_convert.svg_to_png(drawing, scale=scale))))
 
 
 # -- the pages ----------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ElementTree
 
 from markupsafe import Markup
 
-from reportgen.site.export_cache import NO_CACHE, ExportCache
+from reportgen.site.export_cache import NO_CACHE, ExportCache, drawn
 
 # A picture inlined in a page (reportgen.site.charts.finding_pictures): what Vega writes for interaction and for a
 # standalone file, which a static picture in a page does not need; the attributes that hold coordinates,
@@ -37,7 +37,8 @@ def svg(spec: dict, prefix: str, label: str, cache: ExportCache = NO_CACHE) -> M
 
     Text stays text in the generic sans-serif family: the page loads no font for it. `cache` keeps the
     finished element by its inputs, so a rebuild draws only the pictures that changed."""
-    return Markup(cache.get_text(["inline-svg", spec, prefix, label], "svg", lambda: _drawn(spec, prefix, label)))
+    inputs = ["inline-svg", spec, prefix, label]
+    return Markup(cache.get_text(inputs, "svg", lambda: drawn(inputs, lambda: _drawn(spec, prefix, label))))
 
 
 def _drawn(spec: dict, prefix: str, label: str) -> str:

@@ -29,6 +29,7 @@ from tests.helpers import (
     embedded_model_dir,
     make_ablation_bert,
     make_tiny_bert,
+    next_frames,
     run_dir,
     shared,
     wait_until,
@@ -251,13 +252,14 @@ def browser():
 
 @pytest.fixture
 def open_page(browser):
-    """open_page(url, viewport="desktop", wait_ms=300, wait_for=None) -> BrowserPage, loaded.
+    """open_page(url, viewport="desktop", wait_ms=0, wait_for=None) -> BrowserPage, loaded.
 
     `viewport`: a key of VIEWPORTS or (width, height); `wait_for`: a selector to wait for after the
-    load (e.g. VIEW_DRAWN), then `wait_ms` more. Contexts are closed after the test."""
+    load and the charts (e.g. VIEW_DRAWN), then two more frames (helpers.next_frames), and `wait_ms` more
+    only where a test checks that something does NOT happen. Contexts are closed after the test."""
     contexts = []
 
-    def _open(url: str, viewport: str | tuple[int, int] = "desktop", wait_ms: int = 300,
+    def _open(url: str, viewport: str | tuple[int, int] = "desktop", wait_ms: int = 0,
               wait_for: str | None = None) -> BrowserPage:
         width, height = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
         context = browser.new_context(viewport={"width": width, "height": height})
@@ -268,7 +270,9 @@ def open_page(browser):
         wait_until(wrapped.page, CHARTS_DRAWN)
         if wait_for:
             wrapped.page.wait_for_selector(wait_for, timeout=15_000)
-        wrapped.page.wait_for_timeout(wait_ms)
+        next_frames(wrapped.page)
+        if wait_ms:
+            wrapped.page.wait_for_timeout(wait_ms)
         return wrapped
 
     yield _open

@@ -533,6 +533,17 @@ def wait_until(page, predicate: str, arg=None, timeout: float = 30_000) -> None:
         page.wait_for_timeout(50)
 
 
+NEXT_FRAMES = ("n => new Promise(done => { const step = k => k ? requestAnimationFrame(() => step(k - 1)) : done(true);"
+               " step(n); })")
+
+
+def next_frames(page, count: int = 2) -> None:
+    """Returns once the page has drawn `count` more frames, so what a view does "on the next frames" (sizing
+    itself, revealing a layer, a scroll's sticky labels, a hover's cursor) is done however slow the machine:
+    a condition, not a fixed pause."""
+    page.evaluate(NEXT_FRAMES, count)
+
+
 def spec_items(node) -> Iterator[tuple[str, object]]:
     """Every (key, value) pair anywhere in a chart spec (nested dicts and lists), for checks of every font size."""
     if isinstance(node, dict):
@@ -548,12 +559,16 @@ def search_results(view: BrowserPage, query: str):
     """Types `query` into the site's search box until results show (up to 30 s): the results' locator."""
     view.page.click("input.md-search__input")
     results = view.page.locator(".md-search-result__item")
-    for _ in range(30):  # the index loads in a worker; a query typed before it is ready is dropped
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for _ in range(30):  # the index loads in a worker; a query typed before it is ready is dropped: typed again
         view.page.fill("input.md-search__input", "")
         view.page.type("input.md-search__input", query)
-        view.page.wait_for_timeout(1000)
-        if results.count():
+        try:
+            results.first.wait_for(state="attached", timeout=1000)
             break
+        except PlaywrightTimeout:
+            continue
     return results
 
 

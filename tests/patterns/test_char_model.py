@@ -317,7 +317,8 @@ def test_the_recipe_tokenizer_gives_one_character_per_token_digits_and_letters_t
 def test_the_head_view_draws_one_row_per_character(char_site, open_page):
     site = char_site[0]
     tokens = page_tokens(site / "example-1.html")
-    page = open_page((site / "example-1.html").as_uri() + "#view=head&layer=1&head=2", wait_ms=800)
+    page = open_page((site / "example-1.html").as_uri() + "#view=head&layer=1&head=2",
+                     wait_for=".rgv[data-rgv-state] .rgv-left .rgv-tok-text")
     left = page.page.locator(".rgv-left .rgv-tok-text").all_inner_texts()
     right = page.page.locator(".rgv-right .rgv-tok-text").all_inner_texts()
     assert left == tokens and right == tokens and len(tokens) == 2 + len(SPECS[0].text) + 1 + len(SPECS[0].pair)

@@ -12,6 +12,8 @@ import time
 import nbformat
 import pytest
 
+from tests.helpers import wait_until
+
 pytestmark = pytest.mark.slow
 
 CELLS = ["import reportgen",
@@ -74,7 +76,10 @@ def test_the_notebook_run_in_jupyterlab_draws_every_view(lab, open_page):
             select.click()
         elif not view.page.evaluate(running):
             run_all()
-        view.page.wait_for_timeout(5000)
+        try:  # until the views are drawn or a dialog asks, for at most 5 s: then the notebook is looked at again
+            wait_until(view.page, f"() => ({drawn})() >= 3 || !!document.querySelector('.jp-Dialog')", timeout=5000)
+        except TimeoutError:
+            pass
     states = view.page.evaluate(
         "() => [...document.querySelectorAll('.rgv')].map(r => r.getAttribute('data-rgv-state'))")
     assert states[0].startswith("view=head") and states[1].startswith("view=model") and states[2].startswith("view=qk")

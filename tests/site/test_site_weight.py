@@ -279,7 +279,7 @@ def test_hostile_title_runs_nowhere_and_reads_as_text(hostile_site, open_sized, 
     targets = [".md-header__topic .rg-ellipsis"] + ([".md-header__button.md-logo"] if viewport == "desktop" else [])
     for selector in targets:
         view.page.hover(selector, force=True)
-        view.page.wait_for_timeout(600)
+        view.page.wait_for_selector(".md-tooltip--active, .md-tooltip2--active", state="attached")
         shown = view.page.eval_on_selector_all(".md-tooltip--active, .md-tooltip2--active",
                                                "els => els.map(e => e.textContent)")
         assert [" ".join(text.split())[:37] for text in shown] == ["Tiny <img src=x onerror=alert(7)> & a"], selector

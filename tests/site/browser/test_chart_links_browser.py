@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reportgen.site.charts import chartdata, vegalite
-from tests.helpers import VIEWPORTS, check_report, wait_until
+from tests.helpers import VIEWPORTS, check_report, next_frames, wait_until
 
 CHART_SCRIPT = re.compile(r'<script type="application/json" data-rg-chart="([^"]+)">(.*?)</script>', re.S)
 
@@ -235,7 +235,7 @@ def click_item(view, chart_id: str, match: str) -> dict:
     assert len(found) == 1, found
     item = found[0]
     view.page.mouse.move(item["x"], item["y"])
-    view.page.wait_for_timeout(200)
+    next_frames(view.page)
     item["cursor"] = view.page.evaluate(
         "([x, y]) => getComputedStyle(document.elementFromPoint(x, y)).cursor", [item["x"], item["y"]])
     item["tooltip"] = (view.page.inner_text("#vg-tooltip-element")
@@ -362,7 +362,7 @@ def test_a_cell_without_a_url_neither_points_nor_navigates(tmp_path, open_page):
     assert (scene["pointer"], scene["linked"], scene["unlinked_pointer"]) == (3, 3, 0)
     inert = click_item(view, "c", "item.datum.layer === 1 && item.datum.head === 0")
     assert inert["href"] is None and inert["cursor"] != "pointer"
-    view.page.wait_for_timeout(500)
+    view.page.wait_for_timeout(500)  # a negative check: no navigation follows the click
     assert view.page.url.endswith("/chart.html")
     linked = click_item(view, "c", "item.datum.layer === 0 && item.datum.head === 1")
     assert linked["cursor"] == "pointer"

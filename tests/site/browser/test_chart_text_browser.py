@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import VIEWPORTS, check_report, wait_until
+from tests.helpers import VIEWPORTS, check_report, next_frames, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +65,7 @@ def page_charts(site: Path, page: str) -> dict[str, dict]:
 def laid_out(open_page, site: Path, page: str, viewport: str):
     view = open_page((site / page).as_uri(), viewport, wait_ms=0)
     wait_until(view.page, LAID_OUT, timeout=60_000)
-    view.page.wait_for_timeout(200)
+    next_frames(view.page)
     return view
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from reportgen.config import ExampleSpec
 from reportgen.site.views import example_payload, standalone_page, views_html
-from tests.helpers import ROOT, TINY_WORDS, BrowserPage, wait_until
+from tests.helpers import ROOT, TINY_WORDS, BrowserPage, next_frames, wait_until
 
 pytestmark = pytest.mark.slow  # a browser (the models are tiny: seconds)
 
@@ -92,7 +92,7 @@ def open_view(browser):
         view = BrowserPage(context.new_page())
         view.page.goto(page.as_uri() + fragment)
         view.page.wait_for_selector(".rgv[data-rgv-state]", timeout=10_000)
-        view.page.wait_for_timeout(150)  # the grid sizes itself and reveals the layer on the next frames
+        next_frames(view.page)  # the grid sizes itself and reveals the layer on the next frames
         return view
 
     yield _open
@@ -145,7 +145,7 @@ def test_labels_stay_in_sight_while_the_box_scrolls(pages, open_view):
     view = open_view(pages["large-688"], "#view=model", PHONE)
     page = view.page
     page.evaluate("const box = document.querySelector('.rgv-grid-box'); box.scrollLeft = 300; box.scrollTop = 400;")
-    page.wait_for_timeout(100)
+    next_frames(page)
     where = page.evaluate("""() => {
       const box = document.querySelector('.rgv-grid-box').getBoundingClientRect();
       const label = document.querySelector('.rgv-grid-layer[data-layer="10"]').getBoundingClientRect();
@@ -214,7 +214,7 @@ def test_layer_labels_and_the_layer_select_choose_the_row(pages, open_view, view
       document.querySelector('.rgv-tab[data-view="model"]').click();
       return document.querySelector('.rgv-grid').getBoundingClientRect().top;
     }""")  # where the grid is when the click returns, before any later frame
-    page.wait_for_timeout(200)
+    next_frames(page, 4)
     assert _grid_top(page) == shown  # nothing shows up above the grid after it is drawn
     assert not page.is_visible(".rgv-heads")  # head toggles act on the head view only: hidden here
     assert _state(page) == "view=model&layer=0" and _current_layers(page) == [0]
@@ -273,7 +273,7 @@ def test_the_pointer_that_opened_a_head_does_not_pick_a_token(pages, open_view, 
     assert spot is not None, "no token of the dialog lies over a thumbnail"
     page.mouse.click(*spot)
     page.wait_for_selector("dialog.rgv-zoom[open]")
-    page.wait_for_timeout(150)
+    next_frames(page)
     n = page.locator(".rgv-zoom .rgv-left .rgv-tok").count()
     assert page.locator(".rgv-zoom .rgv-tok.rgv-active").count() == 0
     assert page.get_attribute(".rgv-zoom svg.rgv-lines", "data-lines") == str(n * n)  # every line, not one token's

@@ -189,7 +189,8 @@ def test_the_policy_stops_markup_that_escaping_let_through(default_site, browser
     wait_until(view.page, "() => document.querySelector('.rgv[data-rgv-state]') && "
                           "document.querySelector('.vega-embed svg')", timeout=15_000)
     view.page.click("#rg-canary-link")
-    view.page.wait_for_timeout(300)
+    wait_until(view.page, "() => ['script-src-elem', 'script-src-attr', 'style-src-attr']"
+                          ".every(kind => (window.__seen || []).includes(kind))", timeout=15_000)
     seen = set(view.page.evaluate("() => window.__seen"))
     assert not title.startswith("ran:") and not view.page.title().startswith("ran:")
     assert {"script-src-elem", "script-src-attr", "style-src-attr"} <= seen, seen

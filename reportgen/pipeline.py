@@ -626,6 +626,10 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         clock = now
 
     Cache(config.cache_dir).sweep()  # temp files of killed builds (never anything else)
+    if config.ablation.enabled:  # a mistake in the data file before any model work, not after a first site
+        from reportgen.ablation.tasks import check_data
+
+        check_data(config.ablation)
     stage = run_model(config, progress)
     lap("model")
     statistics = (run_decoder_patterns if stage.decoder else run_patterns)(config, stage, progress)

@@ -145,6 +145,8 @@ def pytest_configure(config) -> None:
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselection: the fast tier starts no build
 def pytest_collection_modifyitems(config, items) -> None:
+    if config.option.collectonly:  # nothing runs: nothing to wait for
+        return
     if any("default_site" in getattr(item, "fixturenames", ()) for item in items):
         _start_default_build(run_dir(config._tmp_path_factory))
 

@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -890,16 +890,10 @@ def _load_task(kind: TaskKind, model_dir: Path, data: str | Path, *, device: str
                columns: Mapping[str, Column | None] | None, limit: int | None, max_length: int,
                mlm_probability: float, mlm_seed: int) -> Task:
     rows, columns, source = _read_rows(kind, data, fmt, header, columns, limit)
-    # The file's texts and scores are checked before the model is loaded: a mistake in it is
-    # reported at once (labels need the model's label set, so they are checked after).
-    if kind == "similarity":
-        gold = rows.floats("score")
-        texts = rows.texts("text_a") + rows.texts("text_b")
-    elif kind == "seq2seq":
-        texts, targets = rows.texts("source"), rows.texts("target")
-    else:
-        texts = rows.texts("text")
-        pairs = rows.texts("pair") if kind == "classification" and columns.get("pair") is not None else None
+    # The file's texts and scores are checked before the model is loaded (check_data: before the build's
+    # first stage), so a mistake in it is reported at once; labels need the model's label set, so later.
+    texts, pairs, gold = _read_fields(kind, rows, columns)
+    targets = gold  # seq2seq: the second list is the targets
     model, tokenizer = _load_model(kind, Path(model_dir), device)
     max_length, note = clamp_max_length(Path(model_dir), max_length, "ablation.max_length")
     if note:  # stacklevel 1: the CLI shows the warnings raised in reportgen's own files
@@ -942,6 +936,27 @@ def _load_task(kind: TaskKind, model_dir: Path, data: str | Path, *, device: str
     units, index = _dedupe(encoded)
     settings.update(mlm_probability=mlm_probability, mlm_seed=mlm_seed)
     return MaskedLMTask(kind, model, tokenizer, units, index[:, None], np.zeros(len(rows)), settings)
+
+
+def _read_fields(kind: str, rows: Rows, columns: Mapping[str, Column | None]) -> tuple[list[str], list[str] | None,
+                                                                                  Any]:
+    """(texts, pairs, third) of the task's rows, each cell checked as it is read: third is a similarity's gold
+    scores, a seq2seq's targets, else None."""
+    if kind == "similarity":
+        return rows.texts("text_a") + rows.texts("text_b"), None, rows.floats("score")
+    if kind == "seq2seq":
+        return rows.texts("source"), None, rows.texts("target")
+    pairs = rows.texts("pair") if kind == "classification" and columns.get("pair") is not None else None
+    return rows.texts("text"), pairs, None
+
+
+def check_data(settings: AblationSettings) -> None:
+    """Reads the ablation's data file and checks every cell as the task will, without the model: a build calls it
+    before its first stage, so a mistake in the file ends it in a second, not after the model run and a first
+    site. (The labels need the model's label set: they are checked when the task loads.)"""
+    rows, columns, _ = _read_rows(settings.task, settings.data, settings.format, settings.header, settings.columns,
+                                  settings.limit)
+    _read_fields(settings.task, rows, columns)
 
 
 def load_ablation_task(model_dir: Path, settings: AblationSettings, *, device: str) -> Task:

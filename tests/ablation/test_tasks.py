@@ -252,3 +252,22 @@ def test_the_causal_lm_loss_taken_a_slice_of_positions_at_a_time_is_the_whole_lo
         sliced = hidden_next_token_losses(hidden, head, ids, mask, chunk=chunk)
     assert torch.equal(sliced[:, 0], whole[:, 0]) and sliced[2].tolist() == [0.0, 0.0]
     assert torch.allclose(sliced, whole, atol=1e-5)
+
+
+@pytest.mark.parametrize(("task", "content", "says"), [
+    ("similarity", "sentence1\tsentence2\tscore\na\tb\tnot a number\n", "'not a number' is not a number"),
+    ("classification", "text\tlabel\n\tpositive\n", "line 2: column 'text' is empty"),
+    ("mlm", "other\nx\n", "no column named 'text'"),
+])
+def test_a_bad_data_file_ends_the_build_before_any_model_work(tmp_path, tiny_model, task, content, says):
+    """pipeline._build checks the ablation's data file first (tasks.check_data): the error comes before the model
+    runs the examples or a first site is written, where it once came after both."""
+    from reportgen.config import load_config
+    from reportgen.pipeline import build
+    from tests.helpers import tiny_config, write_config
+
+    (tmp_path / "data.tsv").write_text(content, encoding="utf-8")
+    write_config(tmp_path, tiny_config(tiny_model, ablation={"task": task, "data": "data.tsv"}))
+    with pytest.raises(DataError, match=says):
+        build(load_config(tmp_path / "reportgen.yaml"))
+    assert not (tmp_path / ".reportgen-cache" / "runs").exists() and not (tmp_path / "site").exists()

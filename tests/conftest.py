@@ -108,12 +108,16 @@ def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
     return True if ALL_SLOW.search(collection_path.read_text(encoding="utf-8")) else None
 
 
-# The modules that take longest, started first (`--dist loadgroup` hands groups out in collection order): a long one
+# The modules that take longest, started first (pytest-xdist hands modules out in collection order): a long one
 # left for the end would run alone while the other workers idle. The ones that read the default site come later on
 # their own, as the embedded model's build (started at collection) finishes meanwhile.
-LONGEST_FIRST = ("tests/commands/test_bad_inputs.py", "tests/site/test_hostile.py", "tests/model/test_architectures.py",
-                 "tests/live/test_live_model.py", "tests/test_decoder_build.py", "tests/test_encoder_decoder_build.py",
-                 "tests/ablation/test_ray.py", "tests/recipes/test_induction_recipe.py")
+LONGEST_FIRST = (  # the modules' total seconds in a full run (`--durations=0`, 3 workers on 2 cores), most first
+    "tests/ablation/test_ray.py", "tests/model/test_architectures.py", "tests/site/test_hostile.py",
+    "tests/live/test_live_model.py", "tests/commands/test_bad_inputs.py", "tests/recipes/test_induction_recipe.py",
+    "tests/live/test_live_site.py", "tests/test_faults.py", "tests/test_encoder_decoder_build.py",
+    "tests/test_build.py", "tests/site/browser/test_every_page_browser.py",
+    "tests/site/browser/test_accessibility_browser.py", "tests/patterns/test_char_model.py",
+    "tests/test_progressive_build.py", "tests/model/test_run.py")
 
 
 class _Scheduling:

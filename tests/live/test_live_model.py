@@ -4,15 +4,19 @@ in Node, against the torch model's own attention (eager) and reportgen.model.val
 Each model runs in ONE Node process for all its inputs: the spec, the base64 data and the token ids go in a JSON
 file; the script writes every input's attention [L, H, T, T] then norms [L, H, T] as float32 to one binary file.
 Float32 exports check the JavaScript's arithmetic (to ~1e-5); the quantized default export of the embedded MiniLM
-checks the encoding against the accuracy bound of views.live.
+checks the encoding against the accuracy bound of views.live. The MiniLM work is made once per test run and read by
+every pytest-xdist worker (helpers.shared): the compact export with the embedding Hessian it computed, and the
+comparison of both formats with torch.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,7 +25,7 @@ from reportgen.errors import ModelError
 from reportgen.model import live_calibration, live_tokenizer, live_weights
 from reportgen.runs import LiveModel
 from reportgen.site import live_page
-from tests.helpers import BUILDERS, GRADED_PAIRS, ROOT, TINY_WORDS
+from tests.helpers import BUILDERS, GRADED_PAIRS, ROOT, TINY_WORDS, shared
 
 SCRIPT = ROOT / "site_src" / "assets" / "javascripts" / "live-model.js"
 SEED_PAIR = ("how to reset a forgotten email password", "Steps to recover your email account password")
@@ -31,15 +35,20 @@ const fs = require('fs');
 const live = require(process.argv[1]);
 const job = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const model = live.decodeWeights(job.spec, new Uint8Array(Buffer.from(job.data, 'base64')));
-const parts = [];
+const fd = fs.openSync(process.argv[3], 'w');
+function put(array) {  // written as each input ends: MiniLM's 57 outputs are 330 MB
+  const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength);
+  for (let at = 0; at < bytes.length;) at += fs.writeSync(fd, bytes, at);
+}
 const ms = [];
 for (const item of job.inputs) {
   const start = process.hrtime.bigint();
   const out = live.forward(model, item.ids, item.segments);
   ms.push(Number(process.hrtime.bigint() - start) / 1e6);
-  parts.push(Buffer.from(out.attention.buffer), Buffer.from(out.norms.buffer));
+  put(out.attention);
+  put(out.norms);
 }
-fs.writeFileSync(process.argv[3], Buffer.concat(parts));
+fs.closeSync(fd);
 console.log(JSON.stringify({ms}));
 """
 
@@ -51,17 +60,40 @@ def _node() -> str:
     return node
 
 
-def run_node(weights: live_weights.LiveWeights, inputs: list[tuple[list[int], list[int]]], tmp_path):
-    """[(attention [L, H, T, T], norms [L, H, T])] of each (ids, segments) from the JavaScript, and its ms."""
-    job = tmp_path / "job.json"
-    job.write_text(json.dumps({"spec": weights.spec, "data": base64.b64encode(weights.data).decode("ascii"),
-                               "inputs": [{"ids": ids, "segments": segments} for ids, segments in inputs]}))
-    out = tmp_path / "out.bin"
-    result = subprocess.run([_node(), "-e", RUNNER, str(SCRIPT), str(job), str(out)], capture_output=True, text=True,
-                            timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    flat = np.fromfile(out, dtype="<f4")
-    spec = weights.spec
+class NodeRun:
+    """live-model.js on `inputs` in a Node process of its own, started at once: the caller computes meanwhile (the
+    torch reference, another export) and reads `result()` when it needs it."""
+
+    def __init__(self, weights: live_weights.LiveWeights, inputs: list[tuple[list[int], list[int]]], folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.job, self.out, self.spec, self.inputs = folder / "job.json", folder / "out.bin", weights.spec, inputs
+        self.job.write_text(json.dumps({"spec": weights.spec, "data": base64.b64encode(weights.data).decode("ascii"),
+                                        "inputs": [{"ids": ids, "segments": segments} for ids, segments in inputs]}))
+        self.process = subprocess.Popen([_node(), "-e", RUNNER, str(SCRIPT), str(self.job), str(self.out)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def stop(self) -> None:
+        """Ends the process if it still runs (the caller failed before reading it)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+
+    def result(self):
+        """[(attention [L, H, T, T], norms [L, H, T])] of each input, and its ms; the files go (MiniLM's: 400 MB)."""
+        try:
+            # a guard against a hang, not a budget: MiniLM's 57 inputs took over 600 s beside other runs on 2 cores
+            stdout, stderr = self.process.communicate(timeout=1800)
+        finally:
+            self.stop()
+        assert self.process.returncode == 0, stderr[-3000:]
+        flat = np.fromfile(self.out, dtype="<f4")
+        self.out.unlink()
+        self.job.unlink()
+        return split_outputs(flat, self.spec, self.inputs), json.loads(stdout)["ms"]
+
+
+def split_outputs(flat: np.ndarray, spec: dict, inputs) -> list[tuple[np.ndarray, np.ndarray]]:
+    """RUNNER's file, cut into each input's (attention [L, H, T, T], norms [L, H, T])."""
     layers, heads = spec["layers"], spec["heads"]
     found, at = [], 0
     for ids, _ in inputs:
@@ -73,7 +105,12 @@ def run_node(weights: live_weights.LiveWeights, inputs: list[tuple[list[int], li
         at += layers * heads * tokens
         found.append((attention, norms))
     assert at == flat.size
-    return found, json.loads(result.stdout)["ms"]
+    return found
+
+
+def run_node(weights: live_weights.LiveWeights, inputs: list[tuple[list[int], list[int]]], tmp_path):
+    """[(attention [L, H, T, T], norms [L, H, T])] of each (ids, segments) from the JavaScript, and its ms."""
+    return NodeRun(weights, inputs, tmp_path).result()
 
 
 def run_torch(model, inputs):
@@ -364,35 +401,121 @@ def minilm_texts() -> list[tuple[str, str | None]]:
     return texts
 
 
-@pytest.fixture(scope="module", params=list(live_weights.FORMATS))
-def minilm_results(request, tmp_path_factory):
-    """The embedded MiniLM exported as a site ships it (each `views.live_weights`), through Node and through torch,
-    on 57 inputs."""
+MAX_TOKENS = 512  # the page's limit, and the length the compact export is calibrated at
+
+
+def load_minilm():
+    """The embedded MiniLM (eager attention: it returns its attentions) and its tokenizer."""
     from transformers import AutoModel, AutoTokenizer
 
     from tests.helpers import embedded_model_dir
 
     directory = embedded_model_dir()
-    tokenizer = AutoTokenizer.from_pretrained(directory)
-    model = AutoModel.from_pretrained(directory, attn_implementation="eager").eval()
-    weights = live_weights.export_format(model, tokenizer, request.param, 512)
-    files = live_page.live_files(LiveModel(weights.spec, weights.data, live_tokenizer.tokenizer_spec(tokenizer), 512,
-                                           request.param))
+    return (AutoModel.from_pretrained(directory, attn_implementation="eager").eval(),
+            AutoTokenizer.from_pretrained(directory))
+
+
+def minilm_inputs(tokenizer) -> list[tuple[list[int], list[int]]]:
+    """(ids, segments) of each of minilm_texts(), cut at MAX_TOKENS as the page cuts them."""
     inputs = []
     for first, second in minilm_texts():
-        encoded = tokenizer(first, second, truncation=True, max_length=512)
+        encoded = tokenizer(first, second, truncation=True, max_length=MAX_TOKENS)
         inputs.append((encoded["input_ids"], encoded["token_type_ids"]))
-    js, ms = run_node(weights, inputs, tmp_path_factory.mktemp("minilm"))
-    reference = run_torch(model, inputs)
+    return inputs
+
+
+def minilm_export(factory) -> Path:
+    """The folder of the compact export of the embedded MiniLM (_compact_export), made once per test run: the
+    comparison with torch and the word-table test both read it, in whichever pytest-xdist worker."""
+    return shared(factory, f"minilm-compact-{MAX_TOKENS}", _compact_export)
+
+
+def _compact_export(folder: Path) -> Path:
+    """The compact export as a site ships it (spec.json, data.bin) and the embedding Hessian its calibration
+    computed (embedding_hessian.npy): the word-table test needs that very Hessian (embedding_hessian on the
+    calibration texts cut at MAX_TOKENS, 13 s or more), so it is kept, not computed again."""
+    model, tokenizer = load_minilm()
+    calls = []
+    compute = live_weights.embedding_hessian
+
+    def kept(model, inputs, *args, **kwargs):
+        calls.append((inputs, compute(model, inputs, *args, **kwargs)))
+        return calls[-1][1]
+
+    with pytest.MonkeyPatch.context() as patch:  # the same function, its result copied on the way out
+        patch.setattr(live_weights, "embedding_hessian", kept)
+        weights = live_weights.export_format(model, tokenizer, "compact", MAX_TOKENS)
+    assert len(calls) == 1 and same_batches(calls[0][0], live_calibration.calibration_inputs(tokenizer, MAX_TOKENS))
+    np.save(folder / "embedding_hessian.npy", calls[0][1])
+    (folder / "spec.json").write_text(json.dumps(weights.spec), encoding="utf-8")
+    (folder / "data.bin").write_bytes(weights.data)
+    return folder
+
+
+def same_batches(found: list[dict], expected: list[dict]) -> bool:
+    """Whether two lists of model inputs (dicts of tensors) hold the same tensors."""
+    import torch
+
+    if len(found) != len(expected):
+        return False
+    return all(a.keys() == b.keys() and all(torch.equal(a[key], b[key]) for key in a)
+               for a, b in zip(found, expected, strict=True))
+
+
+def read_export(folder: Path) -> live_weights.LiveWeights:
+    """The export _compact_export wrote, as export_format returned it."""
+    return live_weights.LiveWeights(json.loads((folder / "spec.json").read_text(encoding="utf-8")),
+                                    (folder / "data.bin").read_bytes())
+
+
+def _minilm_comparison(factory, folder: Path) -> Path:
+    """results.json: each format's accuracy against torch on the 57 inputs (`_summary`). Both formats' Node runs
+    go at once, the float16 one beside the compact export and both beside the torch reference, which the two
+    formats share (the same model on the same inputs)."""
+    model, tokenizer = load_minilm()
+    inputs = minilm_inputs(tokenizer)
+    runs: dict[str, tuple[live_weights.LiveWeights, NodeRun]] = {}
+    try:
+        float16 = live_weights.export_format(model, tokenizer, "float16", MAX_TOKENS)  # instant: its Node run first
+        runs["float16"] = float16, NodeRun(float16, inputs, folder / "float16")
+        compact = read_export(minilm_export(factory))  # made here, unless the word-table test made it
+        runs["compact"] = compact, NodeRun(compact, inputs, folder / "compact")
+        reference = run_torch(model, inputs)  # while both Node runs go
+        summary = {name: _summary(name, weights, tokenizer, inputs, *run.result(), reference)
+                   for name, (weights, run) in runs.items()}
+    finally:
+        for _, run in runs.values():
+            run.stop()
+    (folder / "results.json").write_text(json.dumps(summary), encoding="utf-8")
+    return folder / "results.json"
+
+
+def _summary(name: str, weights, tokenizer, inputs, js, ms, reference) -> dict:
+    """What the test and the printed line need of one format's run: no arrays (the whole comparison is 660 MB)."""
     attention, norms = compare(js, reference)
     each = [float(np.abs(a - b).max()) for (a, _), (b, _) in zip(js, reference, strict=True)]
     short = max(error for error, (ids, _) in zip(each, inputs, strict=True) if len(ids) <= SHORT)
-    site_bytes = sum(map(len, files.values()))  # what live/ adds to a site
-    print(f"\nMiniLM {request.param}: {len(weights.data)} bytes ({site_bytes} in the site's files), max "
-          f"attention error {attention:.4f} ({short:.4f} up to {SHORT} tokens, median {np.median(each):.4f}), max "
-          f"relative norm error {norms:.4f}, seed pair {ms[0]:.0f} ms ({len(inputs[0][0])} tokens)")
-    return {"format": request.param, "weights": weights, "site_bytes": site_bytes, "inputs": inputs,
-            "attention": attention, "short": short, "norms": norms, "ms": ms}
+    files = live_page.live_files(LiveModel(weights.spec, weights.data, live_tokenizer.tokenizer_spec(tokenizer),
+                                           MAX_TOKENS, name))
+    return {"bytes": len(weights.data), "site_bytes": sum(map(len, files.values())),  # what live/ adds to a site
+            "inputs": inputs, "attention": attention, "short": short, "median": float(np.median(each)),
+            "norms": norms, "ms": ms}
+
+
+# Over 60 s once per test run (the first format to ask): the compact export (GPTQ on calibration Hessians), then the
+# 57 inputs of up to 512 tokens through Node for both formats and through torch.
+@pytest.fixture(scope="module", params=list(live_weights.FORMATS))
+def minilm_results(request, tmp_path_factory):
+    """The embedded MiniLM exported as a site ships it (each `views.live_weights`), through Node and through torch,
+    on 57 inputs: both formats compared once per test run (_minilm_comparison), each test reading its own."""
+    path = shared(tmp_path_factory, f"minilm-results-{MAX_TOKENS}",
+                  functools.partial(_minilm_comparison, tmp_path_factory))
+    found = json.loads(path.read_text(encoding="utf-8"))[request.param]
+    print(f"\nMiniLM {request.param}: {found['bytes']} bytes ({found['site_bytes']} in the site's files), max "
+          f"attention error {found['attention']:.4f} ({found['short']:.4f} up to {SHORT} tokens, median "
+          f"{found['median']:.4f}), max relative norm error {found['norms']:.4f}, seed pair {found['ms'][0]:.0f} ms "
+          f"({len(found['inputs'][0][0])} tokens)")
+    return {"format": request.param, **found}
 
 
 @pytest.mark.slow  # the embedded model through Node on 57 inputs
@@ -408,18 +531,15 @@ def test_minilm_export_stays_as_near_torch_as_the_page_says(minilm_results):
 
 
 @pytest.mark.slow  # the embedded model, its word table rounded twice
-def test_rounding_the_word_table_against_the_attention_moves_it_less():
+def test_rounding_the_word_table_against_the_attention_moves_it_less(tmp_path_factory):
     """`embedding_hessian` lets `gptq_codes` round MiniLM's word table where the attention notices least: on the
     test texts (none of them calibration texts), the attention moves less than with plain rounding on the same
-    grid, on average and at worst."""
+    grid, on average and at worst. The Hessian is the one the compact export computed on the calibration texts at
+    512 tokens (_compact_export checks the call), shared with the comparison above."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
 
-    from tests.helpers import embedded_model_dir
-
-    tokenizer = AutoTokenizer.from_pretrained(embedded_model_dir())
-    model = AutoModel.from_pretrained(embedded_model_dir(), attn_implementation="eager").eval()
-    hessian = live_weights.embedding_hessian(model, live_calibration.calibration_inputs(tokenizer, 512))
+    hessian = np.load(minilm_export(tmp_path_factory) / "embedding_hessian.npy")
+    model, tokenizer = load_minilm()  # its own copy: the test rewrites the word table
     assert np.allclose(hessian, hessian.T) and np.linalg.eigvalsh(hessian).min() > -1e-6 * np.abs(hessian).max()
     table = model.get_input_embeddings().weight
     word = table.detach().numpy().copy()

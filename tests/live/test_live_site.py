@@ -12,6 +12,7 @@ exit 3 before any work (tiny random checkpoints, tests/architectures.py).
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import pytest
 
 from reportgen.model import live_weights
 from reportgen.site import live_page
-from tests.helpers import VIEWPORTS, BrowserPage, build_tiny_site, tiny_config, wait_until, write_config
+from tests.helpers import VIEWPORTS, BrowserPage, build_tiny_site, shared_site, tiny_config, wait_until, write_config
 
 pytestmark = pytest.mark.slow  # the embedded model, a site build and a browser
 
@@ -36,17 +37,24 @@ TYPED = [  # a reader's inputs: a single text, a pair, accents and CJK, unknown 
 ]
 HOSTILE = '<img src=x onerror="window.__pwned=1"></textarea><script>window.__pwned=2</script> javascript:alert(1)'
 RUNS_JS = "(count) => window.reportgen && window.reportgen.live && window.reportgen.live.runs >= count"
+# The attention and norms come back as their float32 bytes in base64 (`floats`): as a JSON array of numbers, the
+# 1.2 million values of a 128-token input took 20 s through the DevTools protocol.
 LAST_JS = """() => { const last = window.reportgen.live.last;
+  const base64 = (values) => { const bytes = new Uint8Array(Float32Array.from(values).buffer); let text = '';
+    for (let at = 0; at < bytes.length; at += 32768) text += String.fromCharCode(...bytes.subarray(at, at + 32768));
+    return btoa(text); };
   return {tokens: last.tokens, ids: last.ids, segments: last.segments, truncated: last.truncated, ms: last.ms,
-          layers: last.layers, heads: last.heads, values: Array.from(last.values), norms: Array.from(last.norms)}; }"""
+          layers: last.layers, heads: last.heads, values: base64(last.values), norms: base64(last.norms)}; }"""
 
 
+# Over 60 s once per test run: the build runs the embedded model and makes its compact export (GPTQ, calibration).
 @pytest.fixture(scope="module")
 def live_site(tmp_path_factory) -> Path:
-    project = tmp_path_factory.mktemp("live-site")
+    """The embedded model's site with views.live, built once per test run for every pytest-xdist worker (the tests
+    only read it)."""
     examples = [{"text": SEED[0], "pair": SEED[1]}, {"text": "The cat sat on the mat because it was warm."}]
-    return build_tiny_site(project, tiny_config("default", examples=examples, max_length=128,
-                                                ablation={"enabled": False}, views={"live": True}))
+    return shared_site(tmp_path_factory, tiny_config("default", examples=examples, max_length=128,
+                                                     ablation={"enabled": False}, views={"live": True}))
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +94,16 @@ def submit(view: BrowserPage, text: str, pair: str | None) -> None:
     wait_until(view.page, RUNS_JS, runs + 1, timeout=60_000)
 
 
+def floats(text: str) -> np.ndarray:
+    """A Float32Array that LAST_JS sent as base64."""
+    return np.frombuffer(base64.b64decode(text), dtype="<f4")
+
+
 def check_against_torch(last: dict, torch_model, text: str, pair: str | None) -> float:
     ids, attention = torch_attention(torch_model, text, pair)
     assert last["ids"] == ids, (text, last["tokens"])
     n = len(ids)
-    values = np.asarray(last["values"], dtype=np.float32).reshape(last["layers"], last["heads"], n, n)
+    values = floats(last["values"]).reshape(last["layers"], last["heads"], n, n)
     assert values.shape == attention.shape
     worst = float(np.abs(values - attention).max())
     assert worst <= live_page.TOLERANCE["compact"], (text, worst)

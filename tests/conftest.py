@@ -109,9 +109,10 @@ def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
 
 
 # The modules that take longest, started first (pytest-xdist hands modules out in collection order): a long one
-# left for the end would run alone while the other workers idle. The ones that read the default site come later on
-# their own, as the embedded model's build (started at collection) finishes meanwhile.
-LONGEST_FIRST = (  # the modules' total seconds in a full run (`--durations=0`, 3 workers on 2 cores), most first
+# left for the end would run alone while the other workers idle. Ordered by the modules' total seconds in a full run
+# (`--durations=0`, 3 workers on 2 cores), except that the two which read the default site come after the ones
+# that build their own, as the embedded model's build (started at collection) finishes meanwhile.
+LONGEST_FIRST = (
     "tests/ablation/test_ray.py", "tests/model/test_architectures.py", "tests/site/test_hostile.py",
     "tests/live/test_live_model.py", "tests/commands/test_bad_inputs.py", "tests/recipes/test_induction_recipe.py",
     "tests/live/test_live_site.py", "tests/test_faults.py", "tests/test_encoder_decoder_build.py",

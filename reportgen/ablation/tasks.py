@@ -892,8 +892,8 @@ def _load_task(kind: TaskKind, model_dir: Path, data: str | Path, *, device: str
     rows, columns, source = _read_rows(kind, data, fmt, header, columns, limit)
     # The file's texts and scores are checked before the model is loaded (check_data: before the build's
     # first stage), so a mistake in it is reported at once; labels need the model's label set, so later.
-    texts, pairs, gold = _read_fields(kind, rows, columns)
-    targets = gold  # seq2seq: the second list is the targets
+    texts, pairs, third = _read_fields(kind, rows, columns)
+    gold = targets = third  # a similarity's scores, a seq2seq's targets
     model, tokenizer = _load_model(kind, Path(model_dir), device)
     max_length, note = clamp_max_length(Path(model_dir), max_length, "ablation.max_length")
     if note:  # stacklevel 1: the CLI shows the warnings raised in reportgen's own files

@@ -578,8 +578,8 @@ class Built:
 
 def build(config: Config, out: Path | None = None, reproducible: bool = False,
           progress: Callback = silent, written: Callable[[Path], None] | None = None) -> Built:
-    """Run the whole pipeline and write the site: first as soon as the pattern statistics are done, then as
-    the ablation's experiments finish (reportgen.ablation.watch), the finished site last. `written(path)` is
+    """Run the whole pipeline and write the site: when the ablation's experiments take a while, first as soon as
+    that is seen and then as they finish (reportgen.ablation.watch); the finished site last. `written(path)` is
     called after each site is swapped in (`serve --watch` reloads the open pages)."""
     from reportgen.ablation import ray_runner  # rendering is imported only by the stage that renders
     from reportgen.site import writer
@@ -653,27 +653,33 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
             watch.wrote(time.perf_counter() - at, partial)
         return report
 
+    so_far: list[Ablation | None] = [None]  # the experiments finished so far, for a partial site
+    live_at = [0.0]
+
     def finished(partial: Ablation, name: str, cost: ExperimentCost) -> None:
         watch.finished(name, cost)
+        so_far[0] = partial
         if watch.live and name != watch.last and watch.due():
             write(partial, partial=True)
 
-    live_at = [0.0]
-
-    def ticked(stage: str, done: int, total: int) -> None:  # the bars, and the partial site's live line
+    def ticked(stage: str, done: int, total: int) -> None:  # the bars; the first partial site and its live line
         progress(stage, done, total)
-        if watch.live and time.perf_counter() - live_at[0] >= LIVE_SECONDS:
+        if not watch.live:
+            return
+        if not watch.partial_sites:  # views, statistics and findings while long experiments run (watch.first_site_due)
+            if watch.first_site_due():
+                write(so_far[0], partial=True)
+                live_at[0] = time.perf_counter()
+        elif time.perf_counter() - live_at[0] >= LIVE_SECONDS:
             live_at[0] = time.perf_counter()
             build_progress.write_progress(out.path, watch.state())
 
-    if watch is not None and watch.live:  # the site first: views, statistics and findings while the experiments run
-        write(None, partial=True)
-    clock = time.perf_counter()  # the views and the first site are the site's work, which no stage's time holds
+    clock = time.perf_counter()  # the views are the site's work, which no stage's time holds
     ablation = run_ablation(config, stage, ticked if watch else progress, watch, finished if watch else None)
     lap("ablation", watch.writing_in_ablation if watch else 0.0)
     comparison = None
     if config.compare is not None:
-        if watch is not None and watch.live:
+        if watch is not None and watch.partial_sites:  # the comparison runs another model: a long build goes on
             watch.stages_left = []
             write(ablation, partial=True)
             clock = time.perf_counter()
@@ -685,7 +691,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
 
 def ablation_watch(config: Config, stage: ModelStage, started: float) -> AblationWatch | None:
     """A watch over the ablation when it will run experiments (not when its whole record is cached, nor when
-    it is off): the build then writes a site before them and as they finish (reportgen.progressive)."""
+    it is off): the build then writes partial sites while they run, when they take a while (its first_site_due)."""
     if not config.ablation.enabled:
         return None
     from reportgen.ablation.experiments import has_stored_record, planned_masks

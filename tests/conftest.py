@@ -175,6 +175,16 @@ def default_site(tmp_path_factory) -> Path:
     return work / "site"
 
 
+@pytest.fixture
+def first_site_at_once(monkeypatch) -> None:
+    """Every build in the test writes a partial site at its ablation's first tick (reportgen.ablation.watch's
+    first-site thresholds at 0): a tiny model's experiments take a second, too short for one otherwise."""
+    from reportgen.ablation import watch
+
+    monkeypatch.setattr(watch, "FIRST_SITE_AFTER", 0.0)
+    monkeypatch.setattr(watch, "FIRST_SITE_SECONDS", 0.0)
+
+
 @pytest.fixture(scope="session")
 def task_sites(tmp_path_factory) -> dict[str, Path]:
     """Tiny random-BERT sites of the two other tasks, each built once per run (helpers.shared) on first use:

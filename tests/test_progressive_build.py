@@ -1,6 +1,7 @@
-"""The site first, the experiments after (issue 32): a build writes a complete site before its ablation,
-rewrites it as experiments finish, and ends with the finished site, which no partial write changes.
-End to end on a tiny random BERT; each written site is read back as a reader gets it (files on disk)."""
+"""The site first, the experiments after (issue 32): a build whose experiments take a while writes a complete
+site as they start, rewrites it as experiments finish, and ends with the finished site, which no partial write
+changes. End to end on a tiny random BERT, made to write partial sites (conftest's first_site_at_once); each
+written site is read back as a reader gets it (files on disk)."""
 
 import json
 import shutil
@@ -19,7 +20,7 @@ EXPERIMENTS = ["baseline", "single_heads", "random_fraction", "layer_halves", "w
 
 
 @pytest.fixture
-def project(tmp_path, tiny_model):
+def project(tmp_path, tiny_model, first_site_at_once):  # noqa: ARG001 - a partial site even for a tiny model
     write_config(tmp_path, tiny_config(tiny_model, examples=TWO_EXAMPLES, ablation={**SMALL_ABLATION, "limit": 20}))
     return tmp_path
 
@@ -42,7 +43,7 @@ class Sites:
         return (self.seen[at] / name).read_text(encoding="utf-8")
 
 
-def test_the_first_site_comes_before_the_ablation_and_says_it_is_running(project):
+def test_the_first_site_comes_as_the_ablation_starts_and_says_it_is_running(project):
     sites = Sites(project)
     build(load_config(project / "reportgen.yaml"), reproducible=True, written=sites)
     assert len(sites.seen) >= 2
@@ -51,11 +52,13 @@ def test_the_first_site_comes_before_the_ablation_and_says_it_is_running(project
     assert first["ablation"] is None and first["statistics"] is not None and len(first["examples"]) == 2
     progress = first["progress"]
     assert [item["name"] for item in progress["experiments"]] == EXPERIMENTS
-    assert {item["state"] for item in progress["experiments"]} == {"waiting"}
+    assert [item["state"] for item in progress["experiments"]] == ["running"] + ["waiting"] * (len(EXPERIMENTS) - 1)
+    assert progress["experiments"][0]["masks_done"] == 0
     assert progress["experiments"][1]["masks"] == 2 * 4  # single heads: one mask per head
     home, ablation = sites.page(0, "index.html"), sites.page(0, "ablation.html")
     for page in (home, ablation):
-        assert "Still being built" in page and "Not run yet: the unmasked model, single heads" in page
+        assert "Still being built" in page and "Running: the unmasked model (0 of 1 masks)" in page
+        assert "Not run yet: single heads, random fractions of heads" in page
     assert "the head ablation is running" in home and "No task was measured" not in home
     assert (sites.seen[0] / "example-1.html").is_file() and (sites.seen[0] / "patterns.html").is_file()
     live = (sites.seen[0] / "build-progress.js").read_text(encoding="utf-8")  # the note's live line, loaded again
@@ -151,6 +154,17 @@ def test_a_warm_rebuild_gives_each_experiments_masks_with_none_computed(project)
     assert costs["single_heads"].computed is None and costs["single_heads"].seconds is None  # reproducible
     warm = build(load_config(project / "reportgen.yaml")).report.manifest.experiments
     assert warm["single_heads"].masks == 8 and warm["single_heads"].computed == 0
+
+
+def test_an_ablation_with_less_than_the_first_site_threshold_to_go_writes_the_finished_site_only(project, monkeypatch):
+    """Without `first_site_at_once`'s zeros: the first partial site waits until the experiments' pace says they
+    have FIRST_SITE_SECONDS to go (here 10 min: a tiny model's take a second or two, however loaded the machine)."""
+    monkeypatch.setattr(watch, "FIRST_SITE_AFTER", 0.5)
+    monkeypatch.setattr(watch, "FIRST_SITE_SECONDS", 600.0)
+    sites = Sites(project)
+    built = build(load_config(project / "reportgen.yaml"), written=sites)
+    assert len(sites.seen) == 1 and sites.report(0)["progress"] is None
+    assert built.report.manifest.experiments["single_heads"].computed == 8  # the experiments ran: no partial site
 
 
 def test_no_ablation_means_one_site_and_no_progress(project):

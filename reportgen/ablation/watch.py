@@ -21,6 +21,8 @@ from collections.abc import Callable
 from reportgen.report import BuildProgress, ExperimentCost, ExperimentState
 
 REWRITE_SHARE = 0.05  # partial sites may take at most this share of the build's time so far
+FIRST_SITE_AFTER = 2.0  # seconds of experiments before their pace is read (the first masks also load the data)
+FIRST_SITE_SECONDS = 10.0  # a first partial site only for experiments with at least this long to go
 
 
 class AblationWatch:
@@ -32,12 +34,14 @@ class AblationWatch:
     watch only gathers their costs, and no partial site is written)."""
 
     def __init__(self, planned: dict[str, int], stages_left: list[str], started: float, live: bool = True,
-                 clock: Callable[[], float] = time.perf_counter, share: float | None = None):
+                 clock: Callable[[], float] = time.perf_counter, share: float | None = None,
+                 first_site: tuple[float, float] | None = None):
         self.planned = dict(planned)
         self.live = live
         self.stages_left = list(stages_left)
         self.started, self.clock = started, clock
         self.share = REWRITE_SHARE if share is None else share  # read when made, so a test can change it
+        self.first_site = (FIRST_SITE_AFTER, FIRST_SITE_SECONDS) if first_site is None else first_site
         self.done: dict[str, int] = {name: 0 for name in planned}  # masks done (computed or from the cache)
         self.totals: dict[str, int] = {}  # masks in all, as the runner said once the experiment started
         self.costs: dict[str, ExperimentCost] = {}
@@ -45,6 +49,7 @@ class AblationWatch:
         self.writing = 0.0  # seconds spent writing partial sites
         self.writing_in_ablation = 0.0  # of those, while the ablation ran (not time its masks took)
         self.last_write = 0.0  # seconds the last site write took
+        self.partial_sites = 0  # partial sites written
 
     @property
     def last(self) -> str | None:
@@ -68,14 +73,28 @@ class AblationWatch:
         """A site write took `seconds`; a partial one counts against the rewrite budget."""
         self.last_write = seconds
         if partial:
+            self.partial_sites += 1
             self.writing += seconds
             if self.ablation_started is not None:
                 self.writing_in_ablation += seconds
 
     def due(self) -> bool:
-        """Whether a partial site is worth writing now: one more write like the last keeps the time spent on
-        partial sites within `share` of the build's time so far."""
+        """Whether a partial site is worth writing now: the first once `first_site_due`, then each one more write
+        like the last that keeps the time spent on partial sites within `share` of the build's time so far."""
+        if not self.partial_sites:
+            return self.first_site_due()
         return self.writing + self.last_write <= self.share * (self.clock() - self.started)
+
+    def first_site_due(self) -> bool:
+        """Whether the experiments are seen to take long enough for a site before them to be worth its seconds:
+        running for `first_site[0]` seconds with `first_site[1]` or more left at the pace so far, or running
+        for `first_site[1]` already (a first mask that takes that long gives no pace before then)."""
+        if self.ablation_started is None:
+            return False
+        after, worth = self.first_site
+        running = self.clock() - self.ablation_started
+        left = self.state().seconds_left
+        return running >= worth or (running >= after and left is not None and left >= worth)
 
     def seconds_per_mask(self) -> float | None:
         """Seconds of ablation per mask done so far (partial-site writes left out), or None before any."""

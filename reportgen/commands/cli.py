@@ -23,7 +23,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 ConfigOption = typer.Option(None, "--config", "-c", help="Config file (default: ./reportgen.yaml if present).")
 
 
-# Since issue 32 a build swaps in a complete site before its ablation: Ctrl+C keeps the last one swapped in.
+# Since issue 32 a build swaps in a complete site as a long ablation starts: Ctrl+C keeps the last one swapped in.
 INTERRUPTED = ("interrupted; the site is the last complete one this build wrote (the previous site if it wrote none), "
                "and a new build resumes from the cache")
 

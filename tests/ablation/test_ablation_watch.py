@@ -46,7 +46,7 @@ def test_the_time_left_is_the_masks_left_at_the_measured_seconds_per_mask():
 def test_writing_partial_sites_is_left_out_of_the_seconds_per_mask():
     clock = Clock()
     follow = watch(clock)
-    follow.wrote(7.0)  # the first site, before the ablation: not part of its time
+    follow.wrote(7.0)  # a site written before the ablation started: not part of its time
     clock.now += 7
     follow.tick("single_heads", 0, 72)
     clock.now += 30
@@ -73,3 +73,44 @@ def test_a_partial_site_is_due_only_within_the_share_of_the_build_time():
 def test_the_last_experiment_is_the_one_after_which_the_finished_site_is_written():
     assert watch(Clock()).last == "whole_layers"
     assert AblationWatch({}, [], started=0.0).last is None
+
+
+def test_a_short_ablation_gets_no_first_site_and_a_long_one_gets_it_once_its_pace_is_read():
+    clock = Clock()
+    short, long = watch(clock), watch(clock)
+    assert not short.due()  # no experiment started: nothing is known
+    short.tick("baseline", 0, 1)
+    long.tick("baseline", 0, 1)
+    clock.now += 1.5  # within FIRST_SITE_AFTER: the first masks' time holds loading the data
+    short.tick("single_heads", 72, 72)
+    long.tick("single_heads", 1, 72)
+    assert not short.due() and not long.due()
+    clock.now += 1.0  # 2.5 s in: 73 masks done, 6 left, at 0.034 s each / 2 done, 76 left at 1.25 s each
+    assert not short.due()
+    assert long.due() and long.first_site_due()
+    long.wrote(4.0)  # the first partial site: from here the share of the build's time decides
+    clock.now += 3.0
+    assert not long.due() and long.first_site_due()
+
+
+def test_a_first_mask_slower_than_the_first_site_threshold_gets_the_site_without_a_pace():
+    clock = Clock()
+    follow = watch(clock)
+    follow.tick("single_heads", 0, 72)
+    clock.now += 9.9
+    assert not follow.due() and follow.state().seconds_left is None
+    clock.now += 0.2  # FIRST_SITE_SECONDS running, no mask done yet
+    assert follow.due()
+
+
+def test_the_first_site_thresholds_are_read_when_the_watch_is_made(monkeypatch):
+    from reportgen.ablation import watch as module
+
+    monkeypatch.setattr(module, "FIRST_SITE_SECONDS", 0.0)
+    monkeypatch.setattr(module, "FIRST_SITE_AFTER", 0.0)
+    follow = watch(Clock())
+    follow.tick("baseline", 0, 1)
+    assert follow.due()  # what the tests of partial sites use: every build writes one
+    given = AblationWatch({"baseline": 1}, [], started=100.0, clock=Clock(), first_site=(2.0, 10.0))
+    given.tick("baseline", 0, 1)
+    assert not given.due()  # thresholds given when it is made win

@@ -1,4 +1,4 @@
-"""The site a build writes before its ablation (issue 32), through the same browser checks as a finished site
+"""The first site a build writes as its ablation runs (issue 32), through the same browser checks as a finished site
 (tests/site/browser/test_every_page_browser.py): every page at a laptop and a phone size from file:// with no
 sideways scroll, no error, no failed or remote request and a strict policy; every link's target; axe-core's
 serious and critical rules. Then what only a partial site has: the note that it is still being built, on the
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, tiny_model) -> Path:
-    """The first site of a tiny build, copied as it was when it was swapped in (before any experiment)."""
+    """The first site of a tiny build, copied as it was when it was swapped in (as its first experiment started)."""
     from reportgen.config import load_config
     from reportgen.pipeline import build
 
@@ -38,7 +38,12 @@ def site(tmp_path_factory, tiny_model) -> Path:
         if not kept.exists():
             shutil.copytree(path, kept)
 
-    build(load_config(root / "reportgen.yaml"), written=keep_first)
+    from reportgen.ablation import watch
+
+    with pytest.MonkeyPatch.context() as patch:  # a partial site even for a tiny model (conftest's first_site_at_once)
+        patch.setattr(watch, "FIRST_SITE_AFTER", 0.0)
+        patch.setattr(watch, "FIRST_SITE_SECONDS", 0.0)
+        build(load_config(root / "reportgen.yaml"), written=keep_first)
     assert json.loads((kept / "report.json").read_text(encoding="utf-8"))["progress"] is not None
     return kept
 

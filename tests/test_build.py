@@ -97,6 +97,7 @@ def run_cli(*args, cwd):
     return subprocess.run([sys.executable, "-m", "reportgen", *args], cwd=cwd, capture_output=True, text=True)
 
 
+# over 60 s on a loaded machine: real `reportgen build` subprocesses (imports included), a good one first
 @pytest.mark.slow
 def test_cli_bad_config_is_one_line_and_keeps_the_old_site(project):
     done = run_cli("build", cwd=project)
@@ -119,6 +120,7 @@ def test_cli_version_and_schema(tmp_path):
     assert "examples" in schema["properties"]
 
 
+# over 60 s on a loaded machine: `reportgen serve` in a subprocess over a build it makes first
 @pytest.mark.slow
 def test_serve_previews_the_built_site(project):
     import socket

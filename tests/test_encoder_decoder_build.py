@@ -68,6 +68,7 @@ def decoded_shares(payload: dict, name: str) -> tuple[np.ndarray, np.ndarray]:
     return views.decode_attention(encoded), share
 
 
+# over 60 s (its fixture, once per family): an encoder-decoder's site with its seq2seq ablation
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_group_of_each_example_page_is_the_models_own_attention(sites, family):
     model, site = sites[family]

@@ -408,6 +408,7 @@ def test_renaming_the_model_directory_renames_it_on_the_site(models, tmp_path):
     assert stage.info.name == "second-name" and stage.info.path == str((tmp_path / "second-name").resolve())
 
 
+# over 60 s on a loaded machine: `reportgen build` subprocesses, before and after the cache entries are damaged
 # -- end to end -------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_damaged_entry_never_reaches_the_published_site(models, tmp_path):

@@ -7,6 +7,8 @@ call `build_with_progress` and `print_error` here rather than each keeping its o
 from __future__ import annotations
 
 import re
+import signal
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -73,9 +75,15 @@ def build_with_progress(config: Config, out: Path | None = None, reproducible: b
     see reportgen.pipeline.build."""
     from reportgen.pipeline import build
 
-    with RichProgress() as progress, warnings.catch_warnings(record=True) as caught:
+    with RichProgress() as bars, warnings.catch_warnings(record=True) as caught, _Interrupt() as interrupt:
         warnings.simplefilter("always")
+
+        def progress(stage: str, done: int, total: int) -> None:
+            interrupt.check()
+            bars(stage, done, total)
+
         built = build(config, out, reproducible, progress, written)
+        interrupt.check()
     said: list[str] = []
     for caught_warning in caught:
         text = str(caught_warning.message)
@@ -92,6 +100,36 @@ def build_with_progress(config: Config, out: Path | None = None, reproducible: b
         typer.echo(f"warning: {len(damaged)} cache entries are damaged and were recomputed; the first: "
                    f"{damaged[0]}", err=True)
     return built
+
+
+class _Interrupt:
+    """Ctrl+C during a build, never lost. Python raises KeyboardInterrupt wherever the main thread is when the signal
+    comes; raised inside a finalizer (torch's and transformers' objects have many, run whenever memory is collected)
+    it is printed as "Exception ignored" and dropped, and the build went on to exit 0 (seen in CI under load). So
+    the signal is also remembered, and raised again at the build's next progress tick and at its end. A SIGINT that
+    was ignored when the command started (a background job) stays ignored; off the main thread nothing changes."""
+
+    def __init__(self):
+        self.seen = False
+        self.previous = None
+
+    def __enter__(self) -> "_Interrupt":
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._received)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _received(self, _signum, _frame) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
 
 
 def print_error(line: str, detail: str = "") -> None:

@@ -259,6 +259,7 @@ def test_importance_matches_reference(model_dir, tmp_path):
 
 
 
+# over 60 s on a loaded machine: the embedded model's importance gradients, three passes on two threads
 @pytest.mark.slow
 def test_importance_is_bit_identical_pass_after_pass():
     """The gradients behind importance add threads' partial sums; with deterministic kernels two passes

@@ -284,6 +284,7 @@ print('new masks', len(calls), ray.is_initialized())
     assert seeds["ablation"]["random_fraction"]["seeds"] == [0, 1, 2]
 
 
+# over 60 s on a loaded machine: two Ray actors, each importing torch and loading the model
 @pytest.mark.slow
 @pytest.mark.usefixtures("local_ray")
 def test_a_ray_build_equals_a_local_build(project, local_report, local_pictures):

@@ -225,6 +225,7 @@ def test_prune_after_a_real_rebuild_keeps_everything_the_next_build_needs(tmp_pa
     assert record.complete and {"runs", "info", "patterns", "ablation"} <= kinds and "used" not in kinds
 
 
+# over 60 s on a loaded machine: `reportgen build` and `reportgen cache prune` subprocesses
 @pytest.mark.slow
 def test_reportgen_build_records_its_cache_use(tmp_path, tiny_model):
     write_config(tmp_path, f"title: Recorded\nmodel: {tiny_model}\ndevice: cpu\nmax_length: 64\n"

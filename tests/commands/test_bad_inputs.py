@@ -650,11 +650,21 @@ def _skip_reason(case: Case) -> str | None:
     return None
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes], cli: WarmCli):
-    if reason := _skip_reason(case):
-        pytest.skip(reason)
+@pytest.fixture(scope="module")
+def run_case(project: Path, cli: WarmCli) -> Callable[[Case], subprocess.CompletedProcess]:
+    """run_case(case): the case's command in the project, run once per module (a build that succeeds is read by
+    more than one test: its row of the table and test_long_example_is_marked_truncated_on_its_pages)."""
+    runs: dict[str, subprocess.CompletedProcess] = {}
+
+    def run(case: Case) -> subprocess.CompletedProcess:
+        if case.id not in runs:
+            runs[case.id] = _run_case(case, project, cli)
+        return runs[case.id]
+
+    return run
+
+
+def _run_case(case: Case, project: Path, cli: WarmCli) -> subprocess.CompletedProcess:
     for name, content in case.files.items():
         path = project / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -663,10 +673,18 @@ def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes], cli: 
         (project / case.config_name).write_bytes(config_bytes(case.config))
     try:
         with (case.setup or nullcontext)(project):
-            done = run_build(project, case.config_name, case.out, case.env, case.argv, cli)
+            return run_build(project, case.config_name, case.out, case.env, case.argv, cli)
     finally:
         for name in case.files:
             (project / name).unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes], run_case):
+    if reason := _skip_reason(case):
+        pytest.skip(reason)
+    done = run_case(case)
 
     def normalize(line: str) -> str:
         for prefix in {str(project.resolve()), str(project)}:
@@ -694,15 +712,13 @@ def test_bad_input(case: Case, project: Path, good_site: dict[str, bytes], cli: 
 
 
 @pytest.mark.slow
-def test_long_example_is_marked_truncated_on_its_pages(project, cli):
-    """The text longer than the model takes: the examples table and its own page say it was truncated.
-
-    Builds the example-too-long case into its own directory, so it does not rely on that case having run."""
+def test_long_example_is_marked_truncated_on_its_pages(project, run_case):
+    """The text longer than the model takes: the examples table and its own page say it was truncated. The
+    example-too-long case's build (run_case: built by whichever of the two tests comes first)."""
     case = next(c for c in CASES if c.id == "example-too-long")
-    (project / case.config_name).write_bytes(config_bytes(case.config))
-    done = run_build(project, case.config_name, "site-truncated", cli=cli)
+    done = run_case(case)
     assert done.returncode == 0, done.stderr
-    site = project / "site-truncated"
+    site = project / case.out
     assert "(truncated)" in (site / "examples.html").read_text(encoding="utf-8")
     assert "Truncated" in (site / "example-2.html").read_text(encoding="utf-8")
     report = check_report(site)

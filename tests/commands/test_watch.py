@@ -262,6 +262,7 @@ def _served_title(url: str) -> str:
     return page.split("<title>", 1)[1].split("</title>", 1)[0]
 
 
+# over 60 s on a loaded machine: `serve --watch` rebuilds twice while a browser holds the page
 @pytest.mark.slow
 def test_serve_watch_reloads_the_open_pages_and_shows_a_failed_rebuild(tmp_path, tiny_model, open_page):
     config = ("title: {title}\nmodel: " + str(tiny_model) + "\ndevice: cpu\nmax_length: 64\n"

@@ -110,6 +110,7 @@ def check_against_torch(last: dict, torch_model, text: str, pair: str | None) ->
     return worst
 
 
+# over 60 s (its fixture): an embedded-model site with its live page, the compact export's calibration included
 def test_the_page_runs_the_seed_pair_and_typed_texts_as_the_model_does(browser, live_site, torch_model):
     view = open_live(browser, live_site)
     try:

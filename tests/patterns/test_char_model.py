@@ -198,6 +198,7 @@ def page_tokens(page: Path) -> list[str]:
     return read_page_payload(page)["tokens"]
 
 
+# over 60 s (its fixture): a character model trained 150 steps, then `reportgen build` in a subprocess (jieba)
 @pytest.mark.slow
 def test_the_build_of_a_character_model_with_jieba_succeeds(char_site):
     site, done = char_site

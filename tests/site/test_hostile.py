@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ROOT, check_report
+from tests.helpers import CHARTS_DRAWN, ROOT, check_report, next_frames, wait_until
 
 # The tests of each group run as a group of their own on the pytest-xdist workers (conftest.py):
 # each group of payloads is a build and a browser tour of its own (minutes).
@@ -355,8 +355,9 @@ def visit(page, site: Path) -> dict[str, dict]:
         page.dialogs.clear()
         page.errors.clear()
         page.page.goto(html.as_uri(), timeout=120_000)
-        page.page.wait_for_load_state("load")
-        page.page.wait_for_timeout(300)  # views and charts render, handlers that would fire do
+        page.page.wait_for_load_state("load")  # every image loaded or failed: an onerror that would fire has fired
+        wait_until(page.page, CHARTS_DRAWN, timeout=120_000)  # the charts rendered (any text they draw is in)
+        next_frames(page.page)  # and the views drew their first frames (their handlers are attached)
         seen[name] = {"dialogs": list(page.dialogs), "active": page.page.evaluate(FIND_ACTIVE),
                       "errors": list(page.errors), "remote": list(page.remote_requests),
                       "title": page.page.title(), "text": page.page.evaluate("() => document.body.textContent")}
@@ -368,6 +369,7 @@ def element_text(page, url: str, selector: str) -> str:
     return page.page.text_content(selector)
 
 
+# over 60 s: a build with a comparison model, then every page of its site in a browser, checked for what ran
 @pytest.mark.slow
 # max_length 64 keeps every example's query/key page; the longest payloads are cut to it.
 @pytest.mark.filterwarnings("ignore:example 1 was truncated to 64 tokens:UserWarning")

@@ -220,6 +220,7 @@ def test_with_a_site_url_the_build_says_nothing_about_previews(previewed_site):
     assert previews.NEEDS_SITE_URL not in done.stderr
 
 
+# over 60 s on a loaded machine: a whole `reportgen build` subprocess, pictures drawn
 @pytest.mark.slow
 def test_without_a_site_url_no_tags_and_the_build_says_so_once(tmp_path, tiny_model):
     done = reportgen_build(tmp_path, tiny_config(tiny_model, ablation={"enabled": False}))

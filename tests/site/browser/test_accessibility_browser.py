@@ -53,6 +53,7 @@ def serious_violations(browser, site, viewport: str, pages: tuple[str, ...] = PA
     return found
 
 
+# over 60 s: axe-core on each of the default site's ~45 pages (the example pages hold thousands of nodes)
 @pytest.mark.parametrize("viewport", VIEWPORTS)
 def test_the_default_site_has_no_serious_accessibility_violation(browser, default_site, viewport):
     found = serious_violations(browser, default_site, viewport)

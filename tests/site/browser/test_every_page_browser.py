@@ -577,6 +577,7 @@ def query_key_problems(tab: Tab, where: str, viewport: str) -> list[str]:
     return out
 
 
+# over 60 s: every page of the default site, each view in its four states, drawn and measured
 @pytest.mark.parametrize("viewport", VIEWPORTS)
 def test_every_page_fits_and_loads_cleanly(pages, tabs, viewport):
     """Every page: no sideways scroll, no error, no failed or remote request, a strict policy that refused
@@ -637,6 +638,7 @@ def one_of_each_template(names) -> list[str]:
     return [name for group in kinds.values() for name in (group if len(group) < 3 else [group[0], group[-1]])]
 
 
+# over 60 s: a click per kind of link on each of the default site's ~45 pages, each landing awaited
 def test_one_link_of_each_kind_is_clicked_on_every_kind_of_page(pages, tabs):
     """Desktop: per page the same-page view links are clicked (head_map_ends), then the first link of each
     other kind; of the example and query/key pages the first and the last (one_of_each_template)."""
@@ -667,6 +669,7 @@ def head_map_ends(hrefs: list[str]) -> list[str]:
     return [href for href in hrefs if href not in bare] + bare[:1] + bare[-1:]
 
 
+# over 60 s: a page load per view link followed, waiting for the restored state
 def test_view_links_from_other_pages_and_charts_restore_their_state(pages, tabs):
     """Desktop: view links of the articles, the first per target page opened fresh and the others followed
     there; of the chart marks' view links (all range-checked without a browser) every model-view one and
@@ -719,6 +722,7 @@ def nav_link(tab: Tab, href: str):
     return link if link.count() else None
 
 
+# over 60 s: every page's same-page view links clicked, each waiting for the view to redraw
 def test_site_navigation_links_land(pages, tabs):
     """Material's header, navigation, table of contents and footer, once: every internal link of the home
     page's is clicked from the home page. Example pages keep the navigation in the header's menu (a

@@ -337,6 +337,7 @@ def test_rice_export_decodes_to_the_rounded_weights_exactly(tmp_path):
     assert compare(js, run_torch(model, inputs))[0] > 1e-3  # the rounding is there
 
 
+@pytest.mark.slow  # seconds each: the calibrated export (GPTQ on calibration Hessians), kept out of the fast tier
 @pytest.mark.parametrize("family", live_weights.SUPPORTED)
 def test_a_calibrated_export_rounds_every_layer_matrix_by_its_inputs(family, tmp_path, monkeypatch):
     """The compact export of a tiny checkpoint of each family the page runs (its own tokenizer and calibration

@@ -393,6 +393,7 @@ def test_unreachable_ids_are_what_normalization_changes_or_pre_tokenization_spli
     assert unreachable == {"[unused1]", "...", "##", "a.b"} | (changed_by_lowercasing if lowercase else set())
 
 
+@pytest.mark.slow  # seconds: every entry of the embedded vocabulary encoded as text; not in the fast tier
 def test_the_embedded_tokenizer_never_emits_an_unreachable_id():
     """Over a thousand generated texts and every vocabulary entry typed as text, with spaces and run together
     (so continuation pieces come out), no id of `unreachable_ids` comes out of the tokenizer."""

@@ -105,9 +105,9 @@ def build_with_progress(config: Config, out: Path | None = None, reproducible: b
 class _Interrupt:
     """Ctrl+C during a build, never lost. Python raises KeyboardInterrupt wherever the main thread is when the signal
     comes; raised inside a finalizer (torch's and transformers' objects have many, run whenever memory is collected)
-    it is printed as "Exception ignored" and dropped, and the build went on to exit 0 (seen in CI under load). So
-    the signal is also remembered, and raised again at the build's next progress tick and at its end. A SIGINT that
-    was ignored when the command started (a background job) stays ignored; off the main thread nothing changes."""
+    it is printed as "Exception ignored" and dropped, and the build would go on to exit 0. So the signal is also
+    remembered, and raised again at the build's next progress tick and at its end. A SIGINT that was ignored when
+    the command started (a background job) stays ignored; off the main thread nothing changes."""
 
     def __init__(self):
         self.seen = False

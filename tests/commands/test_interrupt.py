@@ -1,9 +1,9 @@
 """Ctrl+C during `reportgen build` is never lost (reportgen.commands.terminal._Interrupt).
 
 Python raises KeyboardInterrupt wherever the main thread is when SIGINT comes; inside a finalizer it is printed as
-"Exception ignored" and dropped. A build stopped in the ablation that way once went on and exited 0 (CI, under
-load). Here the signal is raised from a finalizer on purpose, between the pattern statistics and the ablation, in
-this process, on a tiny random BERT; test_faults sends a real SIGINT to a real `reportgen build`."""
+"Exception ignored" and dropped, and the build would go on to exit 0. Here the signal is raised from a finalizer on
+purpose, between the pattern statistics and the ablation, in this process, on a tiny random BERT; test_faults sends
+a real SIGINT to a real `reportgen build`."""
 
 from __future__ import annotations
 

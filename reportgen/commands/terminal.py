@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import signal
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -106,22 +107,31 @@ class _Interrupt:
     """Ctrl+C during a build, never lost. Python raises KeyboardInterrupt wherever the main thread is when the signal
     comes; raised inside a finalizer (torch's and transformers' objects have many, run whenever memory is collected)
     it is printed as "Exception ignored" and dropped, and the build would go on to exit 0. So the signal is also
-    remembered, and raised again at the build's next progress tick and at its end. A SIGINT that was ignored when
-    the command started (a background job) stays ignored; off the main thread nothing changes."""
+    remembered, and raised again at the build's next progress tick and at its end; the dropped one is not printed
+    (the command says one line). A SIGINT that was ignored when the command started (a background job) stays
+    ignored; off the main thread nothing changes."""
 
     def __init__(self):
         self.seen = False
         self.previous = None
+        self.unraisable = None
 
     def __enter__(self) -> "_Interrupt":
         if threading.current_thread() is threading.main_thread() \
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self.previous = signal.signal(signal.SIGINT, self._received)
+            self.unraisable = sys.unraisablehook
+            sys.unraisablehook = self._dropped
         return self
 
     def __exit__(self, *exc) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
+            sys.unraisablehook = self.unraisable
+
+    def _dropped(self, unraisable) -> None:
+        if not (self.seen and unraisable.exc_type is KeyboardInterrupt):  # ours, raised again at the next tick
+            self.unraisable(unraisable)
 
     def _received(self, _signum, _frame) -> None:
         self.seen = True

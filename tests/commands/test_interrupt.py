@@ -44,13 +44,19 @@ def lost_signal_after_patterns(monkeypatch, tmp_path, tiny_model) -> None:
 
 
 @pytest.mark.usefixtures("lost_signal_after_patterns")
-def test_a_dropped_ctrl_c_stops_the_build_at_its_next_progress_tick(tmp_path):
+def test_a_dropped_ctrl_c_stops_the_build_at_its_next_progress_tick(tmp_path, monkeypatch):
+    import sys
+
     from reportgen.commands.terminal import build_with_progress
 
+    printed = []  # what Python would print as "Exception ignored in ..."
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: printed.append(unraisable.exc_type))
+    hook = sys.unraisablehook
     with pytest.raises(KeyboardInterrupt):
         build_with_progress(load_config(tmp_path / "reportgen.yaml"))
     assert not (tmp_path / "site").exists()  # stopped before its one site (a tiny model's build writes no partial one)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is put back
+    assert printed == []  # the command's one line is all it says
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler and sys.unraisablehook is hook  # put back
 
 
 @pytest.mark.usefixtures("lost_signal_after_patterns")

@@ -93,8 +93,10 @@ class AblationWatch:
             return False
         after, worth = self.first_site
         running = self.clock() - self.ablation_started
+        if running < after:  # asked at every mask: the pace (a BuildProgress) only once it is read
+            return False
         left = self.state().seconds_left
-        return running >= worth or (running >= after and left is not None and left >= worth)
+        return running >= worth or (left is not None and left >= worth)
 
     def seconds_per_mask(self) -> float | None:
         """Seconds of ablation per mask done so far (partial-site writes left out), or None before any."""

@@ -162,3 +162,23 @@ def test_grids_exported_side_by_side_keep_no_page_layout():
     combined = exports.side_by_side(specs)
     assert all("usermeta" not in part for part in combined["hconcat"])
     assert [part["description"] for part in combined["hconcat"]] == [spec["description"] for spec in specs]
+
+
+@pytest.mark.slow  # vl-convert's start (seconds in a fresh process)
+def test_a_picture_is_drawn_without_links_tooltips_or_labels_and_the_same_pixels():
+    """exports.pixels_only: what Vega makes per mark for a page (links, tooltips, ARIA labels) is left out of a
+    picture's drawing, which cannot hold them, and the PNG is byte for byte the full spec's."""
+    import json
+
+    import vl_convert
+
+    link = "example-1.md#head=0.1"
+    matrices = [vegalite.attention_matrix(["[CLS]", "a", "b", "[SEP]"], [[0.1, 0.2, 0.3, 0.4]] * 4,
+                                          f"Layer 0, head {i}", link) for i in range(2)]
+    rows = [dict(row, url=link) for row in heads()]
+    for spec in (exports.side_by_side(matrices), vegalite.delta_heatmap(rows, "Change", "change")):
+        assert '"href"' in json.dumps(spec) and '"tooltip"' in json.dumps(spec)
+        drawn = exports.pixels_only(spec)
+        assert '"href"' not in json.dumps(drawn) and '"tooltip"' not in json.dumps(drawn)
+        assert drawn["config"]["aria"] is False
+        assert vl_convert.vegalite_to_png(drawn) == vl_convert.vegalite_to_png(spec)

@@ -155,21 +155,21 @@ function concat(a, b) {
 
 // One layer, one head, width 2: token 0 embeds as (1, 0) and token 1 as (0, 1); the LayerNorm (gamma 1, beta 0)
 // makes them (1, -1) and (-1, 1); identity query/key/value/output weights, zero biases.
-function handModel(wordTensor) {
+function handModel(wordTensor, positions = 4) {
   const eye = f32([1, 0, 0, 1]);
   const zero2 = f32([0, 0]);
   const one2 = f32([1, 1]);
   const tensors = [
     wordTensor || ['embeddings.word', [2, 2], 'f32', f32([1, 0, 0, 1])],
-    ['embeddings.position', [4, 2], 'f32', f32([0, 0, 0, 0, 0, 0, 0, 0])],
+    ['embeddings.position', [positions, 2], 'f32', f32(new Array(positions * 2).fill(0))],
     ['embeddings.norm.weight', [2], 'f32', one2], ['embeddings.norm.bias', [2], 'f32', zero2],
   ];
   for (const part of ['query', 'key', 'value', 'output']) {
     tensors.push([`layers.0.${part}.weight`, [2, 2], 'f32', eye], [`layers.0.${part}.bias`, [2], 'f32', zero2]);
   }
   // the last (here the only) layer ends at its output matrix: no feed-forward block is exported for it
-  const arch = { layers: 1, heads: 1, hidden: 2, intermediate: 2, embedding: 2, vocab: 2, max_positions: 4,
-    type_vocab: 0, layer_norm_eps: 1e-12, activation: 'gelu', embedding_projection: false };
+  const arch = { layers: 1, heads: 1, hidden: 2, intermediate: 2, embedding: 2, vocab: 2,
+    type_vocab: 0, layer_norm_eps: 1e-12, activation: 'gelu', embedding_projection: false, max_positions: positions };
   return build(arch, tensors);
 }
 
@@ -189,6 +189,38 @@ test('a one-layer hand-made model: attention and value norms by hand', () => {
   });
   // f(x_j) = x_j (identity value and output weights): ||(1, -1)|| = sqrt(2)
   for (let j = 0; j < 3; j++) close(norms[j], Math.SQRT2, 1e-6, `norm ${j}`);
+});
+
+test('nine tokens (blocks of four keys and one left over): attention and norms by hand', () => {
+  const { spec, bytes } = handModel(undefined, 9);
+  const ids = [0, 1, 0, 0, 1, 1, 0, 1, 0];
+  const { attention, norms } = live.forward(live.decodeWeights(spec, bytes), ids, null);
+  const same = Math.exp(Math.SQRT2), other = Math.exp(-Math.SQRT2);
+  ids.forEach((query, i) => {
+    const row = ids.map((key) => (key === query ? same : other));
+    const total = row.reduce((a, b) => a + b, 0);
+    row.forEach((value, j) => close(attention[i * 9 + j], value / total, 1e-6, `attention[${i}][${j}]`));
+  });
+  norms.forEach((norm, j) => close(norm, Math.SQRT2, 1e-6, `norm ${j}`));
+});
+
+test('linear: every block of four tokens by two outputs and every row and output left over', () => {
+  const inp = 5;
+  for (let rows = 1; rows <= 9; rows++) {
+    for (let out = 1; out <= 5; out++) {
+      const x = Float32Array.from({ length: rows * inp }, (_, i) => ((i * 7) % 11) - 5);
+      const weight = Float32Array.from({ length: out * inp }, (_, i) => ((i * 5) % 13) / 4 - 1);
+      const bias = Float32Array.from({ length: out }, (_, o) => o / 2);
+      const y = live.linear(x, rows, inp, weight, bias, out);
+      for (let t = 0; t < rows; t++) {
+        for (let o = 0; o < out; o++) {
+          let want = bias[o];
+          for (let i = 0; i < inp; i++) want += x[t * inp + i] * weight[o * inp + i];
+          close(y[t * out + o], want, 1e-6, `rows ${rows} out ${out}: y[${t}][${o}]`);
+        }
+      }
+    }
+  }
 });
 
 test('a Rice-coded table decodes to code * row step', () => {

@@ -77,13 +77,20 @@ def make_tokenizer(context: int):
                                    unk_token=UNK, model_max_length=context)
 
 
+# The word lists as arrays, which rng.choice draws from exactly as from the lists (the same draws, the same words).
+_ARRAYS = {name: np.asarray(words) for name, words in (
+    ("names", NAMES), ("objects", OBJECTS), ("places", PLACES), ("adjectives", ADJECTIVES), ("verbs", VERBS_PAST),
+    ("moves", MOVES), ("times", TIMES), ("animals", ANIMALS), ("feelings", FEELINGS), ("numbers", NUMBERS))}
+
+
 def story(rng: np.random.Generator) -> list[str]:
     """A few template sentences about two people, an object and a place, which come back in the story."""
-    first, second = rng.choice(NAMES, size=2, replace=False)
-    thing, place, other_place = rng.choice(OBJECTS), *rng.choice(PLACES, size=2, replace=False)
-    colour, verb, move = rng.choice(ADJECTIVES), rng.choice(VERBS_PAST), rng.choice(MOVES)
-    time, animal, feeling = rng.choice(TIMES), rng.choice(ANIMALS), rng.choice(FEELINGS)
-    count = rng.choice(NUMBERS)
+    pick = _ARRAYS  # rng.choice turns a list into an array at every call: the arrays are made once
+    first, second = rng.choice(pick["names"], size=2, replace=False)
+    thing, place, other_place = rng.choice(pick["objects"]), *rng.choice(pick["places"], size=2, replace=False)
+    colour, verb, move = rng.choice(pick["adjectives"]), rng.choice(pick["verbs"]), rng.choice(pick["moves"])
+    time, animal, feeling = rng.choice(pick["times"]), rng.choice(pick["animals"]), rng.choice(pick["feelings"])
+    count = rng.choice(pick["numbers"])
     sentences = [
         f"on {time} {first} {move} to the {place} .",
         f"{first} {verb} a {colour} {thing} at the {place} .",

@@ -37,6 +37,7 @@ import platform
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +124,20 @@ def attention_only(model) -> None:
             block.mlp.c_proj.bias.zero_()
             for parameter in [*block.mlp.parameters(), *block.ln_2.parameters()]:
                 parameter.requires_grad_(False)
+
+
+@contextmanager
+def mlps_skipped(model):
+    """Each MLP returns zeros without computing them, for as long as the block lasts: its output is exactly zero
+    anyway (attention_only), and adding zero changes neither the residual stream nor any gradient, so training
+    takes the same steps, a third fewer multiplications a step (the MLPs were a third of the blocks' work)."""
+    for block in model.transformer.h:
+        block.mlp.forward = torch.zeros_like
+    try:
+        yield
+    finally:
+        for block in model.transformer.h:
+            del block.mlp.forward
 
 
 def mlp_outputs_are_zero(model) -> bool:
@@ -270,7 +285,8 @@ def _run(args: argparse.Namespace) -> dict:
     print(f"before training: best induction {best(before['induction'])}, "
           f"best previous-token {best(before['previous_token'])}", flush=True)
 
-    training = train(model, args, heldout)
+    with mlps_skipped(model):
+        training = train(model, args, heldout)
     if not mlp_outputs_are_zero(model):
         raise AssertionError("an mlp.c_proj tensor changed during training")
     model.save_pretrained(out / "model")

@@ -166,6 +166,44 @@ def test_training_sequences_start_with_bos_and_repeat_their_random_spans(data):
     assert 200 <= len(data.VOCABULARY) <= 400
 
 
+def test_the_word_arrays_draw_as_the_word_lists(data):
+    """story() draws from arrays made once (induction_data._ARRAYS), the same draws as from the lists, so the
+    training sequences are the ones the recipe's measured.json was made with."""
+    lists = {"names": data.NAMES, "objects": data.OBJECTS, "places": data.PLACES, "adjectives": data.ADJECTIVES,
+             "verbs": data.VERBS_PAST, "moves": data.MOVES, "times": data.TIMES, "animals": data.ANIMALS,
+             "feelings": data.FEELINGS, "numbers": data.NUMBERS}
+    assert set(data._ARRAYS) == set(lists)
+    for name, words in lists.items():
+        for size, replace in ((None, True), (2, False)):
+            a, b = np.random.default_rng(7), np.random.default_rng(7)
+            assert np.array_equal(a.choice(data._ARRAYS[name], size=size, replace=replace),
+                                  b.choice(words, size=size, replace=replace)), name
+
+
+@pytest.mark.slow  # a GPT-2 built and stepped twice (torch, transformers)
+def test_skipping_the_zero_mlps_changes_no_output_and_no_gradient(data):
+    """train.mlps_skipped: the attention-only model's loss and every gradient are bit for bit those of the model
+    that computes its MLPs, and the MLPs compute again once the block ends."""
+    import torch
+
+    train = _module("train")
+    model = train.make_model(train.parse_args(["--context", "32", "--embd", "32", "--heads", "2"]))
+    ids = torch.as_tensor(data.training_batch(np.random.default_rng(0), 4, 32))
+
+    def loss_and_grads():
+        model.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+    computed = loss_and_grads()
+    with train.mlps_skipped(model):
+        skipped = loss_and_grads()
+        assert torch.equal(model.transformer.h[0].mlp(torch.ones(1, 2, 32)), torch.zeros(1, 2, 32))
+    assert torch.equal(computed[0], skipped[0]) and all(map(torch.equal, computed[1], skipped[1]))
+    assert "forward" not in vars(model.transformer.h[0].mlp)
+
+
 @pytest.mark.slow
 def test_the_tokenizer_encodes_the_stories_as_the_training_ids(data, tmp_path):
     from transformers import AutoTokenizer

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -33,7 +34,7 @@ from urllib.parse import parse_qsl, unquote, urljoin, urlsplit
 
 import pytest
 
-from tests.helpers import VIEWPORTS, BrowserPage, wait_until
+from tests.helpers import VIEWPORTS, BrowserPage, next_frames, wait_until
 
 # The tests of each viewport run as a group of their own on the pytest-xdist workers (conftest.py):
 # every page at one size takes minutes.
@@ -467,6 +468,16 @@ def view_state_problems(tab: Tab, fragment: str, where: str) -> list[str]:
     return out
 
 
+def settled_view_problems(tab: Tab, fragment: str, where: str) -> list[str]:
+    """view_state_problems once the view has applied the link: the address changes first and the view follows on
+    its hashchange event, which a loaded machine runs later (CI once read the old state). Asked again after every
+    two frames the page draws until nothing is left or READY_SECONDS pass; then what is left is a failure."""
+    deadline = time.monotonic() + READY_SECONDS
+    while (problems := view_state_problems(tab, fragment, where)) and time.monotonic() < deadline:
+        next_frames(tab.page)
+    return problems
+
+
 def hash_range_problems(report: dict, target: str, fragment: str) -> list[str]:
     """A view link's fields name a view, layer, heads and tokens the target page has (checked without a browser)."""
     tokens = {example["page"]: example["n_tokens"] for example in report["examples"]}.get(
@@ -516,7 +527,7 @@ def landing_problems(tab: Tab, page: str, href: str, where: str) -> list[str]:
     if tab.page.url.split("#")[0] != expected.split("#")[0] or (fragment and "#" not in tab.page.url):
         return [f"{where}: landed on {tab.page.url}, not {expected}"]
     if is_view_hash(fragment):
-        return view_state_problems(tab, fragment, where)
+        return settled_view_problems(tab, fragment, where)
     if fragment:
         box = tab.page.locator(f"[id={json.dumps(fragment)}]").first.bounding_box()
         height = VIEWPORTS[tab.viewport][1]
@@ -693,10 +704,10 @@ def test_view_links_from_other_pages_and_charts_restore_their_state(pages, tabs)
     for target, fragments in sorted(links.items()):
         fragments = list(dict.fromkeys(fragments))
         tab.open(target, fragments[0])
-        failures += view_state_problems(tab, fragments[0], f"{target}#{fragments[0]} opened fresh")
+        failures += settled_view_problems(tab, fragments[0], f"{target}#{fragments[0]} opened fresh")
         for fragment in fragments[1:]:
             tab.page.evaluate(FOLLOW_HASH_JS, fragment)
-            failures += view_state_problems(tab, fragment, f"{target}#{fragment} followed on the page")
+            failures += settled_view_problems(tab, fragment, f"{target}#{fragment} followed on the page")
         failures += tab.problems(target)
     assert not failures, _report(failures)
 

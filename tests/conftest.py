@@ -36,6 +36,8 @@ from tests.helpers import (
     write_graded_pairs,
 )
 
+pytest_plugins = ["tests.cpu_time"]  # CPU seconds per test and module, printed after --durations (read why there)
+
 # One torch thread per test process, set before torch is first imported (subprocess builds inherit it).
 # The tiny models gain nothing from a second thread, and on a busy 2-core machine OpenMP threads spin at
 # every barrier: ablation/test_experiments, test_numbers and model/test_masking took 144 s with 2 threads, 19 s with 1

@@ -2,7 +2,7 @@
 
 `make_encoder_decoder(family, target_dir)` writes config.json + model.safetensors of the family's
 sequence-to-sequence LM class (so the LM head is there for task seq2seq; the base model loads from the
-same files) and a fast tokenizer trained here with `tokenizers` on PAIRS (nothing is downloaded), saved as
+same files) and a fast tokenizer made here from PAIRS (BART's trained with `tokenizers`) (nothing is downloaded), saved as
 a `PreTrainedTokenizerFast` with the family's special tokens and template:
 
 - BART: byte-level BPE, <s> 0, <pad> 1, </s> 2, <unk> 3, <mask> 4; "<s> text </s>"; the decoder starts
@@ -51,7 +51,8 @@ SIZES = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_h
 
 @lru_cache(maxsize=None)
 def _trained(family: str) -> str:
-    """The family's `tokenizers` model trained on PAIRS, as JSON (a str: the cache shares nothing mutable)."""
+    """The family's `tokenizers` model made from PAIRS, as JSON (a str: the cache shares nothing mutable): BART's BPE
+    trained by `tokenizers`, the unigram models' pieces counted here (_unigram_pieces)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     specials = list(SPECIALS[family])
@@ -63,12 +64,12 @@ def _trained(family: str) -> str:
         trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, show_progress=False,
                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     else:
-        tokenizer = Tokenizer(models.Unigram())
+        tokenizer = Tokenizer(models.Unigram([(token, 0.0) for token in specials] + _unigram_pieces(texts, 150),
+                                             unk_id=specials.index("<unk>")))
         tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
         tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-        trainer = trainers.UnigramTrainer(vocab_size=150, special_tokens=specials, show_progress=False,
-                                          unk_token="<unk>")
-    tokenizer.train_from_iterator(texts, trainer)
+    if family == "bart":
+        tokenizer.train_from_iterator(texts, trainer)
     ids = {token: tokenizer.token_to_id(token) for token in specials}
     assert ids == {token: index for index, token in enumerate(specials)}, f"{family}: special ids {ids}"
     eos = ("</s>", ids["</s>"])
@@ -80,6 +81,33 @@ def _trained(family: str) -> str:
         tokenizer.post_processor = processors.TemplateProcessing(
             single="$A </s>", pair="$A </s> $B </s>", special_tokens=[eos])
     return tokenizer.to_str()
+
+
+def _unigram_pieces(texts: list[str], size: int) -> list[tuple[str, float]]:
+    """A unigram vocabulary of `texts` made here, not by `tokenizers`' UnigramTrainer: the most frequent words
+    ("▁word", scored by the log of their frequency), then the word parts that cover the most text, then every
+    character, each scored lower than the last kind, so that a word the vocabulary lacks splits into few parts.
+
+    The trainer sums its EM scores in hash order, so the same texts gave scores 1e-4 apart and near-equal pieces
+    other ids from one process to the next (a CI worker's tokenizer was another one, so was its random model,
+    whose masked head then hardly mattered). Made this way, every process has the same checkpoint."""
+    import math
+    from collections import Counter
+
+    words = Counter("▁" + word for word in " ".join(texts).split())
+    parts: Counter[str] = Counter()
+    for word, count in words.items():
+        for i in range(len(word)):
+            for j in range(i + 2, min(len(word), i + 5) + 1):
+                parts[word[i:j]] += count
+    characters = sorted({character for word in words for character in word})
+    room = size - len(characters)
+    kept = sorted(words, key=lambda w: (-words[w], w))[:room // 2]
+    rest = sorted((p for p in parts if p not in kept), key=lambda p: (-parts[p] * len(p), p))[:room - len(kept)]
+    total_words, total_parts = sum(words[w] for w in kept), sum(parts[p] for p in rest)
+    return ([(w, math.log(words[w] / total_words)) for w in kept]
+            + [(p, math.log(parts[p] / total_parts) / 10 - 10) for p in rest]
+            + [(c, -20.0) for c in characters if c not in kept])
 
 
 def family_tokenizer(family: str):

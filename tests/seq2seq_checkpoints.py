@@ -2,13 +2,14 @@
 
 `make_encoder_decoder(family, target_dir)` writes config.json + model.safetensors of the family's
 sequence-to-sequence LM class (so the LM head is there for task seq2seq; the base model loads from the
-same files) and a fast tokenizer made here from PAIRS (BART's trained with `tokenizers`) (nothing is downloaded), saved as
-a `PreTrainedTokenizerFast` with the family's special tokens and template:
+same files) and a fast tokenizer made here from PAIRS (BART's trained with `tokenizers`; nothing is
+downloaded), saved as a `PreTrainedTokenizerFast` with the family's special tokens and template:
 
 - BART: byte-level BPE, <s> 0, <pad> 1, </s> 2, <unk> 3, <mask> 4; "<s> text </s>"; the decoder starts
   with </s> (BART's decoder_start_token_id is its eos).
-- T5: unigram, <pad> 0, </s> 1, <unk> 2; "text </s>"; the decoder starts with <pad>.
-- Marian: unigram, </s> 0, <unk> 1, <pad> 2; "text </s>"; the decoder starts with <pad>; sinusoidal positions.
+- T5: unigram (_unigram_pieces), <pad> 0, </s> 1, <unk> 2; "text </s>"; the decoder starts with <pad>.
+- Marian: unigram (_unigram_pieces), </s> 0, <unk> 1, <pad> 2; "text </s>"; the decoder starts with <pad>;
+  sinusoidal positions.
 
 Each has 2 encoder layers and 2 decoder layers of 4 heads, hidden 32. T5's heads are 6 wide (d_kv 6, so
 the heads hold 24 features, not the hidden 32) with 8 relative-position buckets.

@@ -393,11 +393,13 @@ function reportgenLiveModel(root) {
       var wo = layer.output.weight;
       var last = l === L - 1;  // its attention output feeds nothing shown: no context vectors
       var context = last ? null : new Float32Array(T * D);
+      // the heads' Gram matrices depend on the weights alone: made at the first forward, kept for the next sentences
+      var grams = layer.grams || (layer.grams = []);
       for (var h = 0; h < H; h++) {
         var off = h * hd;
+        var gram = grams[h] || (grams[h] = headGram(wo, D, off, hd));
         attendHead(headSlice(q, T, D, off, hd), headSlice(k, T, D, off, hd), headSlice(v, T, D, off, hd), T, hd,
-                   scaling, attention, (l * H + h) * T * T, context, D, off, headGram(wo, D, off, hd), norms,
-                   (l * H + h) * T);
+                   scaling, attention, (l * H + h) * T * T, context, D, off, gram, norms, (l * H + h) * T);
       }
       if (last) break;  // the last layer's feed-forward block changes neither the attention nor the norms
       var a = linear(context, T, D, wo, layer.output.bias, D);

@@ -62,15 +62,14 @@ def _trained(family: str) -> str:
         tokenizer = Tokenizer(models.BPE())
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials, show_progress=False,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        tokenizer.train_from_iterator(texts, trainers.BpeTrainer(
+            vocab_size=300, special_tokens=specials, show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     else:
         tokenizer = Tokenizer(models.Unigram([(token, 0.0) for token in specials] + _unigram_pieces(texts, 150),
                                              unk_id=specials.index("<unk>")))
         tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
         tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    if family == "bart":
-        tokenizer.train_from_iterator(texts, trainer)
     ids = {token: tokenizer.token_to_id(token) for token in specials}
     assert ids == {token: index for index, token in enumerate(specials)}, f"{family}: special ids {ids}"
     eos = ("</s>", ids["</s>"])

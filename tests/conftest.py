@@ -271,19 +271,31 @@ def browser():
 
 @pytest.fixture
 def open_page(browser):
-    """open_page(url, viewport="desktop", wait_ms=0, wait_for=None) -> BrowserPage, loaded.
+    """open_page(url, viewport="desktop", wait_ms=0, wait_for=None, reuse=None) -> BrowserPage, loaded.
 
     `viewport`: a key of VIEWPORTS or (width, height); `wait_for`: a selector to wait for after the
     load and the charts (e.g. VIEW_DRAWN), then two more frames (helpers.next_frames), and `wait_ms` more
-    only where a test checks that something does NOT happen. Contexts are closed after the test."""
+    only where a test checks that something does NOT happen. Contexts are closed after the test.
+
+    `reuse`: a page this returned before, at the same viewport, to load `url` in afresh (its errors and requests
+    forgotten), as a reader opens the next page of a site in the same tab: a test that tours many pages opens
+    one tab, not a browser context each, which cost about 1 s of CPU per page on the default site (a new
+    renderer compiles the site's scripts again) against a few tenths in the same tab."""
     contexts = []
 
     def _open(url: str, viewport: str | tuple[int, int] = "desktop", wait_ms: int = 0,
-              wait_for: str | None = None) -> BrowserPage:
+              wait_for: str | None = None, reuse: BrowserPage | None = None) -> BrowserPage:
         width, height = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
-        context = browser.new_context(viewport={"width": width, "height": height})
-        contexts.append(context)
-        wrapped = BrowserPage(context.new_page())
+        if reuse is None:
+            context = browser.new_context(viewport={"width": width, "height": height})
+            contexts.append(context)
+            wrapped = BrowserPage(context.new_page())
+        else:
+            wrapped = reuse
+            assert wrapped.page.viewport_size == {"width": width, "height": height}, "reuse a page of this viewport"
+            wrapped.forget()
+            if wrapped.page.url.split("#")[0] == url.split("#")[0]:  # another fragment alone would not reload it
+                wrapped.page.goto("about:blank")
         wrapped.page.goto(url)
         wrapped.page.wait_for_load_state("load")
         wait_until(wrapped.page, CHARTS_DRAWN)
@@ -295,6 +307,25 @@ def open_page(browser):
         return wrapped
 
     yield _open
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def tab(browser):
+    """tab(viewport="desktop") -> one BrowserPage per viewport for the whole module, for open_page's `reuse`: a
+    module of read-only checks (no click, key or pointer, whose focus and hover a next page would inherit) loads
+    each test's page in it afresh instead of opening a browser context per test."""
+    contexts, tabs = [], {}
+
+    def _tab(viewport: str | tuple[int, int] = "desktop") -> BrowserPage:
+        width, height = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
+        if (width, height) not in tabs:
+            contexts.append(browser.new_context(viewport={"width": width, "height": height}))
+            tabs[width, height] = BrowserPage(contexts[-1].new_page())
+        return tabs[width, height]
+
+    yield _tab
     for context in contexts:
         context.close()
 

@@ -512,6 +512,11 @@ class BrowserPage:
         page.on("console", lambda msg: self.errors.append(f"console: {msg.text}") if msg.type == "error" else None)
         page.on("dialog", self._dialog)
 
+    def forget(self) -> None:
+        """Empties what was collected, before the page loads another address."""
+        for found in (self.remote_requests, self.errors, self.dialogs, self.requested, self.failed):
+            found.clear()
+
     def _route(self, route):
         url = route.request.url
         local = url.startswith(("file:", "data:", "blob:", "about:")) or url.startswith(

@@ -323,8 +323,9 @@ def test_an_attention_matrix_cell_opens_the_head_with_that_query_pinned(default_
 
 @pytest.mark.slow
 def test_no_drawn_chart_shows_the_pointer_without_a_link(default_site, open_page):
+    view = None
     for page in ("statistics.html", "patterns.html", "ablation.html", "example-1.html"):
-        view = open_page((default_site / page).as_uri())
+        view = open_page((default_site / page).as_uri(), reuse=view)
         for chart_id in page_charts(default_site, page):
             scene = drawn(view, chart_id)
             assert scene["unlinked_pointer"] == 0 and scene["pointer"] == scene["linked"], (page, chart_id)

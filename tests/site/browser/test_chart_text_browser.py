@@ -62,8 +62,8 @@ def page_charts(site: Path, page: str) -> dict[str, dict]:
     return {chart_id: json.loads(body) for chart_id, body in CHART_SCRIPT.findall(text)}
 
 
-def laid_out(open_page, site: Path, page: str, viewport: str):
-    view = open_page((site / page).as_uri(), viewport, wait_ms=0)
+def laid_out(open_page, site: Path, page: str, viewport: str, reuse=None):
+    view = open_page((site / page).as_uri(), viewport, wait_ms=0, reuse=reuse)
     wait_until(view.page, LAID_OUT, timeout=60_000)
     next_frames(view.page)
     return view
@@ -71,8 +71,8 @@ def laid_out(open_page, site: Path, page: str, viewport: str):
 
 @pytest.mark.parametrize("viewport", list(VIEWPORTS))
 @pytest.mark.parametrize("page", PAGES)
-def test_every_chart_text_shows_at_10_px_or_more(default_site, open_page, page, viewport):
-    view = laid_out(open_page, default_site, page, viewport)
+def test_every_chart_text_shows_at_10_px_or_more(default_site, open_page, tab, page, viewport):
+    view = laid_out(open_page, default_site, page, viewport, reuse=tab(viewport))
     texts = view.page.evaluate(MEASURE_JS)
     charts = {text["id"] for text in texts}
     expected = set(page_charts(default_site, page))
@@ -118,9 +118,9 @@ def single_heads_legend(view) -> dict:
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_every_chart_is_labelled_by_what_it_shows(default_site, open_page, page):
+def test_every_chart_is_labelled_by_what_it_shows(default_site, open_page, tab, page):
     specs = page_charts(default_site, page)
-    view = laid_out(open_page, default_site, page, "desktop")
+    view = laid_out(open_page, default_site, page, "desktop", reuse=tab("desktop"))
     labels = {chart["id"]: chart for chart in view.page.evaluate(LABELS_JS)}
     for chart_id, spec in specs.items():
         label = labels[chart_id]["label"]

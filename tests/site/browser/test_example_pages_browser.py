@@ -64,8 +64,9 @@ def test_every_example_page_starts_its_attention_view_in_the_first_screen(defaul
     the pattern list), and the head map and the pattern list follow it."""
     pages = example_pages(default_site)
     assert len(pages) >= 10
-    for path in pages:
-        view = open_page(path.as_uri(), FIRST_SCREENS[screen], wait_ms=0, wait_for=VIEW_DRAWN)
+    view = None
+    for path in pages:  # one tab, as a reader goes from example to example
+        view = open_page(path.as_uri(), FIRST_SCREENS[screen], wait_ms=0, wait_for=VIEW_DRAWN, reuse=view)
         where = view.page.evaluate("""() => {
           const view = document.querySelector('.rgv[data-rgv]');
           const after = (selector) => { const other = document.querySelector(selector);
@@ -76,12 +77,12 @@ def test_every_example_page_starts_its_attention_view_in_the_first_screen(defaul
         assert 0 < where["top"] < where["height"] - 100, (path.name, where)  # and some of it shows
         assert where["mapAfter"] and where["patternsAfter"], (path.name, where)
         assert view.errors == [] and view.remote_requests == []
-        view.page.context.close()
 
 
 def test_the_first_tab_stop_skips_to_the_attention_view(default_site, open_page):
+    view = None
     for path in example_pages(default_site)[:3]:
-        view = open_page(path.as_uri(), (1366, 768), wait_ms=0, wait_for=VIEW_DRAWN)
+        view = open_page(path.as_uri(), (1366, 768), wait_ms=0, wait_for=VIEW_DRAWN, reuse=view)
         page = view.page
         page.keyboard.press("Tab")
         first = page.evaluate("""() => { const a = document.activeElement; const r = a.getBoundingClientRect();
@@ -119,13 +120,14 @@ def test_each_example_links_to_its_neighbours(tiny_site, open_page):
     expected = {1: [("example-2.html", "Example 2: Second \u2192")],
                 2: [("example-1.html", "\u2190 Example 1: " + HOSTILE), ("example-3.html", "Example 3 \u2192")],
                 3: [("example-2.html", "\u2190 Example 2: Second")]}
+    view = None
     for number, links in expected.items():
-        view = open_page((tiny_site / f"example-{number}.html").as_uri(), wait_ms=0)
+        view = open_page((tiny_site / f"example-{number}.html").as_uri(), wait_ms=0, reuse=view)
         found = view.page.eval_on_selector_all(
             ".rg-example-pager a", "links => links.map(a => [a.getAttribute('href'), a.textContent.trim()])")
         assert [tuple(link) for link in found] == links, number
         assert view.page.locator(".rg-example-pager b").count() == 0
-    view = open_page((tiny_site / "example-2.html").as_uri(), wait_ms=0)
+    view = open_page((tiny_site / "example-2.html").as_uri(), wait_ms=0, reuse=view)
     view.page.click(".rg-example-pager a:has-text('Example 3')")
     view.page.wait_for_url("**/example-3.html", timeout=10_000)
 
@@ -156,8 +158,9 @@ def test_a_tap_shows_a_cells_numbers_and_a_second_tap_opens_it(tiny_site, browse
 
 
 def test_keyboard_focus_on_a_cell_shows_its_numbers_and_enter_opens_it(tiny_site, open_page):
+    view = None
     for name, map_id in (("example-2.html", "head-map-example"), ("index.html", "head-map")):
-        view = open_page((tiny_site / name).as_uri(), wait_ms=0)
+        view = open_page((tiny_site / name).as_uri(), wait_ms=0, reuse=view)
         page = view.page
         page.focus(f"#{map_id} {CELLS} >> nth=5")  # layer 1, head 1
         numbers = page.inner_text(f"#{map_id} .rg-head-map-numbers")

@@ -67,8 +67,8 @@ TOC = """() => {
 }"""
 
 
-def test_the_first_screen_says_what_the_task_is_and_what_was_found(default_site, open_page):
-    view = open_page((default_site / "index.html").as_uri(), viewport=LAPTOP)
+def test_the_first_screen_says_what_the_task_is_and_what_was_found(default_site, open_page, tab):
+    view = open_page((default_site / "index.html").as_uri(), viewport=LAPTOP, reuse=tab(LAPTOP))
     seen = view.page.evaluate(FIRST_SCREEN)
     assert seen["h1"] and seen["h1Weight"] >= 600, seen  # the title is the h1, and bold
     assert seen["opening"].startswith("The model scores how similar two texts are;")
@@ -86,8 +86,8 @@ def test_the_first_screen_says_what_the_task_is_and_what_was_found(default_site,
     ("classification", "its quality here is its accuracy, the share of the"),
     ("mlm", "its quality here is its accuracy, the share of the masked tokens in"),
 ])
-def test_other_tasks_explain_their_metric(task_sites, open_page, task, said):
-    view = open_page((task_sites[task] / "index.html").as_uri(), viewport=LAPTOP)
+def test_other_tasks_explain_their_metric(task_sites, open_page, tab, task, said):
+    view = open_page((task_sites[task] / "index.html").as_uri(), viewport=LAPTOP, reuse=tab(LAPTOP))
     seen = view.page.evaluate(FIRST_SCREEN)
     assert said in seen["opening"], seen["opening"]
     assert seen["openingBottom"] <= seen["height"]
@@ -97,16 +97,16 @@ def test_other_tasks_explain_their_metric(task_sites, open_page, task, said):
 
 
 @pytest.mark.parametrize("page", OWN_PAGES)
-def test_one_h1_and_no_skipped_heading_level(default_site, open_page, page):
-    view = open_page((default_site / page).as_uri(), viewport=LAPTOP)
+def test_one_h1_and_no_skipped_heading_level(default_site, open_page, tab, page):
+    view = open_page((default_site / page).as_uri(), viewport=LAPTOP, reuse=tab(LAPTOP))
     levels = view.page.evaluate(HEADINGS)
     assert levels[0] == 1 and levels.count(1) == 1, levels
     assert all(later - earlier <= 1 for earlier, later in zip(levels, levels[1:], strict=False)), levels
 
 
 @pytest.mark.parametrize("page", ["patterns.html", "ablation.html", "index.html"])
-def test_long_pages_list_their_sections_at_the_top_on_a_phone(default_site, open_page, page):
-    view = open_page((default_site / page).as_uri(), viewport=PHONE)
+def test_long_pages_list_their_sections_at_the_top_on_a_phone(default_site, open_page, tab, page):
+    view = open_page((default_site / page).as_uri(), viewport=PHONE, reuse=tab(PHONE))
     toc = view.page.evaluate(TOC)
     assert toc and toc["shown"] and len(toc["links"]) >= 3, toc
     assert all(toc["ids"]), toc  # every link lands on a section of the page
@@ -116,18 +116,18 @@ def test_long_pages_list_their_sections_at_the_top_on_a_phone(default_site, open
 
 @pytest.mark.parametrize("page", ["index.html", "statistics.html", "patterns.html", "ablation.html", "examples.html",
                                   "glossary.html", "manifest.html"])
-def test_tables_that_scroll_sideways_on_a_phone_say_so(default_site, open_page, page):
-    view = open_page((default_site / page).as_uri(), viewport=PHONE)
+def test_tables_that_scroll_sideways_on_a_phone_say_so(default_site, open_page, tab, page):
+    view = open_page((default_site / page).as_uri(), viewport=PHONE, reuse=tab(PHONE))
     tables = view.page.evaluate(SIDEWAYS)
     wide = [table for table in tables if table["wide"]]
     assert [table for table in wide if not table["noted"]] == [], wide
-    laptop = open_page((default_site / page).as_uri(), viewport=LAPTOP)
+    laptop = open_page((default_site / page).as_uri(), viewport=LAPTOP, reuse=tab(LAPTOP))
     assert laptop.page.evaluate(
         "() => [...document.querySelectorAll('.rg-scroll-note')].every(n => n.getClientRects().length === 0)")
 
 
-def test_the_random_fraction_tables_last_column_is_explained_in_its_caption(default_site, open_page):
-    view = open_page((default_site / "ablation.html").as_uri(), viewport=PHONE)
+def test_the_random_fraction_tables_last_column_is_explained_in_its_caption(default_site, open_page, tab):
+    view = open_page((default_site / "ablation.html").as_uri(), viewport=PHONE, reuse=tab(PHONE))
     caption = view.page.inner_text("#random-fraction-table caption")
     header = view.page.inner_text("#random-fraction-table tr:first-child th:last-child")
     assert '"yes"' in caption and '"no"' in caption and "non-inferior" in caption

@@ -48,10 +48,11 @@ def test_heatmaps_render_with_exact_tooltips(default_site, open_page):
 def test_every_page_loads_over_http_without_errors_or_remote_requests(default_site, open_page, http_root):
     """As on GitHub Pages; from file:// at two screen sizes, tests/site/browser/test_every_page_browser.py."""
     base = http_root(default_site)
-    # One page of each kind (what HTTP changes is how files load, the same on every page of a kind).
+    # One page of each kind (what HTTP changes is how files load, the same on every page of a kind), in one tab.
+    view = None
     for name in ("index.html", "statistics.html", "patterns.html", "ablation.html", "example-1.html",
                  "example-1-qk.html", "glossary.html", "404.html"):
-        view = open_page(base + name)
+        view = open_page(base + name, reuse=view)
         assert view.remote_requests == [], name
         assert view.errors == [], (name, view.errors)
 

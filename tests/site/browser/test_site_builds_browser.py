@@ -36,8 +36,9 @@ def test_hostile_text_is_shown_literally_in_the_site(tmp_path, tiny_model, open_
                            "  fractions: [0.0, 0.5]\n  bootstrap_samples: 100\n  permutations: 100\n")
     build(load_config(tmp_path / "reportgen.yaml"))
     pages = ["index.html", "examples.html", "ablation.html", "manifest.html"]
+    view = None
     for name in pages + [f"example-{i}.html" for i in range(1, len(payloads) + 1)]:
-        view = open_page((tmp_path / "site" / name).as_uri())
+        view = open_page((tmp_path / "site" / name).as_uri(), reuse=view)
         assert view.dialogs == [] and view.errors == [], name
         assert view.page.locator("article img").count() == 0, name
         assert view.page.locator("article a[href^='javascript']").count() == 0, name

@@ -11,10 +11,11 @@ import platform
 import time
 import warnings
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -112,7 +113,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
         raise DataError(f"{config.source}: field 'examples': the list is empty; give at least one example")
     name, path = loading.resolve(model_spec or config.model)
     if config.ablation.enabled:
-        from reportgen.ablation.tasks import check_task
+        from reportgen.ablation.task_checks import check_task
 
         loading.check_masking(path, config.ablation.method)
         check_task(config.ablation.task, path)
@@ -581,9 +582,6 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     """Run the whole pipeline and write the site: when the ablation's experiments take a while, first as soon as
     that is seen and then as they finish (reportgen.ablation.watch); the finished site last. `written(path)` is
     called after each site is swapped in (`serve --watch` reloads the open pages)."""
-    from reportgen.ablation import ray_runner  # rendering is imported only by the stage that renders
-    from reportgen.site import writer
-
     target = output.check(Path(out) if out is not None else config.output, config.base_dir, protected_paths(config))
     # The config's trust_remote_code / allow_pickle govern every model load of the build.
     # cache_usage records which cache entries this build used, for `reportgen cache prune`.
@@ -591,8 +589,19 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     ray = config.ablation.ray if config.ablation.enabled else None
     with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle, decoders=True,
                                                                  encoder_decoders=True),
-          usage.recording(config), ray_runner.connected(ray), output.standing_in(target)):
-        return _build(config, target, reproducible, progress, writer, written)
+          usage.recording(config), _ray_cluster(ray), output.standing_in(target)):
+        return _build(config, target, reproducible, progress, written)
+
+
+def _ray_cluster(address: str | None) -> AbstractContextManager[Any]:
+    """The Ray cluster of the build (ray_runner.connected), or nothing: without an address neither Ray nor the
+    ablation engine (torch) is imported, so a mistake the model stage finds (a missing model, an option the model
+    cannot take) is said in well under a second, before torch is loaded."""
+    if address is None:
+        return nullcontext()
+    from reportgen.ablation import ray_runner
+
+    return ray_runner.connected(address)
 
 
 def protected_paths(config: Config) -> list[tuple[str, Path]]:
@@ -613,7 +622,7 @@ def protected_paths(config: Config) -> list[tuple[str, Path]]:
     return paths
 
 
-def _build(config: Config, out: output.Output, reproducible: bool, progress: Callback, writer,
+def _build(config: Config, out: output.Output, reproducible: bool, progress: Callback,
            written: Callable[[Path], None] | None = None) -> Built:
     timings: dict[str, float] = {}
     started = clock = time.perf_counter()
@@ -627,7 +636,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
 
     Cache(config.cache_dir).sweep()  # temp files of killed builds (never anything else)
     if config.ablation.enabled:  # a mistake in the data file before any model work, not after a first site
-        from reportgen.ablation.tasks import check_data
+        from reportgen.ablation.task_checks import check_data
 
         check_data(config.ablation)
     stage = run_model(config, progress)
@@ -646,6 +655,8 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
                                  watch.costs if watch else None)
         report = make_report(config, stage, statistics, ablation, comparison, manifest, reproducible, groups,
                              watch.state() if partial and watch else None)
+        from reportgen.site import writer  # rendering is imported by the stage that renders, once it is reached
+
         writer.write_site(report, drawn, out, progress, reproducible, config.cache_dir, live)
         if written is not None:
             written(out.path)

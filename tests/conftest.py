@@ -114,26 +114,29 @@ def pytest_ignore_collect(collection_path: Path, config) -> bool | None:
 # left for the end would run alone while the other workers idle (the damaged-cache test, 80 s of one worker, once
 # closed the run at half its cores). First the modules that build their own sites, by their total seconds in a full
 # run (`--durations=0`, 3 workers on 2 cores), while the embedded model's build (started at collection) goes on;
-# then the rest over 15 s of CPU, by the CPU each took (tests/cpu_time.py, 2026-12-06), the default site's readers
-# among them; the short modules last, in collection order.
+# then, by the same seconds, every other module over 20 s of them or over 15 s of CPU (tests/cpu_time.py,
+# 2026-12-06), the default site's readers among them; the short modules last, in collection order.
 LONGEST_FIRST = (
     "tests/ablation/test_ray.py", "tests/model/test_architectures.py", "tests/site/test_hostile.py",
     "tests/live/test_live_model.py", "tests/commands/test_bad_inputs.py", "tests/recipes/test_induction_recipe.py",
     "tests/live/test_live_site.py", "tests/test_faults.py", "tests/test_encoder_decoder_build.py",
     "tests/test_build.py", "tests/site/browser/test_every_page_browser.py",
-    "tests/site/browser/test_accessibility_browser.py", "tests/test_numbers.py", "tests/test_api.py",
-    "tests/site/browser/test_site_browser.py", "tests/site/browser/test_encoder_decoder_site_browser.py",
+    "tests/site/browser/test_accessibility_browser.py", "tests/test_api.py", "tests/test_numbers.py",
+    "tests/site/browser/test_encoder_decoder_site_browser.py", "tests/site/test_previews.py",
     "tests/site/browser/test_partial_site_browser.py", "tests/site/browser/test_example_pages_browser.py",
-    "tests/site/browser/test_newcomer_pages_browser.py", "tests/site/browser/test_print_browser.py",
-    "tests/site/browser/test_head_map_browser.py", "tests/site/browser/test_site_builds_browser.py",
-    "tests/site/test_previews.py", "tests/site/browser/test_model_view_browser.py",
-    "tests/site/browser/test_chart_text_browser.py", "tests/site/test_site_weight.py",
-    "tests/site/browser/test_chart_links_browser.py", "tests/site/browser/test_views_browser.py",
-    "tests/ablation/test_experiments.py", "tests/site/test_views_encoding.py", "tests/test_decoder_build.py",
-    "tests/patterns/test_char_model.py", "tests/live/test_live_tokenizer.py", "tests/quickview/test_view_command.py",
-    "tests/site/browser/test_head_view_browser.py", "tests/test_progressive_build.py", "tests/commands/test_watch.py",
-    "tests/cache/test_housekeeping.py", "tests/site/browser/test_qk_view_browser.py",
-    "tests/site/browser/test_contributions_browser.py", "tests/model/test_run.py")
+    "tests/site/browser/test_newcomer_pages_browser.py", "tests/site/browser/test_site_builds_browser.py",
+    "tests/site/browser/test_site_browser.py", "tests/site/test_output_rules.py",
+    "tests/site/browser/test_print_browser.py", "tests/patterns/test_char_model.py", "tests/commands/test_watch.py",
+    "tests/site/browser/test_head_map_browser.py", "tests/live/test_live_tokenizer.py",
+    "tests/test_progressive_build.py", "tests/cache/test_housekeeping.py", "tests/site/test_site_weight.py",
+    "tests/test_decoder_build.py", "tests/site/browser/test_chart_links_browser.py", "tests/test_combinations.py",
+    "tests/ablation/test_experiments.py", "tests/quickview/test_view_command.py",
+    "tests/quickview/test_decoder_views.py", "tests/site/browser/test_chart_text_browser.py",
+    "tests/site/browser/test_views_browser.py", "tests/site/test_export_cache.py",
+    "tests/site/browser/test_contributions_browser.py", "tests/site/browser/test_model_view_browser.py",
+    "tests/model/test_encoder_decoders.py", "tests/site/test_views_encoding.py",
+    "tests/site/browser/test_qk_view_browser.py", "tests/site/browser/test_head_view_browser.py",
+    "tests/site/browser/test_decoder_site_browser.py")
 
 
 class _Scheduling:

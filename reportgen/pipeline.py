@@ -595,8 +595,8 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
 
 def _ray_cluster(address: str | None) -> AbstractContextManager[Any]:
     """The Ray cluster of the build (ray_runner.connected), or nothing: without an address neither Ray nor the
-    ablation engine (torch) is imported, so a mistake the model stage finds (a missing model, an option the model
-    cannot take) is said in well under a second, before torch is loaded."""
+    ablation engine (torch) is imported, so a mistake found before the model loads (a missing model path, a bad data
+    file) is said in well under a second, before torch is."""
     if address is None:
         return nullcontext()
     from reportgen.ablation import ray_runner

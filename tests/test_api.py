@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ import reportgen
 from reportgen import api
 from reportgen.errors import ConfigError, DataError, ReportgenError
 from reportgen.report import SCHEMA_VERSION, MissingExtra, Report, head_statistics
-from tests.helpers import ROOT, SINGLE_HEADS_ABLATION, TWO_EXAMPLES, check_report
+from tests.helpers import ROOT, SINGLE_HEADS_ABLATION, TWO_EXAMPLES, check_report, pythonpath
 
 ABLATION = {**SINGLE_HEADS_ABLATION, "importance": {"random_orders": 3},
             "experiments": {**SINGLE_HEADS_ABLATION["experiments"], "importance": True}}
@@ -34,6 +35,36 @@ def test_import_reportgen_loads_no_torch():
             "or m.startswith(('reportgen.pipeline', 'reportgen.model', 'reportgen.site'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.split("\n", 2)[:2] == ["False", "[]"]
+
+
+# A mistake a build meets before its first stage's work: one line, its exit code, and nothing heavy imported by then.
+BEFORE_TORCH = {
+    "missing model": ("model: ./no-such-model\nexamples: [{text: hi}]\n", 3,
+                      "no-such-model does not exist (config field 'model')"),
+    "missing data": ("examples: [{text: hi}]\nablation: {data: missing.tsv}\n", 4, "missing.tsv: data file not found"),
+    "no examples": ("examples: []\n", 4, "field 'examples': the list is empty"),
+}
+
+
+@pytest.mark.slow  # a subprocess: the fast tier stays under a minute
+@pytest.mark.parametrize("case", list(BEFORE_TORCH))
+def test_a_build_stopped_before_the_model_stage_imports_neither_torch_nor_the_site(tmp_path, case):
+    """`reportgen build` on such a mistake answers in a fraction of a second, not after the 2 s of importing
+    torch, Ray, Altair and MkDocs (issue 44; the ablation's data check lives in the torch-free
+    reportgen.ablation.task_checks). Run as `python -m reportgen` runs it, the modules listed at exit."""
+    config, code, words = BEFORE_TORCH[case]
+    (tmp_path / "reportgen.yaml").write_text(config, encoding="utf-8")
+    script = ("import atexit, sys\n"
+              "atexit.register(lambda: print(sorted({m.split('.')[0] for m in sys.modules if m.split('.')[0] in "
+              "('torch', 'ray', 'altair', 'mkdocs', 'transformers')} | {m for m in sys.modules if m in "
+              "('reportgen.ablation.tasks', 'reportgen.ablation.engine', 'reportgen.site.writer')})))\n"
+              "sys.argv = ['reportgen', 'build']\nimport runpy\nrunpy.run_module('reportgen', run_name='__main__')\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": pythonpath(), "NO_COLOR": "1"}, timeout=120)
+    assert done.returncode == code, done.stderr
+    assert done.stderr.splitlines() == [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(done.stderr.splitlines()) == 1 and words in done.stderr, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
 
 
 def test_the_api_names_are_the_modules_own():

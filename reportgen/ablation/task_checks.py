@@ -1,7 +1,8 @@
-"""What an ablation's task needs before any model work, read without torch: the columns of each task's data,
+"""What an ablation's task needs before any model work, read without the model: the columns of each task's data,
 the data file read and checked cell by cell, and whether the model's architecture can run the task, from its
-config.json. A build calls these first (reportgen.pipeline), so a mistake in the data or a task the model cannot run
-ends it in well under a second, before torch loads; reportgen.ablation.tasks builds the task on them."""
+config.json. A build calls these first (reportgen.pipeline), so a mistake ends it before any work; this module
+imports no torch, so a mistake in the data file is said in well under a second (the architecture check reads
+transformers' model tables, which import torch). reportgen.ablation.tasks builds the task on them."""
 
 from __future__ import annotations
 

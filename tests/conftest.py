@@ -301,14 +301,11 @@ def open_page(browser):
 
     def _open(url: str, viewport: str | tuple[int, int] = "desktop", wait_ms: int = 0,
               wait_for: str | None = None, reuse: BrowserPage | None = None) -> BrowserPage:
-        width, height = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
         if reuse is None:
-            context = browser.new_context(viewport={"width": width, "height": height})
-            contexts.append(context)
-            wrapped = BrowserPage(context.new_page())
+            wrapped = _new_tab(browser, viewport, contexts)
         else:
             wrapped = reuse
-            assert wrapped.page.viewport_size == {"width": width, "height": height}, "reuse a page of this viewport"
+            assert wrapped.page.viewport_size == _size(viewport), "reuse a page of this viewport"
             wrapped.forget()
             if wrapped.page.url.split("#")[0] == url.split("#")[0]:  # another fragment alone would not reload it
                 wrapped.page.goto("about:blank")
@@ -335,15 +332,27 @@ def tab(browser):
     contexts, tabs = [], {}
 
     def _tab(viewport: str | tuple[int, int] = "desktop") -> BrowserPage:
-        width, height = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
-        if (width, height) not in tabs:
-            contexts.append(browser.new_context(viewport={"width": width, "height": height}))
-            tabs[width, height] = BrowserPage(contexts[-1].new_page())
-        return tabs[width, height]
+        key = tuple(_size(viewport).values())
+        if key not in tabs:
+            tabs[key] = _new_tab(browser, viewport, contexts)
+        return tabs[key]
 
     yield _tab
     for context in contexts:
         context.close()
+
+
+def _size(viewport: str | tuple[int, int]) -> dict[str, int]:
+    """A key of VIEWPORTS or (width, height), as Playwright's viewport."""
+    width, height = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
+    return {"width": width, "height": height}
+
+
+def _new_tab(browser, viewport: str | tuple[int, int], contexts: list) -> BrowserPage:
+    """A page in a browser context of its own at `viewport`; the context goes into `contexts`, for the caller to
+    close."""
+    contexts.append(browser.new_context(viewport=_size(viewport)))
+    return BrowserPage(contexts[-1].new_page())
 
 
 @pytest.fixture(scope="session")

@@ -285,24 +285,59 @@ def browser():
         chromium.close()
 
 
+class _Tabs:
+    """The browser contexts of one pytest-xdist worker, one per viewport, each holding a blank page for the whole
+    run: a test's page is a new page (tab) in its viewport's context, closed after the test.
+
+    Why: a new browser context starts a new renderer process, which compiles the site's scripts again; a new page in
+    a context whose renderer is kept alive by its blank page reuses that process. Measured on the default site (one
+    page load each, side by side): 1.5-1.7 s of CPU in a new context, 0.75 s in a new page of a kept context; with
+    ~300 tests opening pages that was ~4 minutes of the suite's CPU. A page has its own window, history, session
+    storage, focus and routes (helpers.BrowserPage routes each page); the site keeps nothing in local storage, and a
+    test that needs a context of its own (an init script, other options) makes one."""
+
+    def __init__(self, browser):
+        self.browser, self.contexts = browser, {}
+
+    def new(self, viewport: str | tuple[int, int]) -> BrowserPage:
+        size = _size(viewport)
+        key = (size["width"], size["height"])
+        if key not in self.contexts:
+            self.contexts[key] = self.browser.new_context(viewport=size)
+            self.contexts[key].new_page()  # about:blank, open until the run ends: the renderer stays up
+        return BrowserPage(self.contexts[key].new_page())
+
+    def close(self) -> None:
+        for context in self.contexts.values():
+            context.close()
+
+
+@pytest.fixture(scope="session")
+def tabs_of_run(browser):
+    """The worker's _Tabs: `.new(viewport)` -> a BrowserPage in a new page of that viewport's context."""
+    pool = _Tabs(browser)
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
-def open_page(browser):
+def open_page(tabs_of_run):
     """open_page(url, viewport="desktop", wait_ms=0, wait_for=None, reuse=None) -> BrowserPage, loaded.
 
     `viewport`: a key of VIEWPORTS or (width, height); `wait_for`: a selector to wait for after the
     load and the charts (e.g. VIEW_DRAWN), then two more frames (helpers.next_frames), and `wait_ms` more
-    only where a test checks that something does NOT happen. Contexts are closed after the test.
+    only where a test checks that something does NOT happen. Each page is a new tab (_Tabs), closed after the test.
 
     `reuse`: a page this returned before, at the same viewport, to load `url` in afresh (its errors and requests
     forgotten), as a reader opens the next page of a site in the same tab: a test that tours many pages opens
-    one tab, not a browser context each, which cost about 1 s of CPU per page on the default site (a new
-    renderer compiles the site's scripts again) against a few tenths in the same tab."""
-    contexts = []
+    one tab, not a tab each."""
+    opened: list[BrowserPage] = []
 
     def _open(url: str, viewport: str | tuple[int, int] = "desktop", wait_ms: int = 0,
               wait_for: str | None = None, reuse: BrowserPage | None = None) -> BrowserPage:
         if reuse is None:
-            wrapped = _new_tab(browser, viewport, contexts)
+            wrapped = tabs_of_run.new(viewport)
+            opened.append(wrapped)
         else:
             wrapped = reuse
             assert wrapped.page.viewport_size == _size(viewport), "reuse a page of this viewport"
@@ -320,39 +355,32 @@ def open_page(browser):
         return wrapped
 
     yield _open
-    for context in contexts:
-        context.close()
+    for view in opened:
+        view.page.close()
 
 
 @pytest.fixture(scope="module")
-def tab(browser):
+def tab(tabs_of_run):
     """tab(viewport="desktop") -> one BrowserPage per viewport for the whole module, for open_page's `reuse`: a
     module of read-only checks (no click, key or pointer, whose focus and hover a next page would inherit) loads
-    each test's page in it afresh instead of opening a browser context per test."""
-    contexts, tabs = [], {}
+    each test's page in it afresh instead of opening a tab per test."""
+    tabs: dict[tuple[int, int], BrowserPage] = {}
 
     def _tab(viewport: str | tuple[int, int] = "desktop") -> BrowserPage:
         key = tuple(_size(viewport).values())
         if key not in tabs:
-            tabs[key] = _new_tab(browser, viewport, contexts)
+            tabs[key] = tabs_of_run.new(viewport)
         return tabs[key]
 
     yield _tab
-    for context in contexts:
-        context.close()
+    for view in tabs.values():
+        view.page.close()
 
 
 def _size(viewport: str | tuple[int, int]) -> dict[str, int]:
     """A key of VIEWPORTS or (width, height), as Playwright's viewport."""
     width, height = VIEWPORTS[viewport] if isinstance(viewport, str) else viewport
     return {"width": width, "height": height}
-
-
-def _new_tab(browser, viewport: str | tuple[int, int], contexts: list) -> BrowserPage:
-    """A page in a browser context of its own at `viewport`; the context goes into `contexts`, for the caller to
-    close."""
-    contexts.append(browser.new_context(viewport=_size(viewport)))
-    return BrowserPage(contexts[-1].new_page())
 
 
 @pytest.fixture(scope="session")

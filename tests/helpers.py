@@ -496,7 +496,8 @@ class BrowserPage:
     """A Chromium page whose non-local requests are blocked and recorded, with JS errors collected.
 
     `requested`: the file name of every request (file:// loads leave no resource timing to ask for);
-    `failed`: the URLs of the requests that failed."""
+    `failed`: the URLs of the requests that failed; `popups`: the URL of every tab or window the page opened (a link
+    meant to open in the same tab opened none)."""
 
     def __init__(self, page):
         self.page = page
@@ -505,6 +506,8 @@ class BrowserPage:
         self.dialogs: list[str] = []
         self.requested: list[str] = []
         self.failed: list[str] = []
+        self.popups: list[str] = []
+        page.on("popup", lambda popup: self.popups.append(popup.url))
         page.on("request", lambda request: self.requested.append(request.url.split("/")[-1]))
         page.on("requestfailed", lambda request: self.failed.append(request.url))
         page.route("**/*", self._route)
@@ -514,7 +517,7 @@ class BrowserPage:
 
     def forget(self) -> None:
         """Empties what was collected, before the page loads another address."""
-        for found in (self.remote_requests, self.errors, self.dialogs, self.requested, self.failed):
+        for found in (self.remote_requests, self.errors, self.dialogs, self.requested, self.failed, self.popups):
             found.clear()
 
     def _route(self, route):

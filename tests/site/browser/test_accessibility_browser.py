@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import VIEWPORTS, BrowserPage, wait_until
+from tests.helpers import VIEWPORTS, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -23,17 +23,15 @@ READY_JS = """() => [...document.querySelectorAll('.rgv[data-rgv]')].every(r => 
   && document.querySelectorAll('.vega-embed svg').length >= document.querySelectorAll('script[data-rg-chart]').length"""
 
 
-def serious_violations(browser, site, viewport: str, pages: tuple[str, ...] = PAGES,
+def serious_violations(tabs_of_run, site, viewport: str, pages: tuple[str, ...] = PAGES,
                        ready: str = READY_JS) -> list[str]:
     """Each serious or critical axe violation on `pages` of `site` at `viewport`, once `ready` holds on each:
-    page, rule, count, first node."""
+    page, rule, count, first node. The pages open one after the other in one new tab (conftest's tabs_of_run)."""
     from axe_playwright_python.sync_playwright import Axe
 
     axe, found = Axe(), []
-    width, height = VIEWPORTS[viewport]
-    context = browser.new_context(viewport={"width": width, "height": height})
+    view = tabs_of_run.new(viewport)
     try:
-        view = BrowserPage(context.new_page())
         for name in pages:
             if not (site / name).exists():
                 continue
@@ -49,30 +47,28 @@ def serious_violations(browser, site, viewport: str, pages: tuple[str, ...] = PA
                                  f"{node.get('failureSummary', '').splitlines()[1:2]}")
             view.errors.clear()
     finally:
-        context.close()
+        view.page.close()
     return found
 
 
 # over 60 s: axe-core on each of the default site's ~45 pages (the example pages hold thousands of nodes)
 @pytest.mark.parametrize("viewport", VIEWPORTS)
-def test_the_default_site_has_no_serious_accessibility_violation(browser, default_site, viewport):
-    found = serious_violations(browser, default_site, viewport)
+def test_the_default_site_has_no_serious_accessibility_violation(tabs_of_run, default_site, viewport):
+    found = serious_violations(tabs_of_run, default_site, viewport)
     assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("task", ["classification", "mlm", "causal_lm"])
 @pytest.mark.parametrize("viewport", VIEWPORTS)
-def test_a_site_of_another_task_has_none_either(browser, task_sites, task, viewport):
-    found = serious_violations(browser, task_sites[task], viewport)
+def test_a_site_of_another_task_has_none_either(tabs_of_run, task_sites, task, viewport):
+    found = serious_violations(tabs_of_run, task_sites[task], viewport)
     assert not found, "\n".join(found)
 
 
-def test_links_in_running_text_are_underlined_and_wide_tables_take_the_keyboard(browser, default_site):
+def test_links_in_running_text_are_underlined_and_wide_tables_take_the_keyboard(tabs_of_run, default_site):
     """The two fixes axe asked for, checked where they matter: a link inside a paragraph is underlined
     (not told apart by colour alone), and on a phone a table wider than the screen is a named tab stop."""
-    width, height = VIEWPORTS["phone"]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
+    page = tabs_of_run.new("phone").page
     page.goto((default_site / "ablation.html").as_uri())
     wait_until(page, READY_JS, timeout=15_000)
     decorations = page.eval_on_selector_all(
@@ -83,4 +79,4 @@ def test_links_in_running_text_are_underlined_and_wide_tables_take_the_keyboard(
         .map(t => [t.getAttribute('tabindex'), t.getAttribute('role'), t.getAttribute('aria-label')])""")
     assert wide, "no table scrolls sideways on a phone: the check would test nothing"
     assert all(tab == "0" and role == "region" and "scrolls sideways" in label for tab, role, label in wide), wide
-    context.close()
+    page.close()

@@ -262,7 +262,7 @@ def test_the_significance_star_opens_its_head_and_shows_its_numbers(default_site
     assert star["type"] == "text" and star["cursor"] == "pointer"
     assert "5" in star["tooltip"] and "10" in star["tooltip"] and "significant" in star["tooltip"]
     view.page.wait_for_url("**/example-1.html#view=head&layer=5&head=10", timeout=10_000)
-    assert len(view.page.context.pages) == 1  # the same tab
+    assert view.popups == []  # the same tab
     state = head_state(view)
     assert (state["view"], state["layer"], state["head"]) == ("head", "5", "10")
     assert view.remote_requests == [] and view.errors == []
@@ -274,7 +274,7 @@ def test_a_whole_layer_bar_opens_the_model_view_at_that_layer(default_site, open
     bar = click_item(view, "chart-whole-layers", "item.mark.marktype === 'rect' && item.datum.layer === 3")
     assert bar["cursor"] == "pointer" and bar["href"] == "example-1.html#view=model&layer=3"
     view.page.wait_for_url("**/example-1.html#view=model&layer=3", timeout=10_000)
-    assert len(view.page.context.pages) == 1
+    assert view.popups == []
     assert view.errors == []
 
 
@@ -288,7 +288,7 @@ def test_a_statistics_cell_opens_that_head_on_its_strongest_example(default_site
     view.page.wait_for_url(f"**/example-{example + 1}.html#view=head&layer=4&head=7", timeout=10_000)
     state = head_state(view)
     assert (state["layer"], state["head"]) == ("4", "7")
-    assert len(view.page.context.pages) == 1 and view.errors == []
+    assert view.popups == [] and view.errors == []
 
 
 @pytest.mark.slow
@@ -304,7 +304,7 @@ def test_an_example_entropy_cell_opens_that_head_in_the_view_above(default_site,
     assert (state["view"], state["layer"], state["head"]) == ("head", "3", "9")
     top = view.page.evaluate("() => document.querySelector('.rgv').getBoundingClientRect().top")
     assert abs(top) < 200  # scrolled back up to the view
-    assert len(view.page.context.pages) == 1 and view.errors == []
+    assert view.popups == [] and view.errors == []
 
 
 @pytest.mark.slow
@@ -368,4 +368,4 @@ def test_a_cell_without_a_url_neither_points_nor_navigates(tmp_path, open_page):
     linked = click_item(view, "c", "item.datum.layer === 0 && item.datum.head === 1")
     assert linked["cursor"] == "pointer"
     view.page.wait_for_url("**/example-1.html#view=head&layer=0&head=1", timeout=10_000)
-    assert len(view.page.context.pages) == 1
+    assert view.popups == []

@@ -41,22 +41,21 @@ def seed_pair(default_site) -> dict:
 
 
 @pytest.fixture
-def open_example(browser, seed_pair):
+def open_example(tabs_of_run, seed_pair):
     """open_example(fragment="") -> BrowserPage of example-1.html with its view drawn (nothing loading)."""
-    contexts = []
+    opened = []
 
     def _open(fragment: str = "") -> BrowserPage:
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        contexts.append(context)
-        context.add_init_script(VIOLATIONS_JS)
-        view = BrowserPage(context.new_page())
+        view = tabs_of_run.new((1280, 900))
+        opened.append(view)
+        view.page.add_init_script(VIOLATIONS_JS)
         view.page.goto(seed_pair["page"].as_uri() + fragment)
         view.page.wait_for_selector(VIEW_DRAWN, timeout=30_000)
         return view
 
     yield _open
-    for context in contexts:
-        context.close()
+    for view in opened:
+        view.page.close()
 
 
 def _data_files(view: BrowserPage) -> list[str]:

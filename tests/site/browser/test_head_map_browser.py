@@ -61,7 +61,7 @@ def test_every_findings_cell_opens_its_heads_view(tiny_site, open_page):
         assert (state["view"], state["layer"], state["head"]) == ("head", str(layer), str(head)), href
         view.page.go_back()
         view.page.wait_for_selector(f"#head-map {CELLS}", timeout=10_000)
-    assert len(view.page.context.pages) == 1 and view.remote_requests == [] and view.errors == []
+    assert view.popups == [] and view.remote_requests == [] and view.errors == []
 
 
 def test_the_comparison_models_cells_open_its_sections_of_the_comparison_page(tiny_site, open_page):

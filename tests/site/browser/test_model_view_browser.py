@@ -82,22 +82,21 @@ def pages(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def open_view(browser):
-    """open_view(page, hash, viewport) -> BrowserPage with the views started; contexts closed after the test."""
-    contexts = []
+def open_view(tabs_of_run):
+    """open_view(page, hash, viewport) -> BrowserPage with the views started; its tab closed after the test."""
+    opened = []
 
     def _open(page: Path, fragment: str, viewport: dict) -> BrowserPage:
-        context = browser.new_context(viewport=viewport)
-        contexts.append(context)
-        view = BrowserPage(context.new_page())
+        view = tabs_of_run.new((viewport["width"], viewport["height"]))
+        opened.append(view)
         view.page.goto(page.as_uri() + fragment)
         view.page.wait_for_selector(".rgv[data-rgv-state]", timeout=10_000)
         next_frames(view.page)  # the grid sizes itself and reveals the layer on the next frames
         return view
 
     yield _open
-    for context in contexts:
-        context.close()
+    for view in opened:
+        view.page.close()
 
 
 def _clean(view: BrowserPage) -> None:

@@ -49,18 +49,17 @@ def site(tmp_path_factory, tiny_model) -> Path:
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)
-def test_no_serious_accessibility_violation(browser, site, viewport):
-    found = serious_violations(browser, site, viewport)
+def test_no_serious_accessibility_violation(tabs_of_run, site, viewport):
+    found = serious_violations(tabs_of_run, site, viewport)
     assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)
 @pytest.mark.parametrize("name", ["index.html", "ablation.html"])
-def test_the_still_being_built_note_is_in_the_first_screen(browser, site, viewport, name):
+def test_the_still_being_built_note_is_in_the_first_screen(tabs_of_run, site, viewport, name):
     width, height = VIEWPORTS[viewport]
-    context = browser.new_context(viewport={"width": width, "height": height})
+    page = tabs_of_run.new(viewport).page
     try:
-        page = context.new_page()
         page.goto((site / name).as_uri())
         note = page.locator(".rg-building")
         assert note.get_attribute("role") == "status"
@@ -72,10 +71,10 @@ def test_the_still_being_built_note_is_in_the_first_screen(browser, site, viewpo
         font = page.evaluate("e => parseFloat(getComputedStyle(e).fontSize)", note.element_handle())
         assert font >= 12  # readable on a phone
     finally:
-        context.close()
+        page.close()
 
 
-def test_the_note_follows_the_build_live_and_says_when_it_has_finished(browser, site):
+def test_the_note_follows_the_build_live_and_says_when_it_has_finished(tabs_of_run, site):
     """The build rewrites build-progress.js beside the pages (reportgen.site.build_progress); the open page loads
     it again every few seconds and shows it as text. Once the file is gone (the finished site replaced this one),
     the note asks for a reload."""
@@ -87,9 +86,8 @@ def test_the_note_follows_the_build_live_and_says_when_it_has_finished(browser, 
                                        ExperimentState(name="single_heads", state="running", masks_done=3, masks=8)],
                           seconds_per_mask=0.5, seconds_left=2.5, stages_left=[])
     write_progress(site, state)
-    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = tabs_of_run.new("phone").page
     try:
-        page = context.new_page()
         page.goto((site / "ablation.html").as_uri())
         wait_until(page, "() => (document.querySelector('.rg-building-live') || {}).textContent", timeout=15_000)
         assert page.locator(".rg-building-live").inner_text() == (
@@ -103,4 +101,4 @@ def test_the_note_follows_the_build_live_and_says_when_it_has_finished(browser, 
         wait_until(page, "() => document.querySelector('.rg-building-live').textContent.includes('reload')",
                    timeout=15_000)
     finally:
-        context.close()
+        page.close()

@@ -68,15 +68,13 @@ MEASURE = """(hidden) => {
 
 
 @pytest.fixture
-def printed(browser):
+def printed(tabs_of_run):
     """printed(url, paper) -> (BrowserPage, measurements): the page laid out for print on `paper`."""
-    contexts = []
+    opened = []
 
     def _open(url: str, paper: str):
-        width, height = printed_size(paper)
-        context = browser.new_context(viewport={"width": width, "height": height})
-        contexts.append(context)
-        view = BrowserPage(context.new_page())
+        view = tabs_of_run.new(printed_size(paper))
+        opened.append(view)
         view.page.emulate_media(media="print")
         view.page.goto(url)
         view.page.wait_for_load_state("load")
@@ -84,8 +82,8 @@ def printed(browser):
         return view, view.page.evaluate(MEASURE, HIDDEN)
 
     yield _open
-    for context in contexts:
-        context.close()
+    for view in opened:
+        view.page.close()
 
 
 def pdf_pages(view: BrowserPage, paper: str) -> int:

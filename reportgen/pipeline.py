@@ -122,7 +122,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
             if problem := precision_problem(config.ablation.precision, config.device, auto):
                 raise ConfigError(f"{config.source}: field 'ablation.precision': {problem}")
     if config.views.live and model_spec is None:  # the reader's browser runs the model: refused before any work
-        from reportgen.model.live_weights import check_model_type
+        from reportgen.live.weights import check_model_type
 
         check_model_type(loading.model_type(path))
     decoder, encoder_decoder = loading.is_decoder(path), loading.is_encoder_decoder(path)
@@ -178,17 +178,18 @@ def live_model(config: Config, stage: ModelStage) -> LiveModel | None:
     `views.live`), exported once per model files and cached: a warm rebuild loads no model for them."""
     if not config.views.live:
         return None
-    from reportgen.model import live_tokenizer, live_weights
+    from reportgen.live.tokenizer import tokenizer_spec
+    from reportgen.live.weights import export_format
 
     cache = Cache(config.cache_dir)
-    # max_length too: the compact export is calibrated on texts cut there (live_weights.export_format)
+    # max_length too: the compact export is calibrated on texts cut there (reportgen.live.weights.export_format)
     key = key_of("live", LIVE_VERSION, stage.fingerprint, config.views.live_weights, stage.max_length)
     tables = cache.get_json("live", key)
     weights = cache.get_blob("live", key) if tables is not None else None
     if tables is None or weights is None:
         net, tokenizer = stage.load()
-        exported = live_weights.export_format(net, tokenizer, config.views.live_weights, stage.max_length)
-        tables = {"model": exported.spec, "tokenizer": live_tokenizer.tokenizer_spec(tokenizer)}
+        exported = export_format(net, tokenizer, config.views.live_weights, stage.max_length)
+        tables = {"model": exported.spec, "tokenizer": tokenizer_spec(tokenizer)}
         weights = exported.data
         cache.put_blob("live", key, weights)
         cache.put_json("live", key, tables)

@@ -114,7 +114,7 @@ def induction_input(r: np.ndarray, bos_id: int) -> np.ndarray:
 @dataclass
 class LiveModel:
     """The model as a reader's browser runs it on the "Your sentence" page (config `views.live`): plain data
-    the model stage exports (reportgen.model.live_weights, reportgen.model.live_tokenizer) and the site writes
+    the live stage exports (reportgen.live.weights, reportgen.live.tokenizer) and the site writes
     beside the page as script files."""
 
     spec: dict  # the architecture and the table of tensors in `weights` (name, shape, encoding, offset, length)

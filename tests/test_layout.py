@@ -32,11 +32,12 @@ ALLOWED: dict[str, set[str]] = {
     "runs": {"config"},
     "cache": {"errors", "config", "runs"},
     "model": {"errors", "config", "runs"},
+    "live": {"errors"},
     "patterns": {"errors", "config", "runs", "report", "stats", "datafiles"},
     "ablation": {"errors", "config", "report", "stats", "datafiles", "cache", "model", "progress"},
     "findings": {"report"},
     "site": {"errors", "config", "report", "runs", "progress", "findings", "cache"},
-    "pipeline": BASE | {"cache", "model", "patterns", "ablation", "findings", "site"},
+    "pipeline": BASE | {"cache", "model", "live", "patterns", "ablation", "findings", "site"},
     "quickview": {"errors", "config", "runs", "model", "site"},
     "notebook": {"errors", "quickview", "site"},
     "api": BASE | {"pipeline"},
@@ -49,10 +50,10 @@ RENDERING = {"jinja2", "altair", "mkdocs", "markdown", "vl_convert"}
 FORBIDDEN: dict[str, set[str]] = {
     "site": TORCH,
     **{part: TORCH | RENDERING for part in ("findings", "patterns", "cache", *BASE)},
-    **{part: RENDERING for part in ("model", "ablation")},
+    **{part: RENDERING for part in ("model", "live", "ablation")},
 }
-STAGES = ("model", "patterns", "ablation", "findings", "site", "site/charts", "cache", "commands", "quickview",
-          "notebook", "api")
+STAGES = ("model", "live", "patterns", "ablation", "findings", "site", "site/charts", "cache", "commands",
+          "quickview", "notebook", "api")
 
 
 def module_name(path: Path) -> str:

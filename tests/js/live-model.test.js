@@ -41,7 +41,7 @@ test('softmax rows sum to 1 and survive large logits', () => {
   close(buf[7], 1 / 3, 1e-6, 'equal logits');
 });
 
-// Rice-codes rows of integer codes as reportgen/model/live_weights.py rice_rows does (rows with step 0 left out).
+// Rice-codes rows of integer codes as reportgen/live/weights.py rice_rows does (rows with step 0 left out).
 function riceEncode(rows, k, steps) {
   const bits = [];
   rows.forEach((row, r) => {

@@ -1,4 +1,4 @@
-"""views.live's model: reportgen/model/live_weights.py's export run through site_src/assets/javascripts/live-model.js
+"""views.live's model: reportgen/live/weights.py's export run through site_src/assets/javascripts/live-model.js
 in Node, against the torch model's own attention (eager) and reportgen.model.value_norms' norms.
 
 Each model runs in ONE Node process for all its inputs: the spec, the base64 data and the token ids go in a JSON
@@ -22,7 +22,9 @@ import numpy as np
 import pytest
 
 from reportgen.errors import ModelError
-from reportgen.model import live_calibration, live_tokenizer, live_weights
+from reportgen.live import calibration as live_calibration
+from reportgen.live import tokenizer as live_tokenizer
+from reportgen.live import weights as live_weights
 from reportgen.runs import LiveModel
 from reportgen.site import live_page
 from tests.helpers import BUILDERS, GRADED_PAIRS, ROOT, TINY_WORDS, shared

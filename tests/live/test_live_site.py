@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen.model import live_weights
+from reportgen.live import weights as live_weights
 from reportgen.site import live_page
 from tests.helpers import VIEWPORTS, BrowserPage, build_tiny_site, shared_site, tiny_config, wait_until, write_config
 

@@ -4,7 +4,7 @@ views.live tokenizes a reader's sentence in the browser, so its ids must be the 
 Each tokenizer below is compared on over a thousand generated strings (every script, emoji, control and
 zero-width characters, long words, truncated pairs) in one Node process; a second test classifies every Unicode
 code point both ways, since the Rust code's character tables (Unicode 8) are older than any JavaScript engine's.
-`reportgen.model.live_tokenizer.tokenizer_spec` is what carries a tokenizer's settings to the JavaScript, and
+`reportgen.live.tokenizer.tokenizer_spec` is what carries a tokenizer's settings to the JavaScript, and
 what refuses the tokenizers it cannot reproduce.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from reportgen.errors import ModelError
-from reportgen.model.live_tokenizer import tokenizer_spec, unreachable_ids
+from reportgen.live.tokenizer import tokenizer_spec, unreachable_ids
 from tests.helpers import ROOT, embedded_model_dir
 
 SCRIPT = ROOT / "site_src" / "assets" / "javascripts" / "live-tokenizer.js"

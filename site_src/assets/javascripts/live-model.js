@@ -7,7 +7,7 @@
  * which uses no outer variable: a page opened from file:// cannot start a Web Worker from a file, so it starts
  * one from a Blob of '(' + reportgenLiveModel.toString() + ')(self);' plus its own message glue.
  *
- * The weights come from reportgen/model/live_weights.py `export_weights`: a JSON spec (architecture fields and
+ * The weights come from reportgen/live/weights.py `export_weights`: a JSON spec (architecture fields and
  * a table of tensors: name, shape, encoding, offset, length) and the bytes of all tensors. Encodings:
  *   f32   float32 little-endian, row-major
  *   f16   float16 (IEEE 754 half precision) little-endian, row-major
@@ -204,7 +204,7 @@ function reportgenLiveModel(root) {
     }
   }
 
-  // Golomb-Rice codes (reportgen/model/live_weights.py rice_rows) of `rows` rows of `cols` codes from
+  // Golomb-Rice codes (reportgen/live/weights.py rice_rows) of `rows` rows of `cols` codes from
   // bytes[start...] into out (Int16Array [rows * cols], zeros where steps[r] is 0: such rows store nothing). Each
   // code: u >> k one-bits, a zero-bit, the k low bits of u (least significant first); u = 2q or -2q - 1. Bits are
   // read least significant first from each byte; every row starts on a byte boundary. Returns the end offset.

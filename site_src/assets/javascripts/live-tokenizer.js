@@ -5,7 +5,7 @@
  * Written for reportgen (no third-party code), after the BERT paper (Devlin et al. 2019) and the behaviour of the
  * `tokenizers` library's BertNormalizer, BertPreTokenizer and WordPiece model, probed from Python where the docs
  * are silent (tests/live/test_live_tokenizer.py compares the two on thousands of strings). The settings come from
- * reportgen/model/live_tokenizer.py `tokenizer_spec`, as JSON; this file holds no vocabulary of its own.
+ * reportgen/live/tokenizer.py `tokenizer_spec`, as JSON; this file holds no vocabulary of its own.
  *
  * A classic script, not an ES module: it loads in a page opened from file://, in a Web Worker made from a Blob,
  * and in Node (tests/js/), and exports `reportgenLiveTokenizer` (browser, worker) or module.exports (Node):
@@ -26,7 +26,7 @@
 (function (root) {
   'use strict';
 
-  var SPEC_VERSION = 1; // reportgen/model/live_tokenizer.py SPEC_VERSION
+  var SPEC_VERSION = 1; // reportgen/live/tokenizer.py SPEC_VERSION
 
   // Rust's char::is_whitespace is Unicode's White_Space property (not just category Zs: it has \t \n \r,
   // U+0085, U+2028, U+2029 too). JavaScript's \s differs (it has U+FEFF), so the property is named.

@@ -1,4 +1,4 @@
-"""Calibration texts for views.live's error-compensating rounding (reportgen/model/live_weights.py
+"""Calibration texts for views.live's error-compensating rounding (reportgen/live/weights.py
 `gptq_codes`): what a layer's inputs look like, so that each rounding error is spread onto the weights that the
 inputs make matter least.
 

@@ -37,9 +37,9 @@ offset that is a multiple of 4:
 
 The compact export (`FORMATS["compact"]`): a step per matrix kind (COMPACT_STEPS: 0.0025 x the row's RMS for the
 query and key matrices up to 0.014 for the word table), the codes chosen by GPTQ calibrated on
-reportgen/model/live_calibration.py: the layers' matrices against their inputs, the word and position tables
+reportgen/live/calibration.py: the layers' matrices against their inputs, the word and position tables
 against the attention itself (`embedding_hessian`); the word-table rows the tokenizer never emits
-(live_tokenizer.unreachable_ids: BERT's 994 [unusedN] and "...") are stored as zeros. The float16 export keeps every
+(tokenizer.unreachable_ids: BERT's 994 [unusedN] and "...") are stored as zeros. The float16 export keeps every
 matrix in f16.
 
 Measured on the embedded all-MiniLM-L6-v2 (22.7M parameters) in Node against the torch model's own attention
@@ -67,7 +67,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from reportgen.errors import ModelError
-from reportgen.model import live_calibration, live_tokenizer
+from reportgen.live.calibration import calibration_inputs
+from reportgen.live.tokenizer import unreachable_ids
 
 SUPPORTED = ("bert", "electra", "distilbert")
 # hidden_act / activation -> the name the JavaScript implements exactly
@@ -404,7 +405,7 @@ def export_weights(model, encoding: str = "rice", steps: float | dict[str, float
     * "f32": every tensor exact (for small models, and to check the JavaScript's arithmetic apart from rounding).
 
     1-D tensors (biases, LayerNorms) and small tables are float32 in every encoding. With `calibration` (model
-    inputs, reportgen/model/live_calibration.py; the model must return its attentions) the rice codes come from
+    inputs, reportgen/live/calibration.py; the model must return its attentions) the rice codes come from
     `gptq_codes` instead of plain rounding, on the same grid: the Linear layers' against their inputs
     (`input_hessians`), the word and position tables' against the attention (`embedding_hessian`).
     `unused_rows`: word-table rows stored as zeros (no codes), for ids the tokenizer never emits.
@@ -435,9 +436,9 @@ def export_weights(model, encoding: str = "rice", steps: float | dict[str, float
 
 def export_format(model, tokenizer, weights_format: str, max_length: int) -> LiveWeights:
     """The export a site ships for config `views.live_weights` (a FORMATS key); the compact one's rounding is
-    calibrated on reportgen's own texts (live_calibration), cut at `max_length` tokens as the page cuts inputs."""
+    calibrated on reportgen's own texts (calibration.py), cut at `max_length` tokens as the page cuts inputs."""
     settings = FORMATS[weights_format]
     if settings["encoding"] != "rice":
         return export_weights(model, **settings)
-    return export_weights(model, **settings, calibration=live_calibration.calibration_inputs(tokenizer, max_length),
-                          unused_rows=live_tokenizer.unreachable_ids(tokenizer))
+    return export_weights(model, **settings, calibration=calibration_inputs(tokenizer, max_length),
+                          unused_rows=unreachable_ids(tokenizer))

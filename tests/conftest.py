@@ -321,7 +321,22 @@ def tabs_of_run(browser):
 
 
 @pytest.fixture
-def open_page(tabs_of_run):
+def new_tab(tabs_of_run):
+    """new_tab(viewport="desktop") -> BrowserPage: a new tab at `viewport` (a key of VIEWPORTS or (width, height)) in
+    the worker's context of that size (_Tabs), closed after the test."""
+    opened: list[BrowserPage] = []
+
+    def _new(viewport: str | tuple[int, int] = "desktop") -> BrowserPage:
+        opened.append(tabs_of_run.new(viewport))
+        return opened[-1]
+
+    yield _new
+    for view in opened:
+        view.page.close()
+
+
+@pytest.fixture
+def open_page(new_tab):
     """open_page(url, viewport="desktop", wait_ms=0, wait_for=None, reuse=None) -> BrowserPage, loaded.
 
     `viewport`: a key of VIEWPORTS or (width, height); `wait_for`: a selector to wait for after the
@@ -331,13 +346,11 @@ def open_page(tabs_of_run):
     `reuse`: a page this returned before, at the same viewport, to load `url` in afresh (its errors and requests
     forgotten), as a reader opens the next page of a site in the same tab: a test that tours many pages opens
     one tab, not a tab each."""
-    opened: list[BrowserPage] = []
 
     def _open(url: str, viewport: str | tuple[int, int] = "desktop", wait_ms: int = 0,
               wait_for: str | None = None, reuse: BrowserPage | None = None) -> BrowserPage:
         if reuse is None:
-            wrapped = tabs_of_run.new(viewport)
-            opened.append(wrapped)
+            wrapped = new_tab(viewport)
         else:
             wrapped = reuse
             assert wrapped.page.viewport_size == _size(viewport), "reuse a page of this viewport"
@@ -354,9 +367,7 @@ def open_page(tabs_of_run):
             wrapped.page.wait_for_timeout(wait_ms)
         return wrapped
 
-    yield _open
-    for view in opened:
-        view.page.close()
+    return _open
 
 
 @pytest.fixture(scope="module")

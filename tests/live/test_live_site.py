@@ -220,13 +220,13 @@ def test_a_model_the_page_cannot_run_stops_the_build_with_exit_3(tmp_path, famil
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)
-def test_the_page_reads_well_on_a_laptop_and_a_phone(browser, tabs_of_run, live_site, viewport):
+def test_the_page_reads_well_on_a_laptop_and_a_phone(browser, new_tab, live_site, viewport):
     """axe-core finds no serious violation once the first example is drawn, and the form, the status line and
     the view's toolbar are on the first screen (the view starts right under them)."""
     from tests.site.browser.test_accessibility_browser import serious_violations
 
     drawn = "() => window.reportgen && window.reportgen.live && window.reportgen.live.runs >= 1"
-    found = serious_violations(tabs_of_run, live_site, viewport, pages=("your-sentence.html",), ready=drawn)
+    found = serious_violations(new_tab, live_site, viewport, pages=("your-sentence.html",), ready=drawn)
     assert not found, "\n".join(found)
     view = open_live(browser, live_site, viewport)
     try:

@@ -23,52 +23,49 @@ READY_JS = """() => [...document.querySelectorAll('.rgv[data-rgv]')].every(r => 
   && document.querySelectorAll('.vega-embed svg').length >= document.querySelectorAll('script[data-rg-chart]').length"""
 
 
-def serious_violations(tabs_of_run, site, viewport: str, pages: tuple[str, ...] = PAGES,
+def serious_violations(new_tab, site, viewport: str, pages: tuple[str, ...] = PAGES,
                        ready: str = READY_JS) -> list[str]:
     """Each serious or critical axe violation on `pages` of `site` at `viewport`, once `ready` holds on each:
-    page, rule, count, first node. The pages open one after the other in one new tab (conftest's tabs_of_run)."""
+    page, rule, count, first node. The pages open one after the other in one new tab (conftest's new_tab)."""
     from axe_playwright_python.sync_playwright import Axe
 
     axe, found = Axe(), []
-    view = tabs_of_run.new(viewport)
-    try:
-        for name in pages:
-            if not (site / name).exists():
-                continue
-            view.page.goto((site / name).as_uri())
-            wait_until(view.page, ready, timeout=60_000)
-            assert view.errors == [], (name, view.errors)  # the page itself, before axe looks
-            # preload off: axe would fetch the stylesheets again, which file:// refuses (CORS) and logs as errors
-            for violation in axe.run(view.page, options=AXE_OPTIONS).response["violations"]:
-                if violation["impact"] in SERIOUS:
-                    node = violation["nodes"][0]
-                    found.append(f"{name} at {viewport}: {violation['id']} ({violation['impact']}) on "
-                                 f"{len(violation['nodes'])} elements, e.g. {node['target']}: "
-                                 f"{node.get('failureSummary', '').splitlines()[1:2]}")
-            view.errors.clear()
-    finally:
-        view.page.close()
+    view = new_tab(viewport)
+    for name in pages:
+        if not (site / name).exists():
+            continue
+        view.page.goto((site / name).as_uri())
+        wait_until(view.page, ready, timeout=60_000)
+        assert view.errors == [], (name, view.errors)  # the page itself, before axe looks
+        # preload off: axe would fetch the stylesheets again, which file:// refuses (CORS) and logs as errors
+        for violation in axe.run(view.page, options=AXE_OPTIONS).response["violations"]:
+            if violation["impact"] in SERIOUS:
+                node = violation["nodes"][0]
+                found.append(f"{name} at {viewport}: {violation['id']} ({violation['impact']}) on "
+                             f"{len(violation['nodes'])} elements, e.g. {node['target']}: "
+                             f"{node.get('failureSummary', '').splitlines()[1:2]}")
+        view.errors.clear()
     return found
 
 
 # over 60 s: axe-core on each of the default site's ~45 pages (the example pages hold thousands of nodes)
 @pytest.mark.parametrize("viewport", VIEWPORTS)
-def test_the_default_site_has_no_serious_accessibility_violation(tabs_of_run, default_site, viewport):
-    found = serious_violations(tabs_of_run, default_site, viewport)
+def test_the_default_site_has_no_serious_accessibility_violation(new_tab, default_site, viewport):
+    found = serious_violations(new_tab, default_site, viewport)
     assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("task", ["classification", "mlm", "causal_lm"])
 @pytest.mark.parametrize("viewport", VIEWPORTS)
-def test_a_site_of_another_task_has_none_either(tabs_of_run, task_sites, task, viewport):
-    found = serious_violations(tabs_of_run, task_sites[task], viewport)
+def test_a_site_of_another_task_has_none_either(new_tab, task_sites, task, viewport):
+    found = serious_violations(new_tab, task_sites[task], viewport)
     assert not found, "\n".join(found)
 
 
-def test_links_in_running_text_are_underlined_and_wide_tables_take_the_keyboard(tabs_of_run, default_site):
+def test_links_in_running_text_are_underlined_and_wide_tables_take_the_keyboard(new_tab, default_site):
     """The two fixes axe asked for, checked where they matter: a link inside a paragraph is underlined
     (not told apart by colour alone), and on a phone a table wider than the screen is a named tab stop."""
-    page = tabs_of_run.new("phone").page
+    page = new_tab("phone").page
     page.goto((default_site / "ablation.html").as_uri())
     wait_until(page, READY_JS, timeout=15_000)
     decorations = page.eval_on_selector_all(
@@ -79,4 +76,3 @@ def test_links_in_running_text_are_underlined_and_wide_tables_take_the_keyboard(
         .map(t => [t.getAttribute('tabindex'), t.getAttribute('role'), t.getAttribute('aria-label')])""")
     assert wide, "no table scrolls sideways on a phone: the check would test nothing"
     assert all(tab == "0" and role == "region" and "scrolls sideways" in label for tab, role, label in wide), wide
-    page.close()

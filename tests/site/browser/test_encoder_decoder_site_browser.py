@@ -40,26 +40,23 @@ def test_the_encoder_decoders_pages_are_the_ones_checked(site, pages):  # noqa: 
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)
-def test_no_serious_accessibility_violation(tabs_of_run, site, viewport):
-    found = serious_violations(tabs_of_run, site, viewport)
+def test_no_serious_accessibility_violation(new_tab, site, viewport):
+    found = serious_violations(new_tab, site, viewport)
     assert not found, "\n".join(found)
 
 
-def test_a_decoder_patterns_link_opens_the_decoder_group_at_its_head(tabs_of_run, site):
+def test_a_decoder_patterns_link_opens_the_decoder_group_at_its_head(new_tab, site):
     """A view link of the decoder patterns page lands on the example page with the Decoder group pressed and
     the head's layer chosen; the switch then shows the cross-attention and keeps it in the address."""
     text = (site / "decoder-patterns.html").read_text(encoding="utf-8")
     href = re.search(r'href="(example-\d\.html#view=head&amp;attn=decoder&amp;layer=(\d)[^"]*)"', text)
     assert href, "no link to the decoder group on the decoder patterns page"
-    page = tabs_of_run.new("desktop").page
-    try:
-        name, _, fragment = href.group(1).replace("&amp;", "&").partition("#")
-        page.goto(f"{(site / name).as_uri()}#{fragment}")
-        wait_until(page, READY, timeout=45_000)
-        assert page.get_by_role("button", name="Decoder").get_attribute("aria-pressed") == "true"
-        assert page.locator(".rgv select").first.input_value() == href.group(2)
-        page.get_by_role("button", name="Cross").click()
-        wait_until(page, "() => location.hash.includes('attn=cross')", timeout=15_000)
-        assert page.get_by_role("button", name="Cross").get_attribute("aria-pressed") == "true"
-    finally:
-        page.close()
+    page = new_tab("desktop").page
+    name, _, fragment = href.group(1).replace("&amp;", "&").partition("#")
+    page.goto(f"{(site / name).as_uri()}#{fragment}")
+    wait_until(page, READY, timeout=45_000)
+    assert page.get_by_role("button", name="Decoder").get_attribute("aria-pressed") == "true"
+    assert page.locator(".rgv select").first.input_value() == href.group(2)
+    page.get_by_role("button", name="Cross").click()
+    wait_until(page, "() => location.hash.includes('attn=cross')", timeout=15_000)
+    assert page.get_by_role("button", name="Cross").get_attribute("aria-pressed") == "true"

@@ -41,21 +41,17 @@ def seed_pair(default_site) -> dict:
 
 
 @pytest.fixture
-def open_example(tabs_of_run, seed_pair):
+def open_example(new_tab, seed_pair):
     """open_example(fragment="") -> BrowserPage of example-1.html with its view drawn (nothing loading)."""
-    opened = []
 
     def _open(fragment: str = "") -> BrowserPage:
-        view = tabs_of_run.new((1280, 900))
-        opened.append(view)
+        view = new_tab((1280, 900))
         view.page.add_init_script(VIOLATIONS_JS)
         view.page.goto(seed_pair["page"].as_uri() + fragment)
         view.page.wait_for_selector(VIEW_DRAWN, timeout=30_000)
         return view
 
-    yield _open
-    for view in opened:
-        view.page.close()
+    return _open
 
 
 def _data_files(view: BrowserPage) -> list[str]:

@@ -82,21 +82,17 @@ def pages(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def open_view(tabs_of_run):
+def open_view(new_tab):
     """open_view(page, hash, viewport) -> BrowserPage with the views started; its tab closed after the test."""
-    opened = []
 
     def _open(page: Path, fragment: str, viewport: dict) -> BrowserPage:
-        view = tabs_of_run.new((viewport["width"], viewport["height"]))
-        opened.append(view)
+        view = new_tab((viewport["width"], viewport["height"]))
         view.page.goto(page.as_uri() + fragment)
         view.page.wait_for_selector(".rgv[data-rgv-state]", timeout=10_000)
         next_frames(view.page)  # the grid sizes itself and reveals the layer on the next frames
         return view
 
-    yield _open
-    for view in opened:
-        view.page.close()
+    return _open
 
 
 def _clean(view: BrowserPage) -> None:

@@ -49,32 +49,29 @@ def site(tmp_path_factory, tiny_model) -> Path:
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)
-def test_no_serious_accessibility_violation(tabs_of_run, site, viewport):
-    found = serious_violations(tabs_of_run, site, viewport)
+def test_no_serious_accessibility_violation(new_tab, site, viewport):
+    found = serious_violations(new_tab, site, viewport)
     assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("viewport", VIEWPORTS)
 @pytest.mark.parametrize("name", ["index.html", "ablation.html"])
-def test_the_still_being_built_note_is_in_the_first_screen(tabs_of_run, site, viewport, name):
+def test_the_still_being_built_note_is_in_the_first_screen(new_tab, site, viewport, name):
     width, height = VIEWPORTS[viewport]
-    page = tabs_of_run.new(viewport).page
-    try:
-        page.goto((site / name).as_uri())
-        note = page.locator(".rg-building")
-        assert note.get_attribute("role") == "status"
-        box = note.bounding_box()
-        assert box and box["y"] >= 0 and box["y"] + box["height"] <= height, box
-        assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
-        text = note.inner_text()
-        assert text.startswith("Still being built.") and "Not run yet:" in text
-        font = page.evaluate("e => parseFloat(getComputedStyle(e).fontSize)", note.element_handle())
-        assert font >= 12  # readable on a phone
-    finally:
-        page.close()
+    page = new_tab(viewport).page
+    page.goto((site / name).as_uri())
+    note = page.locator(".rg-building")
+    assert note.get_attribute("role") == "status"
+    box = note.bounding_box()
+    assert box and box["y"] >= 0 and box["y"] + box["height"] <= height, box
+    assert box["x"] >= 0 and box["x"] + box["width"] <= width, box
+    text = note.inner_text()
+    assert text.startswith("Still being built.") and "Not run yet:" in text
+    font = page.evaluate("e => parseFloat(getComputedStyle(e).fontSize)", note.element_handle())
+    assert font >= 12  # readable on a phone
 
 
-def test_the_note_follows_the_build_live_and_says_when_it_has_finished(tabs_of_run, site):
+def test_the_note_follows_the_build_live_and_says_when_it_has_finished(new_tab, site):
     """The build rewrites build-progress.js beside the pages (reportgen.site.build_progress); the open page loads
     it again every few seconds and shows it as text. Once the file is gone (the finished site replaced this one),
     the note asks for a reload."""
@@ -86,19 +83,16 @@ def test_the_note_follows_the_build_live_and_says_when_it_has_finished(tabs_of_r
                                        ExperimentState(name="single_heads", state="running", masks_done=3, masks=8)],
                           seconds_per_mask=0.5, seconds_left=2.5, stages_left=[])
     write_progress(site, state)
-    page = tabs_of_run.new("phone").page
-    try:
-        page.goto((site / "ablation.html").as_uri())
-        wait_until(page, "() => (document.querySelector('.rg-building-live') || {}).textContent", timeout=15_000)
-        assert page.locator(".rg-building-live").inner_text() == (
-            "Now: Done: the unmasked model. Running: single heads (3 of 8 masks). About 3 s left, at the 0.50 s "
-            "per mask measured so far.")
-        write_progress(site, state.model_copy(update={"experiments": [
-            state.experiments[0], state.experiments[1].model_copy(update={"masks_done": 7})]}))
-        wait_until(page, "() => document.querySelector('.rg-building-live').textContent.includes('7 of 8')",
-                   timeout=15_000)
-        (site / "build-progress.js").unlink()
-        wait_until(page, "() => document.querySelector('.rg-building-live').textContent.includes('reload')",
-                   timeout=15_000)
-    finally:
-        page.close()
+    page = new_tab("phone").page
+    page.goto((site / "ablation.html").as_uri())
+    wait_until(page, "() => (document.querySelector('.rg-building-live') || {}).textContent", timeout=15_000)
+    assert page.locator(".rg-building-live").inner_text() == (
+        "Now: Done: the unmasked model. Running: single heads (3 of 8 masks). About 3 s left, at the 0.50 s "
+        "per mask measured so far.")
+    write_progress(site, state.model_copy(update={"experiments": [
+        state.experiments[0], state.experiments[1].model_copy(update={"masks_done": 7})]}))
+    wait_until(page, "() => document.querySelector('.rg-building-live').textContent.includes('7 of 8')",
+               timeout=15_000)
+    (site / "build-progress.js").unlink()
+    wait_until(page, "() => document.querySelector('.rg-building-live').textContent.includes('reload')",
+               timeout=15_000)

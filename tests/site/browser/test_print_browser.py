@@ -68,22 +68,18 @@ MEASURE = """(hidden) => {
 
 
 @pytest.fixture
-def printed(tabs_of_run):
+def printed(new_tab):
     """printed(url, paper) -> (BrowserPage, measurements): the page laid out for print on `paper`."""
-    opened = []
 
     def _open(url: str, paper: str):
-        view = tabs_of_run.new(printed_size(paper))
-        opened.append(view)
+        view = new_tab(printed_size(paper))
         view.page.emulate_media(media="print")
         view.page.goto(url)
         view.page.wait_for_load_state("load")
         wait_until(view.page, ALL_DRAWN, timeout=20_000)
         return view, view.page.evaluate(MEASURE, HIDDEN)
 
-    yield _open
-    for view in opened:
-        view.page.close()
+    return _open
 
 
 def pdf_pages(view: BrowserPage, paper: str) -> int:

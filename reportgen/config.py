@@ -371,7 +371,7 @@ class Config(Strict):
 def builtin_data_problem(task: str) -> str | None:
     """Why the builtin demo set cannot be the data of `task`, None when it can: it holds graded
     pairs, a similarity task; any other task needs the user's own data file. Checked when the
-    config is loaded and again by `tasks.load_task`, which tests and benchmarks call directly."""
+    config is loaded and again by `task_loading.load_task`, which tests and benchmarks call directly."""
     if task == "similarity":
         return None
     return f"the builtin demo set is a similarity task; task '{task}' needs a data file"
@@ -382,7 +382,7 @@ def precision_problem(precision: str, device: str, resolved: str | None = None) 
     "cuda", or a torch device such as "cuda:0"), None when they can: float16 runs only on CUDA (torch has no
     float16 autocast worth having on a CPU). `resolved` is what "auto" became, which only torch can tell and
     this module imports no torch: without it "auto" passes here, and is checked again where the device is
-    resolved (`reportgen.ablation.tasks.load_task`). Loading the config refuses float16 on "cpu" before
+    resolved (`reportgen.ablation.task_loading.load_task`). Loading the config refuses float16 on "cpu" before
     any work."""
     if precision != "float16":
         return None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import csv
 import errno
+import hashlib
 import io
 import itertools
 import json
@@ -165,6 +166,18 @@ def open_data_file(path: Path, what: str = "file") -> BinaryIO:
         os.close(descriptor)
         raise
     return os.fdopen(descriptor, "rb")
+
+
+def file_sha256(path: Path, what: str = "data file") -> str:
+    """sha256 of a data file, read in blocks; only a regular file is opened (a FIFO would hang the build)."""
+    digest = hashlib.sha256()
+    with open_data_file(Path(path), what) as handle:
+        try:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        except OSError as err:
+            raise DataError(f"{path}: cannot be read ({err.strerror or err})") from None
+    return digest.hexdigest()
 
 
 def read_text(path: Path) -> str:

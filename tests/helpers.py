@@ -362,7 +362,7 @@ def synthetic_runs(count: int, seed: int = 0) -> Iterator[ExampleRun]:
 def layer_halves(ctx, lower: np.ndarray, upper: np.ndarray, n_masked: int):
     """LayerHalves of one fraction (the whole half, `n_masked` heads) where every seed draws the same mask:
     seeds [3] identical; `ctx` is an experiments Context, `lower`/`upper` the outputs with each half masked."""
-    from reportgen.ablation import experiments as ablation
+    from reportgen.ablation import experiment_stats as ablation
     from reportgen.report import LayerHalves
 
     outputs = np.stack([np.stack([lower] * 3)[None], np.stack([upper] * 3)[None]])  # [half, fraction, seed, ...]
@@ -374,7 +374,7 @@ def layer_halves(ctx, lower: np.ndarray, upper: np.ndarray, n_masked: int):
                        upper=ablation._sweep(ctx, values[1]), same_mask=[True], comparison=comparison)
 
 
-# -- tiny sites (reportgen/pipeline.py, reportgen/site/) ------------------------------------------------------
+# -- tiny sites (reportgen/pipeline/, reportgen/site/) ------------------------------------------------------
 # The two examples of every tiny site: a sentence, and a query with its title.
 TWO_EXAMPLES = [
     {"text": "the cat sat on the mat."},

@@ -80,7 +80,7 @@ def test_the_api_names_are_the_modules_own():
 def test_reportgen_build_stays_the_function_once_the_pipeline_is_imported():
     """A submodule named `build` (the pipeline was reportgen/build.py) would replace the package's attribute
     once imported, as the first build does, and a second `reportgen.build(...)` would call a module. The
-    API name must not depend on what was imported: the pipeline is reportgen/pipeline.py."""
+    API name must not depend on what was imported: the pipeline is reportgen/pipeline/, whose driver is driver.py."""
     code = ("import reportgen\nfirst = reportgen.build\nimport reportgen.pipeline\n"
             "print(callable(reportgen.build), first is reportgen.build)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen import pipeline as build_module
 from reportgen.config import load_config
 from reportgen.errors import DataError, OutputError
 from reportgen.model import loading
+from reportgen.model import run as model_run
 from reportgen.pipeline import build
 from tests.helpers import SMALL_ABLATION, TWO_EXAMPLES, check_report, tiny_config, tree, write_config
 
@@ -59,7 +59,7 @@ def test_second_build_takes_everything_from_the_cache(project, monkeypatch):
         raise AssertionError("the model was loaded although everything was cached")
 
     monkeypatch.setattr(loading, "load", no_model)
-    monkeypatch.setattr(build_module, "run_example", no_model)
+    monkeypatch.setattr(model_run, "run_example", no_model)
     again = build(config)
     assert (again.computed, again.cached) == (0, 2)
 

@@ -37,7 +37,7 @@ def test_a_cuda_build_gives_the_cpu_builds_numbers(tmp_path, tiny_model):
 
 def test_the_engine_on_a_gpu_takes_a_token_budget_from_its_free_memory(tiny_model):
     from reportgen.ablation.experiments import _token_budget
-    from reportgen.ablation.tasks import load_ablation_task
+    from reportgen.ablation.task_loading import load_ablation_task
     from reportgen.config import AblationSettings, defaults
 
     settings = AblationSettings.model_validate({**defaults()["ablation"], **SMALL_ABLATION})

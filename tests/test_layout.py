@@ -33,12 +33,14 @@ ALLOWED: dict[str, set[str]] = {
     "cache": {"errors", "config", "runs"},
     "model": {"errors", "config", "runs"},
     "live": {"errors"},
+    # beside the stages: what differs per kind of model, which each stage asks instead of branching
+    "kinds": {"errors", "config", "runs", "report", "cache", "datafiles", "model", "patterns", "progress"},
     "patterns": {"errors", "config", "runs", "report", "stats", "datafiles"},
-    "ablation": {"errors", "config", "report", "stats", "datafiles", "cache", "model", "progress"},
+    "ablation": {"errors", "config", "report", "stats", "datafiles", "cache", "model", "kinds", "progress"},
     "findings": {"report"},
     "site": {"errors", "config", "report", "runs", "progress", "findings", "cache"},
-    "pipeline": BASE | {"cache", "model", "live", "patterns", "ablation", "findings", "site"},
-    "quickview": {"errors", "config", "runs", "model", "site"},
+    "pipeline": BASE | {"cache", "model", "kinds", "live", "patterns", "ablation", "findings", "site"},
+    "quickview": {"errors", "config", "runs", "model", "kinds", "site"},
     "notebook": {"errors", "quickview", "site"},
     "api": BASE | {"pipeline"},
     "commands": BASE | {"cache", "site", "pipeline", "quickview"},
@@ -49,11 +51,11 @@ TORCH = {"torch", "transformers", "ray"}
 RENDERING = {"jinja2", "altair", "mkdocs", "markdown", "vl_convert"}
 FORBIDDEN: dict[str, set[str]] = {
     "site": TORCH,
-    **{part: TORCH | RENDERING for part in ("findings", "patterns", "cache", *BASE)},
+    **{part: TORCH | RENDERING for part in ("findings", "patterns", "cache", "kinds", *BASE)},
     **{part: RENDERING for part in ("model", "live", "ablation")},
 }
-STAGES = ("model", "live", "patterns", "ablation", "findings", "site", "site/charts", "cache", "commands",
-          "quickview", "notebook", "api")
+STAGES = ("model", "kinds", "live", "patterns", "pipeline", "report", "ablation", "findings", "site", "site/charts",
+          "cache", "commands", "quickview", "notebook", "api")
 
 
 def module_name(path: Path) -> str:

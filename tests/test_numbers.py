@@ -29,13 +29,14 @@ import pytest
 
 from reportgen import errors
 from reportgen.ablation.engine import ResultCache
-from reportgen.ablation.experiments import ablate, run_ablations
-from reportgen.ablation.tasks import load_ablation_task, load_task
+from reportgen.ablation.experiments import ablate
+from reportgen.ablation.records import run_ablations
+from reportgen.ablation.task_loading import load_ablation_task, load_task
 from reportgen.cache.store import Cache, temp_path
 from reportgen.config import AblationSettings, defaults, load_config
 from reportgen.errors import ModelError, OutputError
 from reportgen.model import loading as model
-from reportgen.pipeline import run_model
+from reportgen.pipeline.model_stage import run_model
 from reportgen.report import Ablation
 from reportgen.stats import adjust, paired_permutation_p
 from tests.helpers import TINY_WORDS, check_report, make_tiny_bert, pythonpath, write_config

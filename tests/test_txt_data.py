@@ -120,7 +120,7 @@ def test_the_config_takes_format_txt(tmp_path):
 
 
 def test_the_task_loader_refuses_a_txt_file_before_loading_the_model(tmp_path):
-    from reportgen.ablation.tasks import load_task
+    from reportgen.ablation.task_loading import load_task
 
     path = write(tmp_path, "pairs.txt", "a sentence\n")
     message = data_error(lambda: load_task("similarity", tmp_path / "no-model", path))
@@ -130,7 +130,7 @@ def test_the_task_loader_refuses_a_txt_file_before_loading_the_model(tmp_path):
 
 
 def test_an_mlm_task_reads_its_texts_from_a_txt_file(tmp_path):
-    from reportgen.ablation.tasks import load_task
+    from reportgen.ablation.task_loading import load_task
 
     model = make_ablation_bert(tmp_path / "mlm", "BertForMaskedLM")
     path = write(tmp_path, "texts.txt", MESSY)

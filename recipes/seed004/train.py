@@ -295,7 +295,7 @@ def check_in_reportgen(model_dir: Path, dev_file: Path, pairs: Sequence[StsPair]
 
     Raises when reportgen refuses the directory, reads other grades than `pairs` hold, or gets
     logits beyond float noise from ours: the saved model would not be the trained one."""
-    from reportgen.ablation.tasks import load_task
+    from reportgen.ablation.task_loading import load_task
     from reportgen.model.loading import check_directory, load
 
     check_directory(model_dir)

@@ -22,7 +22,7 @@ Every finished mask's per-example outputs are stored under the cache directory, 
 by model fingerprint, data hash, method, mask and code version, so an interrupted run resumes;
 each entry carries a sha256 (`ResultCache`), so a damaged one is recomputed, never published.
 The experiments' statistics are stored beside them (`stats-<key>.json`, keyed by
-`reportgen.ablation.experiments`), so a rebuild does not redo a bootstrap whose inputs it already saw.
+`reportgen.ablation.experiment_context`), so a rebuild does not redo a bootstrap whose inputs it already saw.
 `Runner` puts the two together: it answers masks from memory or the cache and evaluates the
 rest in stacks that start at the same layer.
 

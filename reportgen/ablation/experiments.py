@@ -30,47 +30,49 @@ Experiments (each optional), one function each, returning its record of `reportg
 
 What each claim needs is in ../shared/REFERENCE.md, "Claims and the test that answers them".
 The masks are evaluated by `reportgen.ablation.engine` (fast, cached, resumable); the tests and
-intervals are `reportgen.stats`. Every experiment but layer_halves treats the heads as a set of
+intervals are `reportgen.stats`, made into the records' fields by `reportgen.ablation.experiment_stats`.
+Every experiment but layer_halves treats the heads as a set of
 [flat layer, head] cells and never reads the flat order as depth; the record names an encoder-decoder's
 group of each flat layer (`Ablation.groups`), by which the pages and findings name its layers.
-The experiments share one `Context`: the task, the runner, the settings and the unmasked model's outputs, computed once.
+The experiments share one `Context` (`reportgen.ablation.experiment_context`): the task, the runner, the settings
+and the unmasked model's outputs, computed once.
 
-Statistics are cached too, so that a rebuild spends its time on what changed: each experiment
-first gathers what its statistics read (the per-mask outputs, from the mask cache) and its record
+This module chooses each experiment's masks, gathers their outputs and runs the experiments a build
+switched on (`ablate`). Statistics are cached too, so that a rebuild spends its time on what changed: each
+experiment first gathers what its statistics read (the per-mask outputs, from the mask cache) and its record
 is stored under a key of those arrays, the settings it reads (EXPERIMENT_SETTINGS) and
 STATS_VERSION (`Context.remembered`); and the whole stage's record is stored under the model's
-fingerprint, the data file's content and every setting (`run_ablations`), so that a rebuild with
-nothing changed loads neither the model nor a mask.
+fingerprint, the data file's content and every setting (`reportgen.ablation.records.run_ablations`), so that
+a rebuild with nothing changed loads neither the model nor a mask.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
-import warnings
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pydantic import ValidationError
 
-from reportgen.ablation.engine import CODE_VERSION, Engine, Progress, ResultCache, Runner
+from reportgen.ablation.engine import Engine, Progress, ResultCache, Runner
+from reportgen.ablation.experiment_context import Context, make_context, task_record
+from reportgen.ablation.experiment_stats import (
+    _area_rank,
+    _metric,
+    _non_inferiority,
+    _number,
+    _numbers,
+    _paired_comparison,
+    _random_order_curves,
+    _sweep,
+    _tested,
+)
 from reportgen.ablation.head_pairs import chosen_heads, head_pairs_record, pair_masks, pair_positions
-from reportgen.ablation.tasks import Task, load_ablation_task
-from reportgen.cache.store import Cache, key_of
-from reportgen.config import BUILTIN_DATA, AblationSettings
-from reportgen.datafiles import open_data_file
-from reportgen.errors import DataError, ModelError
-from reportgen.progress import reporting_draws
+from reportgen.ablation.tasks import Task
+from reportgen.config import AblationSettings
 from reportgen.report import (
     Ablation,
-    AblationTask,
-    AreaRank,
     Baseline,
     Calibration,
     ExperimentCost,
@@ -79,182 +81,24 @@ from reportgen.report import (
     Importance,
     LayerHalves,
     LayerTests,
-    NonInferiority,
-    PairedComparison,
     Pruning,
     RandomFraction,
-    RandomOrder,
     Record,
-    Sweep,
 )
-from reportgen.stats import (
-    adjust,
-    at_floor,
-    bootstrap_ci,
-    paired_change_cis,
-    paired_permutation_ps,
-    permutations_for,
-    rank_p,
-    relative_change,
-)
+from reportgen.stats import bootstrap_ci, relative_change
 
 if TYPE_CHECKING:  # Ray is imported only when a build asks for it
-    from reportgen.ablation.ray_runner import RayCluster, WorkerPool
+    from reportgen.ablation.ray_runner import WorkerPool
 
-__all__ = ["CODE_VERSION", "EXPERIMENTS", "OPTIONAL_EXPERIMENTS", "STATS_VERSION", "Context", "ablate",
-           "has_stored_record", "planned_masks", "record_key", "run_ablations"]
+__all__ = ["EXPERIMENTS", "OPTIONAL_EXPERIMENTS", "ablate", "planned_masks"]
 
 EXPERIMENTS = ("baseline", "single_heads", "random_fraction", "layer_halves", "whole_layers", "importance")
 OPTIONAL_EXPERIMENTS = ("head_pairs",)  # off by default, listed after EXPERIMENTS when they run
-STATS_VERSION = "stats-1"  # bump when a change alters an experiment's record for the same outputs and settings
-_TESTS = ("permutations", "alpha", "correction")
-_NON_INFERIORITY = ("bootstrap_samples", "margin")
-# The settings each experiment's statistics read besides its outputs (the first seed, the method and
-# the model's shape always count). A setting left out here would let a stale record through: the
-# tests change each setting and check that every experiment not listing it keeps its record.
-EXPERIMENT_SETTINGS = {
-    "baseline": ("bootstrap_samples",),
-    "single_heads": _TESTS,
-    "whole_layers": _TESTS,
-    "random_fraction": ("fractions", "seeds", *_NON_INFERIORITY),
-    "layer_halves": ("fractions", "seeds", *_TESTS),
-    "importance": ("fractions", "seeds", "importance", *_NON_INFERIORITY, *_TESTS),
-    # which pairs (ablation.head_pairs) is in its inputs: the chosen heads and the selection
-    "head_pairs": ("bootstrap_samples", "alpha", "correction"),
-}
-# Where the warnings about the task and its data come from (the module files, by name).
-TASK_WARNINGS = ("experiments.py", "tasks.py", "datafiles.py")
-RecordType = TypeVar("RecordType", bound=Record)
-METHOD_NOTES = {"zero": "zero: head output removed (Michel et al. 2019)",
-                "uniform": "uniform: head attention replaced by 1/n over non-padding keys (Kovaleva et al. 2019)"}
 LOSSES = {"similarity": "squared error of the calibrated cosine (a * cosine + b, fitted once by least squares on the "
                         "unmasked model) vs the grade rescaled to [0, 1]", "classification": "cross-entropy",
           "mlm": "cross-entropy over masked tokens",
           "causal_lm": "next-token cross-entropy, token-weighted over all predicted tokens",
           "seq2seq": "target-token cross-entropy given the source (teacher-forced), token-weighted over all targets"}
-
-
-# -- numbers as the report holds them ---------------------------------------------------------------
-def _number(value: float) -> float | None:
-    """A float for the report; NaN and infinities become None (JSON has no NaN)."""
-    return float(value) if math.isfinite(value) else None
-
-
-def _numbers(values: Any) -> Any:
-    """Nested lists of floats for the report, NaN and infinities as None."""
-    array = np.asarray(values, dtype=np.float64)
-    objects = array.astype(object)
-    objects[~np.isfinite(array)] = None
-    return objects.tolist()
-
-
-# -- what every experiment shares ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class Context:
-    """The task, how masks are evaluated, the settings, and the unmasked model's outputs."""
-
-    task: Task
-    runner: Runner
-    settings: AblationSettings
-    layers: int
-    heads: int
-    base_outputs: np.ndarray  # per-example outputs of the unmasked model
-    base_value: float  # its primary metric; NaN when undefined
-    undefined: str | None  # why the metric is undefined on the task data, else None
-    stats: ResultCache | None = None  # where experiment records are kept; None: always computed
-    # an encoder-decoder's group of each flat layer (HeadSites.groups); None for every other model
-    groups: tuple[str, ...] | None = None
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return self.layers, self.heads
-
-    @property
-    def seed(self) -> int:
-        """The seed of the tests and intervals (the fraction experiments use every seed)."""
-        return self.settings.seeds[0]
-
-    def ones(self) -> np.ndarray:
-        """The mask that keeps every head."""
-        return np.ones(self.shape, dtype=np.float32)
-
-    def metrics(self, outputs: np.ndarray) -> dict[str, float]:
-        """Every metric of the task on one mask's per-example outputs."""
-        return {name: float(values[0])
-                for name, values in self.task.metrics(outputs[None], self.task.gold[None]).items()}
-
-    def outputs(self, name: str, masks: list[np.ndarray], done: int = 0, total: int | None = None) -> np.ndarray:
-        """Per-example outputs under each mask [masks, examples, columns], evaluated through the runner
-        (progress under `name`)."""
-        return np.stack(self.runner.outputs(name, masks, done=done, total=total))
-
-    def stats_key(self, name: str, inputs: dict[str, Any]) -> str:
-        """The key of experiment `name`'s record: `inputs` (arrays by content), the unmasked outputs,
-        the settings it reads (EXPERIMENT_SETTINGS) and STATS_VERSION. The model, the data and the
-        method are the cache folder's (`ResultCache.directory`)."""
-        settings = self.settings.model_dump(mode="json")
-        digest = hashlib.sha256(json.dumps(
-            [STATS_VERSION, name, self.task.kind, self.seed, self.shape,
-             {field: settings[field] for field in EXPERIMENT_SETTINGS[name]},
-             {label: value for label, value in inputs.items() if not isinstance(value, np.ndarray)}],
-            sort_keys=True, default=str).encode())
-        for value in [self.base_outputs, *(value for value in inputs.values() if isinstance(value, np.ndarray))]:
-            array = np.ascontiguousarray(value)
-            digest.update(f"{array.dtype.str}{array.shape}".encode() + array.tobytes())
-        return digest.hexdigest()[:24]
-
-    def remembered(self, name: str, inputs: dict[str, Any], compute: Callable[[], RecordType],
-                   kind: type[RecordType]) -> RecordType:
-        """Experiment `name`'s record from the cache when its statistics' inputs (`stats_key`) are
-        unchanged, else computed (its resampling shown as "<name>: resamples" or ": permutations" when it
-        takes more than one chunk of draws) and stored."""
-        def report(kind: str, done: int, total: int) -> None:
-            self.runner.tick(f"{name}: {kind}", done, total)
-
-        def computed() -> RecordType:
-            with reporting_draws(report):
-                return compute()
-
-        if self.stats is None:
-            return computed()
-        key = self.stats_key(name, inputs)
-        stored = self.stats.get_stats(key)
-        if stored is not None:
-            try:
-                return kind.model_validate(stored)
-            except ValidationError:  # written by a version whose record had another layout: recompute
-                pass
-        record = computed()
-        self.stats.put_stats(key, record.model_dump(mode="json"))
-        return record
-
-
-def make_context(task: Task, runner: Runner, settings: AblationSettings) -> Context:
-    """Evaluate the unmasked model (always: every experiment compares with it) and warn when its
-    metric is undefined, since then no change can be tested."""
-    engine = runner.engine
-    base_outputs = runner.outputs("baseline", [np.ones((engine.layers, engine.heads), dtype=np.float32)])[0]
-    undefined = task.undefined_reason(base_outputs)
-    if undefined:
-        warnings.warn(f"ablation: {task.primary} is undefined on the task data ({undefined}); no significance "
-                      "test was run and no head or layer is marked significant", stacklevel=1)
-    base_value = float(task.metrics(base_outputs[None], task.gold[None])[task.primary][0])
-    return Context(task, runner, settings, engine.layers, engine.heads, base_outputs, base_value, undefined,
-                   runner.cache, encoder_decoder_groups(getattr(engine, "groups", None)))
-
-
-def encoder_decoder_groups(groups: Sequence[str] | None) -> tuple[str, ...] | None:
-    """The groups of the flat layers when they are an encoder-decoder's (`HeadSites.groups` holds "cross"),
-    else None: an encoder's or a decoder's one group says nothing its flat order does not."""
-    return tuple(groups) if groups and "cross" in groups else None
-
-
-def task_record(ctx: Context) -> AblationTask:
-    """What the experiments ran on, so a reader can tell which metric every number is about."""
-    task, settings = ctx.task, ctx.settings
-    return AblationTask(type=task.kind, data=settings.data, examples=task.n_examples, distinct_texts=len(task.units),
-                        metric=task.primary, metrics=list(task.metric_names), higher_is_better=task.higher_is_better,
-                        method=settings.method, method_note=METHOD_NOTES[settings.method], undefined=ctx.undefined)
 
 
 # -- the experiments ------------------------------------------------------------------------------------
@@ -273,31 +117,6 @@ def _baseline(ctx: Context) -> Baseline:
                     metrics={name: _number(value) for name, value in ctx.metrics(ctx.base_outputs).items()},
                     ci={name: _numbers(bounds) for name, bounds in ci.items()}, confidence=0.95,
                     bootstrap_samples=settings.bootstrap_samples, ci_method="percentile bootstrap over examples")
-
-
-def _tested(ctx: Context, outputs: np.ndarray, shape: tuple[int, ...]) -> dict[str, Any]:
-    """Each mask's metric, change and corrected p-value against the unmasked model, from the masks'
-    outputs [masks, examples, columns], as the fields shared by `HeadTests` and `LayerTests` (arrays
-    reshaped to `shape`). The masks are tested together: one draw of swaps serves them all."""
-    settings = ctx.settings
-    masks = len(outputs)
-    values = _metric(ctx, outputs)
-    if ctx.undefined:  # no change can be measured, so none is tested and none is significant
-        p_values = np.full(masks, np.nan)
-        permutations = 0
-        test = f"no test: {ctx.task.primary} is undefined on the task data ({ctx.undefined})"
-    else:
-        permutations = permutations_for(settings.permutations, masks, settings.alpha)
-        base = np.broadcast_to(ctx.base_outputs, (masks, 1, *ctx.base_outputs.shape))
-        p_values = paired_permutation_ps(ctx.task, base, outputs[:, None], permutations, ctx.seed)
-        test = f"paired permutation test over examples ({permutations} permutations, two-sided)"
-    p_adjusted = adjust(p_values, settings.correction)
-    significant = np.isfinite(p_adjusted) & (p_adjusted < settings.alpha)
-    return {"value": _numbers(values.reshape(shape)), "delta": _numbers((values - ctx.base_value).reshape(shape)),
-            "relative": _numbers(relative_change(values, ctx.base_value).reshape(shape)),
-            "p_value": _numbers(p_values.reshape(shape)), "p_adjusted": _numbers(p_adjusted.reshape(shape)),
-            "significant": significant.reshape(shape).tolist(), "test": test, "correction": settings.correction,
-            "alpha": settings.alpha, "permutations": permutations, "baseline": _number(ctx.base_value)}
 
 
 def _single_head_masks(ctx: Context) -> list[np.ndarray]:
@@ -346,14 +165,6 @@ def _masked_count(ctx: Context, fraction: float) -> int:
     return int(round(fraction * ctx.layers * ctx.heads))
 
 
-def _sweep(ctx: Context, values: np.ndarray) -> Sweep:
-    """The summaries of a metric [fraction][seed]."""
-    relative = relative_change(values, ctx.base_value)
-    return Sweep(values=_numbers(values), relative=_numbers(relative), mean=_numbers(values.mean(1)),
-                 std=_numbers(values.std(1)), min=_numbers(values.min(1)), max=_numbers(values.max(1)),
-                 relative_mean=_numbers(relative.mean(1)), relative_std=_numbers(relative.std(1)))
-
-
 def _swept(ctx: Context, name: str, pools: dict[str, np.ndarray], fractions: list[float],
            first_stream: int) -> tuple[np.ndarray, np.ndarray]:
     """For each pool of heads, a random `fraction` of all heads masked from it, per seed: the masks
@@ -366,70 +177,6 @@ def _swept(ctx: Context, name: str, pools: dict[str, np.ndarray], fractions: lis
              for group in pools for fraction in fractions for seed in seeds]
     grid = (len(pools), len(fractions), len(seeds))
     return np.stack(masks).reshape(*grid, *ctx.shape), ctx.outputs(name, masks).reshape(*grid, ctx.task.n_examples, -1)
-
-
-def _metric(ctx: Context, outputs: np.ndarray) -> np.ndarray:
-    """The primary metric of per-example outputs [..., examples, columns], as [...]."""
-    flat = outputs.reshape(-1, *outputs.shape[-2:])
-    return ctx.task.metrics(flat, ctx.task.gold[None])[ctx.task.primary].reshape(outputs.shape[:-2])
-
-
-def _non_inferiority(ctx: Context, fractions: list[float], outputs: np.ndarray) -> NonInferiority:
-    """Per fraction, the paired bootstrap CI of the relative change (pairs pooled) against the margin: above
-    -margin for a metric where higher is better, below +margin for one where lower is better (a loss).
-
-    The fractions are tested in increasing order and the claim stops at the first that fails: a
-    fixed-sequence procedure, which keeps the family-wise error at the level of one test without
-    a correction (Maurer, Hothorn and Lehmacher 1995). Each test is one-sided at 2.5% (the
-    worse end of a two-sided 95% interval).
-    """
-    settings, scale = ctx.settings, abs(ctx.base_value)
-    higher = ctx.task.higher_is_better[ctx.task.primary]
-
-    def worse_gain(low: float, high: float) -> float:
-        """The worse end of a CI of a change, read as a gain (positive is better, whichever way the metric points)."""
-        return low if higher else -high
-
-    pooled, worst, worst_ci = [], [], []
-    for ci, per_pair in paired_change_cis(ctx.task, ctx.base_outputs, outputs, settings.bootstrap_samples, ctx.seed):
-        worse_ends = np.array([worse_gain(low, high) for low, high in per_pair], dtype=np.float64)
-        index = int(np.nanargmin(worse_ends)) if np.isfinite(worse_ends).any() else None
-        pooled.append(np.array(ci) / scale)
-        worst.append(index)
-        worst_ci.append(np.array(per_pair[index]) / scale if index is not None else np.full(2, np.nan))
-    passes = [bool(np.isfinite(worse_gain(low, high)) and worse_gain(low, high) > -settings.margin)
-              for low, high in pooled]
-    up_to = 0.0
-    for fraction, ok in zip(fractions, passes, strict=True):
-        if not ok:
-            break
-        up_to = fraction
-    return NonInferiority(
-        margin=settings.margin, confidence=0.95, bootstrap_samples=settings.bootstrap_samples,
-        change_ci=_numbers(pooled), worst=worst, worst_ci=_numbers(worst_ci), non_inferior=passes, up_to=up_to,
-        test=f"paired percentile bootstrap over examples ({settings.bootstrap_samples} resamples): the 95% CI of the "
-             f"relative change lies {'above -' if higher else 'below +'}{100 * settings.margin:g}%, fractions tested "
-             "in increasing order")
-
-
-def _paired_comparison(ctx: Context, labels: tuple[str, str], fractions: list[float], first: np.ndarray,
-                       second: np.ndarray) -> PairedComparison:
-    """Two conditions [fraction, pairs, examples, columns] compared at each fraction by a paired
-    permutation test over examples, corrected over the fractions (REFERENCE, "Claims")."""
-    settings = ctx.settings
-    permutations = permutations_for(settings.permutations, len(fractions), settings.alpha)
-    difference = (_metric(ctx, second) - _metric(ctx, first)).mean(-1)
-    p_values = paired_permutation_ps(ctx.task, first, second, permutations, ctx.seed)
-    p_adjusted = adjust(p_values, settings.correction)
-    return PairedComparison(
-        first=labels[0], second=labels[1], fractions=fractions, difference=_numbers(difference),
-        p_value=_numbers(p_values), p_adjusted=_numbers(p_adjusted),
-        at_floor=[at_floor(p, permutations) for p in p_values.tolist()],
-        significant=(np.isfinite(p_adjusted) & (p_adjusted < settings.alpha)).tolist(),
-        permutations=permutations, correction=settings.correction, alpha=settings.alpha,
-        test=f"paired permutation test over examples ({permutations} permutations, two-sided, one swap per "
-             f"example shared by all pairs), {settings.correction.capitalize()}-corrected over {len(fractions)} "
-             "fractions")
 
 
 def random_fraction(ctx: Context) -> RandomFraction:
@@ -554,16 +301,6 @@ def _random_orders(ctx: Context) -> tuple[list[np.ndarray], str]:
     return orders, source
 
 
-def _area_rank(ctx: Context, pruned: np.ndarray, random: np.ndarray) -> AreaRank:
-    """Rank the importance order's pruning curve among the random orders' by the area under the
-    curve (the mean relative change over the fractions): a Monte Carlo p-value."""
-    area, random_area = np.nanmean(pruned), np.nanmean(random, axis=1)
-    better = ctx.task.higher_is_better[ctx.task.primary]
-    worse = random_area < area if better else random_area > area
-    return AreaRank(importance=_number(area), random=_numbers(random_area), better_than=int(np.count_nonzero(worse)),
-                    p_value=rank_p(area, random_area, better), floor=1 / (len(random_area) + 1))
-
-
 def importance(ctx: Context) -> Importance:
     """Michel et al. head importance, and pruning by it next to random pruning orders: the importance
     order's curve is ranked among theirs by its area, compared with them per fraction (paired test
@@ -610,14 +347,6 @@ def _importance(ctx: Context, fractions: list[float], targets: list[int], calibr
             random.swapaxes(0, 1)[tested], np.repeat(pruned[tested, None], len(random), axis=1))
         if defined and tested else None,
         non_inferiority=_non_inferiority(ctx, fractions, pruned[:, None]) if defined else None)
-
-
-def _random_order_curves(values: np.ndarray, base_value: float, source: str) -> RandomOrder:
-    """The pruning curves of random orders, [order][fraction]."""
-    relative = relative_change(values, base_value)
-    return RandomOrder(orders=len(values), source=source, values=_numbers(values), relative=_numbers(relative),
-                       mean=_numbers(values.mean(0)), std=_numbers(values.std(0)),
-                       relative_mean=_numbers(relative.mean(0)))
 
 
 def head_pairs(ctx: Context) -> HeadPairs:
@@ -700,123 +429,3 @@ def _token_budget(task: Task, settings: AblationSettings) -> int:
     from reportgen.ablation.ray_runner import token_budget
 
     return token_budget(task, settings)
-
-
-def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, cache_dir: Path, fingerprint: str,
-                  progress: Progress | None = None, cluster: RayCluster | None = None,
-                  finished: Finished | None = None) -> Ablation:
-    """Run the enabled experiments on the model in `model_dir` (see the module docstring); every
-    finished mask is cached under `cache_dir`, keyed by the model's `fingerprint`, and so is the
-    whole record (`record_key`): a rebuild with nothing changed reads it back and loads no model.
-    The warnings about the task and its data are stored with it and said again when it is read.
-    With a `cluster` (`reportgen.ablation.ray_runner.connected`) the masks are evaluated on its actors.
-    `finished` hears of each experiment as it ends (`ablate`); from a stored record, of each at once, with
-    the masks it took then and none computed now."""
-    store = Cache(Path(cache_dir))
-    key = _whole_record_key(model_dir, settings, fingerprint)
-    folder = f"ablation/{fingerprint}"
-    stored = store.get_json(folder, key) if key else None
-    record = _stored_record(stored, settings)
-    if record is not None:
-        masks = stored.get("masks") if isinstance(stored.get("masks"), dict) else {}  # none in older records
-        for name in record.experiments if finished is not None else ():
-            finished(record, name, ExperimentCost(masks=int(masks.get(name, 0)), computed=0, seconds=0.0))
-        return record
-    caught: list[warnings.WarningMessage] = []
-    costs: dict[str, int] = {}
-
-    def counted(partial: Ablation, name: str, cost: ExperimentCost) -> None:
-        costs[name] = cost.masks
-        if finished is not None:
-            finished(partial, name, cost)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            task = load_ablation_task(model_dir, settings, device=device)
-            cache = ResultCache(Path(cache_dir), fingerprint, task.data_hash(), settings.method)
-            pool = cluster.pool(model_dir, settings, device, fingerprint, task.data_hash()) if cluster else None
-            with pool if pool is not None else nullcontext():
-                result = ablate(task, settings, cache, progress, pool, counted)
-    finally:  # said as they were, whether or not the run finished
-        for warning in caught:
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
-                                   source=warning.source)
-    notes = [str(warning.message) for warning in caught if issubclass(warning.category, UserWarning)
-             and "reportgen" in warning.filename and Path(warning.filename).name in TASK_WARNINGS]
-    if key:  # `uses`: the folder of the masks and statistics it was made from, which housekeeping keeps with it
-        store.put_json(folder, key, {"record": result.model_dump(mode="json"), "warnings": notes, "masks": costs,
-                                     "uses": cache.directory.relative_to(store.root).as_posix()})
-    return result
-
-
-def has_stored_record(model_dir: Path, settings: AblationSettings, cache_dir: Path, fingerprint: str) -> bool:
-    """Whether `run_ablations` would read the whole record back (and so run no experiment), said without
-    reading it as a build does (its warnings are said once, when it is read)."""
-    key = _whole_record_key(model_dir, settings, fingerprint)
-    stored = Cache(Path(cache_dir)).get_json(f"ablation/{fingerprint}", key) if key else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return _stored_record(stored, settings) is not None
-
-
-def _whole_record_key(model_dir: Path, settings: AblationSettings, fingerprint: str) -> str | None:
-    """The whole record's cache key, or None when the data file cannot be read (loading the task says why)."""
-    data_sha256 = _data_sha256(settings)
-    return (f"record-{record_key(settings, fingerprint, data_sha256, _encoder_decoder(model_dir))}" if data_sha256
-            else None)
-
-
-def record_key(settings: AblationSettings, fingerprint: str, data_sha256: str, encoder_decoder: bool = False) -> str:
-    """The key of a whole ablation record: everything it depends on. The model's files (`fingerprint`),
-    the data file's content, every setting but where the data file is (a moved project keeps its
-    record), the statistics' and the masks' code versions. The device is left out, as it is from the
-    mask cache: it changes outputs only at float rounding; so is where the masks ran (`ray`), so that
-    a Ray build and a local one share the cache both ways. An encoder-decoder's record (its groups, its
-    layer halves within each group) has a key of its own, which no record without them was stored under;
-    every other model's key is as it was."""
-    fields = settings.model_dump(mode="json")
-    fields.pop("data")
-    fields.pop("ray", None)
-    if fields.get("precision") == "float32":  # the default: the key records had before the setting existed
-        fields.pop("precision")
-    grouped = ("groups-1",) if encoder_decoder else ()
-    return key_of("ablation-record", STATS_VERSION, CODE_VERSION, fingerprint, data_sha256, fields, *grouped)
-
-
-def _encoder_decoder(model_dir: Path) -> bool:
-    """Whether config.json says the model is a supported encoder-decoder (read without loading it); False
-    where it cannot be read (loading the task then says why)."""
-    from reportgen.model.loading import is_encoder_decoder
-
-    try:
-        return is_encoder_decoder(Path(model_dir))
-    except (ModelError, OSError):
-        return False
-
-
-def _data_sha256(settings: AblationSettings) -> str | None:
-    """sha256 of the task's data file; None when it cannot be read (loading the task then says why)."""
-    path = BUILTIN_DATA if settings.data == "builtin" else Path(settings.data)
-    digest = hashlib.sha256()
-    try:
-        with open_data_file(path, "data file") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    except (DataError, OSError):
-        return None
-    return digest.hexdigest()
-
-
-def _stored_record(stored: Any, settings: AblationSettings) -> Ablation | None:
-    """A stored whole record as this build shows it (its data file where the settings say), its
-    warnings said again; None when there is none, or it is of another layout."""
-    if not isinstance(stored, dict) or not isinstance(stored.get("warnings"), list):
-        return None
-    try:
-        record = Ablation.model_validate(stored.get("record"))
-    except ValidationError:
-        return None
-    record.task.data = settings.data
-    for note in stored["warnings"]:
-        warnings.warn(str(note), UserWarning, stacklevel=1)
-    return record

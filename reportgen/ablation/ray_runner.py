@@ -158,7 +158,7 @@ class MaskWorker:
     def __init__(self, spec: WorkerSpec):
         import torch
 
-        from reportgen.ablation.tasks import load_ablation_task
+        from reportgen.ablation.task_loading import load_ablation_task
         from reportgen.model import loading
 
         if spec.device == "cpu":

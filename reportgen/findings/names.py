@@ -116,15 +116,13 @@ CROSS_ONLY = frozenset({"source_special"})
 SHARED = frozenset({"previous_token", "mixed"})
 
 
-def on_site(key: str, architecture: str) -> bool:
-    """Whether a site of that architecture (report.architecture) measures the pattern `key`, so its glossary
+def on_site(key: str, atlases: tuple[str, ...]) -> bool:
+    """Whether a site whose report holds `atlases` (Report.atlases) measures the pattern `key`, so its glossary
     names it: a decoder's site the decoder patterns, an encoder's the encoder's, an encoder-decoder's both and
     its cross-attention's."""
     if key in SHARED:
         return True
-    if key in CROSS_ONLY:
-        return architecture == "encoder-decoder"
-    return architecture != ("encoder" if key in DECODER_ONLY else "decoder")
+    return ("cross" if key in CROSS_ONLY else "decoder" if key in DECODER_ONLY else "encoder") in atlases
 
 # The heads with a known simple pattern whose scores on the same inputs are each statistic's nulls
 # (report.PatternNull): uniform attention, and all weight on the previous or the next token.

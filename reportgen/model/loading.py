@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import warnings
+from collections.abc import Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
@@ -125,7 +126,7 @@ class DirectoryCheck:
     config: dict
 
 
-def _read_config(path: Path) -> dict:
+def read_config(path: Path) -> dict:
     file = path / "config.json"
     if not file.is_file():
         raise ModelError(f"model directory {path} has no config.json; is it a transformers model? "
@@ -165,7 +166,7 @@ def _check_family(path: Path, cfg: dict, decoders: bool = False, encoder_decoder
     model_type = cfg.get("model_type")
     if decoders and model_type in VIEWABLE_DECODERS and not cfg.get("is_encoder_decoder"):
         return
-    if encoder_decoders and _is_encoder_decoder(cfg):
+    if encoder_decoders and encoder_decoder_config(cfg):
         return
     if model_type is None:
         raise ModelError(f"{path / 'config.json'}: has no model_type, so the architecture is unknown; a "
@@ -187,7 +188,8 @@ def _check_family(path: Path, cfg: dict, decoders: bool = False, encoder_decoder
     decoder_only = (model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
                     and model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES)
     if cfg.get("is_encoder_decoder"):
-        kind = ("is an encoder-decoder reportgen does not support" if encoder_decoders or not _is_encoder_decoder(cfg)
+        supported = encoder_decoder_config(cfg)
+        kind = ("is an encoder-decoder reportgen does not support" if encoder_decoders or not supported
                 else "is an encoder-decoder, which this command does not analyse")
     elif model_type in VIEWABLE_DECODERS:
         kind = "is a decoder, which this command does not analyse"
@@ -219,7 +221,7 @@ def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCh
     weights in safetensors, or pickle weights only with `allow_pickle` (and a warning).
     """
     policy = policy or current_policy()
-    cfg = _read_config(path)
+    cfg = read_config(path)
     why_code = _custom_code(path, cfg)
     if why_code and not policy.trust_remote_code:
         raise ModelError(f"model directory {path}: {why_code}; reportgen does not run a model's own code "
@@ -241,22 +243,18 @@ def check_directory(path: Path, policy: FilePolicy | None = None) -> DirectoryCh
     return DirectoryCheck(use_safetensors=bool(safetensors), trust_remote_code=bool(why_code), config=cfg)
 
 
-def is_decoder(path: Path) -> bool:
-    """Whether the model directory holds one of the decoder families (causal self-attention)."""
-    return _read_config(path).get("model_type") in VIEWABLE_DECODERS
-
-
 def model_type(path: Path) -> str | None:
     """The model directory's `model_type` (config.json), read without loading anything else."""
-    return _read_config(path).get("model_type")
+    return read_config(path).get("model_type")
 
 
 def is_encoder_decoder(path: Path) -> bool:
     """Whether the model directory holds one of the encoder-decoder families (SUPPORTED_ENCODER_DECODERS)."""
-    return _is_encoder_decoder(_read_config(path))
+    return encoder_decoder_config(read_config(path))
 
 
-def _is_encoder_decoder(cfg: dict) -> bool:
+def encoder_decoder_config(cfg: Mapping) -> bool:
+    """Whether config.json's keys describe one of the encoder-decoder families (reportgen.kinds asks it too)."""
     # transformers' configs of these types are encoder-decoders unless saved otherwise (T5's encoder alone
     # is T5EncoderModel with the same model_type, but its config still says is_encoder_decoder)
     return cfg.get("model_type") in SUPPORTED_ENCODER_DECODERS and cfg.get("is_encoder_decoder", True) is not False
@@ -266,7 +264,7 @@ def check_masking(path: Path, method: str) -> None:
     """Refuse, before the model runs, a masking method the model's attention does not allow: "uniform"
     gives a head 1/n over all n keys (Kovaleva et al. 2019), which is not what a layer that sees only
     a window of keys (ModernBERT's local layers) could attend."""
-    layer_types = _read_config(path).get("layer_types")
+    layer_types = read_config(path).get("layer_types")
     windowed = isinstance(layer_types, list) and "sliding_attention" in layer_types
     if method == "uniform" and windowed:
         raise ModelError(f"config field 'ablation.method': 'uniform' spreads a head over every key, but "
@@ -275,7 +273,7 @@ def check_masking(path: Path, method: str) -> None:
 
 def max_tokens(path: Path) -> int | None:
     """The most tokens the model takes in one sequence (position embeddings, the tokenizer's limit)."""
-    cfg = _read_config(path)
+    cfg = read_config(path)
     limits = []
     positions = cfg.get("max_position_embeddings", cfg.get("n_positions"))
     if isinstance(positions, int) and positions > 0:
@@ -356,8 +354,8 @@ def read_shape(path: Path) -> tuple[str, int, int, int]:
     """(model_type, layers, heads, hidden) from config.json, without loading weights. An encoder-decoder's
     layers are its flat attention layers (encoder self-attention, decoder self-attention, cross-attention:
     `reportgen.model.head_sites`), the rows of its head masks."""
-    cfg = _read_config(path)
-    shape = encoder_decoder_shape(cfg) if _is_encoder_decoder(cfg) else None
+    cfg = read_config(path)
+    shape = encoder_decoder_shape(cfg) if encoder_decoder_config(cfg) else None
     if shape is not None:
         encoder, decoder, heads, hidden = shape
         if min(shape) < 1:

@@ -12,14 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from reportgen.config import PatternSettings, Thresholds
-from reportgen.patterns.statistics import (
-    STATS,
-    ExampleWeights,
-    label_heads,
-    load_settings,
-    word_cells,
-    word_match_cells,
-)
+from reportgen.patterns.measures import STATS, ExampleWeights, word_cells, word_match_cells
+from reportgen.patterns.statistics import label_heads, load_settings
 from reportgen.patterns.words import delimiter_keys, punctuation_keys, resegment
 from reportgen.report import ExampleHead, ExamplePattern
 from reportgen.runs import ExampleRun

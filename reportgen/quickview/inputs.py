@@ -100,9 +100,9 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
 def _takes_target(path: Path, name: str, pair: str | None, target: str | None) -> bool:
     """Whether the model is an encoder-decoder, which reads a source and a target; refuses a target for any
     other model, and a missing target or a pair for an encoder-decoder, before the model is loaded."""
-    from reportgen.model import loading
+    from reportgen.kinds import kind_of
 
-    if not loading.is_encoder_decoder(path):
+    if not kind_of(path).reads_target:
         if target is not None:
             raise DataError(f"target: {name} is not an encoder-decoder (BART, T5, Marian), so it reads no target; "
                             "leave --target out")
@@ -163,6 +163,7 @@ def _loaded(path: Path, settings) -> Callable[[ExampleSpec, int], ExampleRun]:
     """The model of `path` ready to run one input, loaded once per process: a BERT that
     reportgen.model.light_bert reproduces without transformers' model code (seconds less to start),
     any other through transformers, as a build loads it."""
+    from reportgen.kinds import kind_of
     from reportgen.model import light_bert, loading
     from reportgen.model.run import run_example
 
@@ -179,9 +180,10 @@ def _loaded(path: Path, settings) -> Callable[[ExampleSpec, int], ExampleRun]:
         else:
             with _policy(settings):
                 net, tokenizer = loading.load(path, settings.device)
+            pair_needs_separator = kind_of(path).pair_needs_separator
 
             def run(spec: ExampleSpec, max_length: int) -> ExampleRun:
-                if spec.pair is not None and loading.is_decoder(path) and tokenizer.sep_token is None:
+                if spec.pair is not None and pair_needs_separator and tokenizer.sep_token is None:
                     raise DataError(f"pair: {path.name} is a decoder whose tokenizer has no separator token, so "
                                     "the two texts would read as one; give one text")
                 return run_example(net, tokenizer, spec, max_length, keep_qk=True)

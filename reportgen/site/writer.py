@@ -71,7 +71,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                  task_data=names.task_data(report.ablation.task.data) if report.ablation else None,
                  head_maps=findings_figures(report, docs / "charts", cache),  # the head map(s), the first's PNG
                  pictures=finding_pictures.rendered(report, cache))  # finding id -> its picture (inline SVG)
-    seq2seq = report.architecture == "encoder-decoder"
+    seq2seq = report.groups is not None  # an encoder-decoder's decoder atlas is a page beside its encoder's
     if report.decoder is not None:  # a decoder's own atlas: its patterns and their causal nulls
         # an encoder-decoder's decoder self-attention: a page beside its encoder's (and links opening its group)
         pages.render(env, "decoder_patterns.md.j2", docs / ("decoder-patterns.md" if seq2seq else "patterns.md"),
@@ -86,7 +86,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
         pages.render(env, "patterns.md.j2", docs / "patterns.md", recorder, report=report, stats=stats,
                      sections=chartdata.pattern_sections(stats, example_views),
                      conventions=chartdata.conventions(stats), similarity=chartdata.similarity_chart(stats))
-    write_glossary(env, docs, report.architecture)
+    write_glossary(env, docs, report.atlases)
     if report.ablation or report.progress:  # a build still running has the page, saying where it stands
         pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report, ablation=report.ablation,
                      charts=chartdata.ablation_charts(report.ablation) if report.ablation else {})
@@ -154,14 +154,14 @@ def example_pager(examples: list[Example], index: int) -> dict:
     return {"previous": entry(index - 1), "next": entry(index + 1)}
 
 
-def write_glossary(env, docs: Path, architecture: str = "encoder") -> None:
+def write_glossary(env, docs: Path, atlases: tuple[str, ...] = ("encoder",)) -> None:
     """The glossary page: every term the pages link to (reportgen.site.glossary), then the names of the
     patterns this site measures (a decoder's, an encoder's, or an encoder-decoder's both: names.on_site)."""
     terms = [{"id": term.id, "name": term.name, "definition": pages.prose(term.definition)}
              for term in glossary.TERMS]
     patterns = [{"key": key, "name": entry.name, "short": pages.prose(entry.short),
                  "term": glossary.BY_ID[entry.term] if entry.term else None}
-                for key, entry in names.PATTERNS.items() if names.on_site(key, architecture)]
+                for key, entry in names.PATTERNS.items() if names.on_site(key, atlases)]
     pages.render(env, "glossary.md.j2", docs / glossary.PAGE, terms=terms, patterns=patterns)
 
 
@@ -189,8 +189,8 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
                                                           qk_href=example.qk_page)),
                  contributions="contributions" in example_view.payload,
                  qk_max_tokens=views.QK_MAX_TOKENS,
-                 ln_n=uniform_entropy(example.n_tokens, report.architecture == "decoder"),
-                 decoder=report.architecture == "decoder",
+                 ln_n=uniform_entropy(example.n_tokens, report.causal_examples),
+                 decoder=report.causal_examples,
                  patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
                  selectivity=selectivity, summary_chart=chartdata.example_entropy_chart(example.entropy),
                  head_map=example_figure(report, example, docs / "charts", cache))

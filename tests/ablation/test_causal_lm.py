@@ -23,7 +23,8 @@ import pytest
 import torch
 
 from reportgen.ablation.engine import Engine, evaluate_plain
-from reportgen.ablation.tasks import CausalLMTask, load_task
+from reportgen.ablation.task_loading import load_task
+from reportgen.ablation.tasks import CausalLMTask
 from reportgen.errors import EXIT_DATA, EXIT_MODEL, DataError, ModelError
 
 pytestmark = pytest.mark.slow  # training two tokenizers and saving two models take ~7 s, too much for the fast tier
@@ -361,7 +362,7 @@ def _train(model_dir: Path, steps: int = 150) -> None:
 
 @pytest.mark.usefixtures("admitted")
 def test_ablation_stage_reports_a_rising_loss_as_a_cost(tmp_path, text_file):
-    from reportgen.ablation.experiments import run_ablations
+    from reportgen.ablation.records import run_ablations
     from reportgen.config import AblationSettings, defaults
     from reportgen.findings.ablation import ablation_findings
 

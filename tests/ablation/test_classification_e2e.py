@@ -17,7 +17,7 @@ import pytest
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from reportgen.ablation.experiments import run_ablations
+from reportgen.ablation.records import run_ablations
 from reportgen.config import AblationSettings, defaults
 from tests.helpers import ROOT, make_tiny_bert
 

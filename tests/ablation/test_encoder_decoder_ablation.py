@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 
 from reportgen.ablation import experiments
-from reportgen.ablation.experiments import encoder_decoder_groups, half_layers, half_pools, record_key, run_ablations
+from reportgen.ablation.experiment_context import encoder_decoder_groups
+from reportgen.ablation.experiments import half_layers, half_pools
+from reportgen.ablation.records import record_key, run_ablations
 from reportgen.config import AblationSettings, defaults
 from reportgen.findings import names
 from reportgen.findings.ablation import ablation_findings

@@ -14,8 +14,10 @@ from pydantic import ValidationError
 
 from reportgen.ablation import experiments as ablation
 from reportgen.ablation.engine import Engine, ResultCache, Runner, evaluate_plain
-from reportgen.ablation.experiments import ablate, run_ablations
-from reportgen.ablation.tasks import load_ablation_task, load_task, pool
+from reportgen.ablation.experiments import ablate
+from reportgen.ablation.records import run_ablations
+from reportgen.ablation.task_loading import load_ablation_task, load_task
+from reportgen.ablation.tasks import pool
 from reportgen.config import AblationSettings, defaults
 from reportgen.model.head_sites import locate
 from reportgen.report import Ablation

@@ -16,7 +16,7 @@ from reportgen.ablation import experiments as ablation
 from reportgen.ablation.engine import ResultCache, Runner, evaluate_plain
 from reportgen.ablation.experiments import ablate
 from reportgen.ablation.head_pairs import chosen_heads, pair_masks, pair_positions
-from reportgen.ablation.tasks import load_ablation_task
+from reportgen.ablation.task_loading import load_ablation_task
 from reportgen.config import AblationSettings, defaults
 from reportgen.report import Ablation
 from reportgen.stats import bootstrap_contrasts, spearman_rows

@@ -16,8 +16,9 @@ import pytest
 import torch
 
 from reportgen.ablation.engine import Engine, ResultCache
-from reportgen.ablation.experiments import ablate, record_key
-from reportgen.ablation.tasks import load_task
+from reportgen.ablation.experiments import ablate
+from reportgen.ablation.records import record_key
+from reportgen.ablation.task_loading import load_task
 from reportgen.config import AblationSettings, config_from_mapping, defaults, load_config, precision_problem
 from reportgen.errors import EXIT_CONFIG, ConfigError
 from reportgen.model.head_sites import locate

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from reportgen.ablation.experiments import record_key
+from reportgen.ablation.records import record_key
 from reportgen.config import AblationSettings, defaults, load_config
 from reportgen.errors import ConfigError
 from reportgen.pipeline import build

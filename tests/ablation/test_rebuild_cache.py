@@ -18,10 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reportgen.ablation import experiments
+from reportgen.ablation import experiment_context, experiments
 from reportgen.ablation.engine import ResultCache
-from reportgen.ablation.experiments import EXPERIMENT_SETTINGS, EXPERIMENTS, ablate, record_key, run_ablations
-from reportgen.ablation.tasks import ClassificationTask, SimilarityTask, load_ablation_task
+from reportgen.ablation.experiment_context import EXPERIMENT_SETTINGS
+from reportgen.ablation.experiments import EXPERIMENTS, ablate
+from reportgen.ablation.records import record_key, run_ablations
+from reportgen.ablation.task_loading import load_ablation_task
+from reportgen.ablation.tasks import ClassificationTask, SimilarityTask
 from reportgen.config import AblationSettings, defaults
 from reportgen.stats import DRAWS_PER_CHUNK, SwappedRanks, paired_change_cis, paired_permutation_ps
 
@@ -64,7 +67,7 @@ def test_a_rebuild_with_nothing_changed_reads_the_record_back_without_the_model(
     def no_model(*_args, **_kwargs):
         raise AssertionError("the task (and its model) was loaded on a rebuild with nothing changed")
 
-    monkeypatch.setattr(experiments, "load_ablation_task", no_model)
+    monkeypatch.setattr("reportgen.ablation.records.load_ablation_task", no_model)
     again = run_ablations(tiny_model, _settings(data), device="cpu", cache_dir=cache, fingerprint="fp")
     assert again == first
     assert again.model_dump_json() == first.model_dump_json()  # the report.json text too
@@ -145,7 +148,7 @@ def test_an_experiment_record_is_reused_only_for_the_same_outputs(tiny_model, tm
     cache = ResultCache(tmp_path / "c", "fp", task.data_hash(), settings.method)
     first = ablate(task, settings, cache)
     with experiments.Engine(task, settings.method) as engine:
-        ctx = experiments.make_context(task, experiments.Runner(engine, cache, None), settings)
+        ctx = experiment_context.make_context(task, experiments.Runner(engine, cache, None), settings)
         outputs = np.ones((3, task.n_examples, 1))
         nudged = outputs.copy()
         nudged[1, 2, 0] = np.nextafter(1.0, 2.0)  # one output one ulp apart
@@ -154,9 +157,9 @@ def test_an_experiment_record_is_reused_only_for_the_same_outputs(tiny_model, tm
                                                                                     {"outputs": outputs.copy()})
         assert ctx.stats_key("single_heads", {"outputs": outputs}) != ctx.stats_key("whole_layers",
                                                                                     {"outputs": outputs})
-        reseeded = experiments.Context(*[getattr(ctx, name) for name in ("task", "runner")],
-                                    _settings(data, seeds=[4, 1]), *ctx.shape, ctx.base_outputs, ctx.base_value,
-                                    ctx.undefined, ctx.stats)
+        reseeded = experiment_context.Context(*[getattr(ctx, name) for name in ("task", "runner")],
+                                           _settings(data, seeds=[4, 1]), *ctx.shape, ctx.base_outputs,
+                                           ctx.base_value, ctx.undefined, ctx.stats)
         assert all(ctx.stats_key(name, {}) != reseeded.stats_key(name, {}) for name in EXPERIMENTS)  # the first seed
     entries = sorted(cache.directory.glob("stats-*.json"))
     assert len(entries) == len(EXPERIMENTS)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from reportgen.ablation.tasks import classification_scores, load_task, pool
+from reportgen.ablation.task_loading import load_task
+from reportgen.ablation.tasks import classification_scores, pool
 from reportgen.errors import ConfigError, DataError, ModelError
 from reportgen.stats import pearson_rows, rank_rows, spearman_rows
 

@@ -171,7 +171,7 @@ def cache_entry_directory(cache: str) -> Callable[[Path], AbstractContextManager
     def setup(project: Path) -> Iterator[None]:
         from reportgen.config import ExampleSpec
         from reportgen.model import loading
-        from reportgen.pipeline import run_key
+        from reportgen.pipeline.model_stage import run_key
 
         _, path = loading.resolve("default")
         max_length, _ = loading.clamp_max_length(path, BASE["max_length"])

@@ -27,17 +27,17 @@ class _DropsTheInterrupt:
 @pytest.fixture
 def lost_signal_after_patterns(monkeypatch, tmp_path, tiny_model) -> None:
     """A project whose build gets a SIGINT that Python drops, once its pattern statistics are done."""
-    from reportgen import pipeline
+    from reportgen.pipeline import driver
 
     before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as `reportgen build` has it (a worker may not)
-    run_patterns = pipeline.run_patterns
+    run_patterns = driver.run_patterns
 
     def patterns_then_a_dropped_signal(*args, **kwargs):
         found = run_patterns(*args, **kwargs)
         _DropsTheInterrupt()  # no reference kept: finalized at once
         return found
 
-    monkeypatch.setattr(pipeline, "run_patterns", patterns_then_a_dropped_signal)
+    monkeypatch.setattr(driver, "run_patterns", patterns_then_a_dropped_signal)
     write_config(tmp_path, tiny_config(tiny_model))
     yield
     signal.signal(signal.SIGINT, before)

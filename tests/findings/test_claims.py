@@ -3,7 +3,7 @@
 Every case here is one the old findings got wrong: a layer-halves comparison with no spread over
 seeds, a masked model inside the baseline's CI yet significantly worse, and a pruning curve one
 step better than random by chance. The outputs are constructed per example, so the truth is known,
-and they go through the real statistics (reportgen.stats, reportgen.ablation.experiments) and the real findings.
+and they go through the real statistics (reportgen.stats, reportgen.ablation.experiment_stats) and the real findings.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reportgen.ablation import experiments as ablation
-from reportgen.ablation.experiments import Context
+from reportgen.ablation import experiment_stats as ablation
+from reportgen.ablation.experiment_context import Context
 from reportgen.ablation.tasks import SimilarityTask
 from reportgen.config import AblationSettings, defaults
 from reportgen.findings import ablation_findings

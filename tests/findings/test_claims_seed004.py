@@ -2,7 +2,7 @@
 
 Every verdict (supported, not supported here, contradicted, not measured) is reached by a case whose
 numbers make it so: per-example outputs constructed so the truth is known, put through the real
-statistics of reportgen.ablation.experiments (as tests/findings/test_claims.py does; both build layer
+statistics of reportgen.ablation.experiment_stats (as tests/findings/test_claims.py does; both build layer
 halves with tests/helpers.py `layer_halves`), attention heads with known patterns through the real
 pattern statistics, and a tiny random model through the real ablation run. Each row must quote exactly
 the number the report holds.
@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from reportgen.ablation import experiment_stats
 from reportgen.ablation import experiments as ablation
-from reportgen.ablation.experiments import Context, run_ablations
+from reportgen.ablation.experiment_context import Context
+from reportgen.ablation.records import run_ablations
 from reportgen.ablation.tasks import SimilarityTask
 from reportgen.config import AblationSettings, ExampleSpec, defaults, load_config
 from reportgen.errors import ConfigError
@@ -86,10 +88,10 @@ def _claims(record: Ablation | None, statistics: PatternStatistics | None = None
 def _random_fraction(ctx: Context, masked: list[np.ndarray], fraction: float = 0.1) -> RandomFraction:
     """Fractions 0 and `fraction`, one constructed output per seed at `fraction`."""
     outputs = np.stack([np.stack([ctx.base_outputs] * 3), np.stack(masked)])
-    values = ablation._metric(ctx, outputs)
+    values = experiment_stats._metric(ctx, outputs)
     return RandomFraction(fractions=[0.0, fraction], n_masked=[0, 1], seeds=[0, 1, 2], baseline=ctx.base_value,
-                          non_inferiority=ablation._non_inferiority(ctx, [0.0, fraction], outputs),
-                          **ablation._sweep(ctx, values).model_dump())
+                          non_inferiority=experiment_stats._non_inferiority(ctx, [0.0, fraction], outputs),
+                          **experiment_stats._sweep(ctx, values).model_dump())
 
 
 RANDOM_CASES = {  # noise added at 10% -> (claim 1 "costs nothing", claim 2 "the bump is real")

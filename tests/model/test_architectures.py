@@ -266,7 +266,7 @@ def ablation_settings(task: str, data: Path):
 @pytest.fixture(scope="session")
 def ablations(workdir, checkpoints, task_data) -> Once:
     """(family, task) -> the ablation record of the baseline and single heads on that task's checkpoint."""
-    from reportgen.ablation.experiments import run_ablations
+    from reportgen.ablation.records import run_ablations
 
     def run(key: tuple[str, str]):
         family, task = key
@@ -476,7 +476,7 @@ def check_ablation(family: str, task: str, ablations, checkpoints, task_data) ->
     import torch
 
     from reportgen.ablation.engine import Engine, evaluate_plain
-    from reportgen.ablation.tasks import load_ablation_task
+    from reportgen.ablation.task_loading import load_ablation_task
 
     record = ablations((family, task))
     assert record.task.type == task and record.task.undefined is None

@@ -31,7 +31,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from reportgen.ablation.engine import Engine, evaluate_plain  # noqa: E402
-from reportgen.ablation.tasks import Seq2SeqTask, load_task  # noqa: E402
+from reportgen.ablation.task_loading import load_task  # noqa: E402
+from reportgen.ablation.tasks import Seq2SeqTask  # noqa: E402
 from reportgen.errors import EXIT_MODEL, ModelError  # noqa: E402
 from reportgen.model import loading  # noqa: E402
 from reportgen.model.head_sites import locate, projection_weight  # noqa: E402

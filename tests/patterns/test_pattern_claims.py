@@ -215,15 +215,16 @@ def test_example_patterns_name_the_heads_and_the_token_pair():
 
 
 def test_example_patterns_on_a_tiny_model(tiny_model):
+    from reportgen.kinds import kind_named
     from reportgen.model.loading import load
     from reportgen.model.run import run_example
-    from reportgen.pipeline import describe_example
+    from reportgen.pipeline.assemble import describe_example
 
     net, tokenizer = load(tiny_model, "cpu")
     run = run_example(net, tokenizer, ExampleSpec(text="i went to the store.",
                                                   pair="at the store, i bought fresh strawberries."), 64)
     settings = statistics.load_settings()
-    example = describe_example(1, run, settings)
+    example = describe_example(1, run, settings, kind_named("encoder"))
     Example.model_validate(example.model_dump(mode="json"))
     values = statistics.example_statistics(run)
     assert [p.pattern for p in example.patterns] == list(SEED_PATTERNS)

@@ -42,7 +42,9 @@ EXTERNAL = re.compile(r"https?:|@import|<script|<image|<foreignObject|javascript
 def report(tmp_path_factory) -> Report:
     """A tiny model's report with every experiment on, the stages of `reportgen build` without the site."""
     from reportgen.config import load_config
-    from reportgen.pipeline import data_files, make_manifest, make_report, run_ablation, run_model, run_patterns
+    from reportgen.pipeline.analyses import run_ablation, run_patterns
+    from reportgen.pipeline.assemble import data_files, make_manifest, make_report
+    from reportgen.pipeline.model_stage import run_model
 
     work = tmp_path_factory.mktemp("pictures")
     make_tiny_bert(work / "tiny", layers=3, heads=4)
@@ -54,10 +56,10 @@ def report(tmp_path_factory) -> Report:
     (work / "reportgen.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     loaded = load_config(work / "reportgen.yaml")
     stage = run_model(loaded)
-    statistics = run_patterns(loaded, stage)
+    atlas = run_patterns(loaded, stage)
     ablation = run_ablation(loaded, stage)
     manifest = make_manifest(loaded, stage, data_files(loaded), {}, reproducible=True)
-    return make_report(loaded, stage, statistics, ablation, None, manifest, reproducible=True)
+    return make_report(loaded, stage, atlas, ablation, None, manifest, reproducible=True)
 
 
 def variant(report: Report, ablation=..., statistics=None) -> Report:

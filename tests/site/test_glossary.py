@@ -259,7 +259,8 @@ def test_the_glossary_names_the_patterns_of_its_sites_architecture(tmp_path, arc
     previous token and "mixed"."""
     from reportgen.site import writer
 
-    writer.write_glossary(pages.environment(ROOT / "site_src" / "templates"), tmp_path, architecture)
+    atlases = {"encoder": ("encoder",), "decoder": ("decoder",), "encoder-decoder": ("encoder", "decoder", "cross")}
+    writer.write_glossary(pages.environment(ROOT / "site_src" / "templates"), tmp_path, atlases[architecture])
     table = (tmp_path / glossary.PAGE).read_text(encoding="utf-8").split("{ #pattern-names }", 1)[1]
     shown = {key for key, entry in names.PATTERNS.items() if f"| {entry.name} |" in table}
     assert {"previous_token", "mixed"} <= shown

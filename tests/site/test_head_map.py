@@ -32,20 +32,20 @@ SVG = "{http://www.w3.org/2000/svg}"
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, tiny_model) -> Report:
     """The report of a tiny build with a comparison model and single-head masking, without its site."""
-    from reportgen import pipeline as build
     from reportgen.config import load_config
+    from reportgen.pipeline import analyses, assemble, model_stage
 
     project = tmp_path_factory.mktemp("head-map")
     other = make_tiny_bert(project / "other", seed=1)
     write_config(project, tiny_config(tiny_model, title="Tiny", max_length=128,
                                       compare={"model": other, "name": "second"}, ablation=SINGLE_HEADS_ABLATION))
     config = load_config(project / "reportgen.yaml")
-    stage = build.run_model(config)
-    statistics = build.run_patterns(config, stage)
-    ablation = build.run_ablation(config, stage)
-    comparison = build.run_comparison(config, stage)
-    manifest = build.make_manifest(config, stage, build.data_files(config), {}, True)
-    return build.make_report(config, stage, statistics, ablation, comparison, manifest, True)
+    stage = model_stage.run_model(config)
+    atlas = analyses.run_patterns(config, stage)
+    ablation = analyses.run_ablation(config, stage)
+    comparison = analyses.run_comparison(config, stage)
+    manifest = assemble.make_manifest(config, stage, assemble.data_files(config), {}, True)
+    return assemble.make_report(config, stage, atlas, ablation, comparison, manifest, True)
 
 
 # -- the colour table --------------------------------------------------------------------------------

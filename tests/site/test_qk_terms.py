@@ -1,4 +1,4 @@
-"""Score terms and masked keys on the query/key page (reportgen/site/views.py, module docstring).
+"""Score terms and masked keys on the query/key page (reportgen/site/qk_encoding.py, module docstring).
 
 DeBERTa adds content-to-position and position-to-content terms to q . k (He et al. 2021), MPNet a
 relative position bias per head (Song et al. 2020), and ModernBERT's local layers mask the keys

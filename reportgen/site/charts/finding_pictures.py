@@ -71,8 +71,9 @@ def _drawer(report: Report, finding_id: str) -> Callable[[Report, Finding], dict
     if finding_id == CROSS_FINDING:
         return cross_pattern
     if report.decoder is not None:
-        decoder_id = {"decoder": finding_id, "encoder-decoder": finding_id.removeprefix(SEQ2SEQ_DECODER_PREFIX)
-                      if finding_id.startswith(SEQ2SEQ_DECODER_PREFIX) else None}.get(report.architecture)
+        # an encoder-decoder's decoder findings carry the prefix; a decoder's own are the decoder atlas's
+        decoder_id = (finding_id.removeprefix(SEQ2SEQ_DECODER_PREFIX) if finding_id.startswith(SEQ2SEQ_DECODER_PREFIX)
+                      else None if report.statistics is not None else finding_id)
         if decoder_id in _DECODER_DRAWERS:
             return decoder_pattern
     return _DRAWERS.get(finding_id)

@@ -128,16 +128,18 @@ def test_attention_matrix_cells_open_the_head_view_with_their_query_pinned():
 def tiny_pages(tiny_model):
     """The statistics, patterns and example charts of a two-example run of the tiny model (no site build)."""
     from reportgen.config import ExampleSpec
+    from reportgen.kinds import kind_named
     from reportgen.model.loading import load
     from reportgen.model.run import run_example
     from reportgen.patterns.statistics import PatternAccumulator, load_settings
-    from reportgen.pipeline import describe_example, example_views
+    from reportgen.pipeline.assemble import describe_example, example_views
     from reportgen.report import PatternStatistics
 
     net, tokenizer = load(tiny_model, "cpu")
     specs = [ExampleSpec(text="the cat sat on the mat."),
              ExampleSpec(text="i went to the store.", pair="at the store, i bought fresh strawberries.")]
     runs = [run_example(net, tokenizer, spec, 64) for spec in specs]
+    encoder = kind_named("encoder")
     accumulator = PatternAccumulator(load_settings())
     for run in runs:
         accumulator.add(run)
@@ -147,7 +149,7 @@ def tiny_pages(tiny_model):
             "heatmaps": {section["id"]: section["heatmap"] for section in sections},
             "matrices": [spec for section in sections for spec in section["matrices"]],
             "similarity": chartdata.similarity_chart(stats),
-            "examples": [chartdata.example_entropy_chart(describe_example(i + 1, run).entropy)
+            "examples": [chartdata.example_entropy_chart(describe_example(i + 1, run, None, encoder).entropy)
                          for i, run in enumerate(runs)],
             "stats": stats}
 

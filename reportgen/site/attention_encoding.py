@@ -1,0 +1,235 @@
+"""The 8-bit encoding of attention weights and contributions in the views' payloads (reportgen.site.views).
+
+The pages are static and opened from file://, where `fetch` is blocked, so every example page carries
+its own attention (reportgen.site.views builds the payload); this module is how the weights in it are
+written, and read back for the tests and checks.
+
+The data must stay small (bertviz writes ~22 bytes per weight; we write ~1.4), so
+attention is quantised to 8 bits per weight, one affine scale per row (encoding "u8-row-affine"):
+
+    w[r, k] = floor[r] + q[r, k] * scale[r],   q in 0..255,   scale[r] = (max[r] - floor[r]) / 255
+
+Why a floor: with plain per-row max scaling, a long row (512 keys, 0.9 on [SEP],
+~0.0002 on each other key) rounds every small weight to 0 and loses 10% of the
+row's mass. A floor b in [0, 0.5/255] that every weight decodes to at least puts
+that mass back. The error bound still holds for any such floor: weights in
+[floor, max] are off by at most scale/2 <= 0.5/255, weights below the floor by at
+most floor <= 0.5/255. The floor is chosen per row by a few vectorised
+fixed-point steps so that the decoded row sums to ~1.
+
+Layout: `q` is one base64 string per (layer, head) so the browser decodes only
+the heads it draws; `floor` and `scale` are little-endian float32 [L*H*T], base64.
+A site's example pages keep most heads in data files beside the page instead (reportgen.site.view_files).
+
+Rows may be of any length: an encoder-decoder's cross-attention is [L, H, T, S] (T decoder tokens over
+S source tokens), `shape` then [L, H, T, S] and each row S codes (reportgen.site.views `seq2seq_groups`).
+
+Contributions (Kobayashi et al. 2020; reportgen.model.value_norms), where the run has value norms:
+`contributions` holds the per-row shares of ||A[i, j] f(x_j)|| (rows sum to 1) in the same
+encoding, plus `total`, the per-row totals sum_j ||A[i, j] f(x_j)|| as little-endian float32
+[L*H*T], base64, so the page can show magnitudes: ||A[i, j] f(x_j)|| = share[i, j] * total[i]
+(within total[i] * 0.5/255). `decode_attention` decodes the shares; `decode_contributions` both.
+A site's example page splits its payload (reportgen.site.view_files): there each head's chunk carries its own
+codes, floor and scale (PACKED_ATTENTION), and its totals too for contributions (PACKED_CONTRIBUTIONS), since
+the first view (weights, layer 0) needs none of the other heads' rows.
+
+A single-file view carries the contributions as each key's value norm instead (`encode_norms`, encoding
+"norms-f32"), from which the page computes them with the decoded weights.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+
+ENCODING = "u8-row-affine"
+NORMS_ENCODING = "norms-f32"
+# A packed chunk's bytes, per head (reportgen.site.view_files): codes uint8 [T*S], then floor and scale (float32
+# [T] each), and for contributions each row's total (float32 [T]) after them.
+PACKED_ATTENTION = "codes,floor,scale"
+PACKED_CONTRIBUTIONS = "codes,floor,scale,total"
+MAX_FLOOR = 0.5 / 255  # the largest floor keeps weights below it within the error bound
+FLOOR_STEPS = 12
+ROW_SUM_RETRY = 0.001
+TOP_CODES = (254, 253, 252, 250, 248, 245, 241, 236, 230)
+# The same bound as a float32 that does not exceed it, since the browser reads float32 floors.
+_FLOOR_CAP = (np.float32(MAX_FLOOR) if np.float32(MAX_FLOOR) <= MAX_FLOOR
+              else np.nextafter(np.float32(MAX_FLOOR), np.float32(0)))
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _quantise(rows: np.ndarray, floor: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Nearest code for every weight given each row's floor and scale (broadcast over the last axis)."""
+    safe = np.where(scale > 0, scale, 1.0)
+    codes = np.rint((rows - floor[..., None]) / safe[..., None])
+    return np.clip(codes, 0, 255).astype(np.uint8)
+
+
+def _decode(codes: np.ndarray, floor: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The browser's decoding, in float64 from the float32 floor and scale it reads."""
+    return floor.astype(np.float64)[..., None] + codes.astype(np.float64) * scale.astype(np.float64)[..., None]
+
+
+def _scale_for(maxima: np.ndarray, floor: np.ndarray, top: np.ndarray | int = 255) -> np.ndarray:
+    """(max - floor) / top as float32, rounded down so scale / 2 never exceeds 0.5/255 by a float32 ulp.
+
+    `top` is the code the row's maximum gets: 255 normally; a little less gives the
+    rounding another pattern (see `quantise_rows`), which is allowed while scale <= 1/255.
+    """
+    exact = (maxima - floor.astype(np.float64)) / top
+    scale = exact.astype(np.float32)
+    too_big = scale.astype(np.float64) > exact
+    scale[too_big] = np.nextafter(scale[too_big], np.float32(0))
+    return np.maximum(scale, np.float32(0))
+
+
+def _choose_floor(rows: np.ndarray, top: np.ndarray | int = 255) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row (floor, scale) with the floor set so the decoded row sums to ~1 where the floor can do it."""
+    maxima = rows.max(axis=-1)
+    floor = np.zeros(rows.shape[:-1], dtype=np.float32)
+    for _ in range(FLOOR_STEPS):
+        scale = _scale_for(maxima, floor, top)
+        codes = _quantise(rows, floor, scale)
+        deficit = 1.0 - _decode(codes, floor, scale).sum(axis=-1)
+        # Only weights on code 0 move with the floor; the others decode to ~their value whatever it is.
+        step = deficit / np.maximum((codes == 0).sum(axis=-1), 1)
+        if np.abs(step).max() < 1e-9:  # converged (usually after 2-3 steps)
+            break
+        floor = np.clip(floor.astype(np.float64) + step, 0.0, float(_FLOOR_CAP)).astype(np.float32)
+        floor = np.minimum(floor, maxima.astype(np.float32))  # a floor above the max would waste the codes
+    return floor, _scale_for(maxima, floor, top)
+
+
+def _rebalance(rows: np.ndarray, codes: np.ndarray, floor: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Round some weights the other way (one step) so the row sums to 1 within half a step.
+
+    Nearest rounding leaves up to scale/2 on each weight, and over hundreds of small
+    weights that adds up; but when scale < 0.5/255 either neighbouring code is within
+    the error bound, so we may move codes by one, smallest resulting error first, as
+    long as each moved weight stays within 0.5/255 (MAX_FLOOR).
+    """
+    safe = np.where(scale > 0, scale, np.inf).astype(np.float64)
+    steps = scale.astype(np.float64)[..., None]
+    decoded = floor.astype(np.float64)[..., None] + codes * steps
+    units = np.rint((1.0 - decoded.sum(axis=-1)) / safe).astype(np.int64)  # + add steps, - remove steps
+    todo = np.nonzero(units)[0]
+    if todo.size == 0:
+        return codes
+    wanted, old_codes, old_values, step = rows[todo], codes[todo].astype(np.int64), decoded[todo], steps[todo]
+    limit = MAX_FLOOR * (1 - 1e-9)  # margin for float rounding in the comparison below
+    up_err = old_values + step - wanted
+    down_err = wanted - (old_values - step)
+    add = (units[todo] > 0)[:, None]
+    cost = np.where(add, np.where((old_codes < 255) & (up_err <= limit), up_err, np.inf),
+                    np.where((old_codes > 0) & (down_err <= limit), down_err, np.inf))
+    rank = np.argsort(np.argsort(cost, axis=-1, kind="stable"), axis=-1, kind="stable")
+    move = (rank < np.abs(units[todo])[:, None]) & np.isfinite(cost)
+    codes[todo] = (old_codes + np.where(add, move, -move.astype(np.int64))).astype(np.uint8)
+    return codes
+
+
+def _encode_block(rows: np.ndarray,
+                  top: np.ndarray | int = 255) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, floor, scale, |row sum - 1|) for a block of float64 rows."""
+    floor, scale = _choose_floor(rows, top)
+    codes = _rebalance(rows, _quantise(rows, floor, scale), floor, scale)
+    return codes, floor, scale, np.abs(_decode(codes, floor, scale).sum(axis=-1) - 1.0)
+
+
+def _encode_with_retries(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, floor, scale) of float64 rows, re-encoding rows whose sum is off with their maximum on lower codes."""
+    codes, floor, scale, err = _encode_block(rows)
+    retry = np.nonzero(err > ROW_SUM_RETRY)[0]
+    if retry.size == 0:
+        return codes, floor, scale
+    sub = rows[retry]
+    lowest = np.ceil(255 * sub.max(axis=-1) - 1e-9)  # scale must stay <= 1/255
+    for top in TOP_CODES:
+        codes2, floor2, scale2, err2 = _encode_block(sub, np.maximum(top, lowest))
+        better = err2 < err[retry]
+        pick = retry[better]
+        codes[pick], floor[pick], scale[pick], err[pick] = codes2[better], floor2[better], scale2[better], err2[better]
+    return codes, floor, scale
+
+
+def quantise_rows(attention: np.ndarray, block: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes uint8 [..., T], floor float32 [...], scale float32 [...]) for rows along the last axis.
+
+    Rows whose sum is still off by more than ROW_SUM_RETRY after floor and rebalancing
+    (short rows with one large weight: few codes may move) are encoded again with the
+    maximum on a lower code (TOP_CODES), and the best sum wins. Works through `block`
+    rows at a time to bound memory at 512 tokens (18.9M weights on a 6x12 model).
+    """
+    shape = attention.shape
+    flat = attention.reshape(-1, shape[-1])
+    codes = np.empty(flat.shape, dtype=np.uint8)
+    floor = np.empty(flat.shape[0], dtype=np.float32)
+    scale = np.empty(flat.shape[0], dtype=np.float32)
+    for start in range(0, flat.shape[0], block):
+        part = slice(start, start + block)
+        codes[part], floor[part], scale[part] = _encode_with_retries(flat[part].astype(np.float64))
+    return codes.reshape(shape), floor.reshape(shape[:-1]), scale.reshape(shape[:-1])
+
+
+def encode_attention(attention: np.ndarray) -> dict:
+    """Compact JSON-able form of attention [L, H, T, T] (see the module docstring), or of a rectangular
+    [L, H, T, S] (an encoder-decoder's cross-attention: T decoder tokens over S source tokens): rows are
+    encoded alike, whatever their length."""
+    layers, heads, n, keys = attention.shape
+    codes, floor, scale = quantise_rows(attention)
+    return {
+        "encoding": ENCODING,
+        "shape": [layers, heads, n, keys],
+        "q": [_b64(codes[layer, head].tobytes()) for layer in range(layers) for head in range(heads)],
+        "floor": _b64(floor.astype("<f4").tobytes()),
+        "scale": _b64(scale.astype("<f4").tobytes()),
+    }
+
+
+def decode_attention(encoded: dict) -> np.ndarray:
+    """Inverse of `encode_attention`, as the browser does it (float64); for tests and checks."""
+    layers, heads, n, keys = encoded["shape"]
+    codes = np.stack([np.frombuffer(base64.b64decode(s), dtype=np.uint8) for s in encoded["q"]])
+    floor = np.frombuffer(base64.b64decode(encoded["floor"]), dtype="<f4")
+    scale = np.frombuffer(base64.b64decode(encoded["scale"]), dtype="<f4")
+    codes = codes.reshape(layers, heads, n, keys)
+    return _decode(codes, floor.reshape(layers, heads, n), scale.reshape(layers, heads, n))
+
+
+def encode_contributions(attention: np.ndarray, norms: np.ndarray) -> dict:
+    """Contributions of attention [L, H, T, T] with value norms [L, H, T]: the per-row shares in the
+    attention encoding, plus `total` (see the module docstring)."""
+    from reportgen.runs import shares
+
+    share, totals = shares(attention, norms)
+    encoded = encode_attention(share)
+    encoded["total"] = _b64(totals.astype("<f4").tobytes())
+    return encoded
+
+
+def decode_contributions(encoded: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(shares [L, H, T, T] as the browser decodes them, per-row totals [L, H, T] float32) of
+    `encode_contributions`' output; for tests and checks."""
+    totals = np.frombuffer(base64.b64decode(encoded["total"]), dtype="<f4")
+    return decode_attention(encoded), totals.reshape(encoded["shape"][:3])
+
+
+def encode_norms(norms: np.ndarray) -> dict:
+    """Contributions as each key's value norm ||f(x_j)|| [L, H, T] (encoding "norms-f32"), from which the
+    page computes them with the decoded weights (views-core.js NormContributions): 4 bytes per token and
+    head instead of a second 8-bit matrix, for a page that must be small (a single-file view)."""
+    return {"encoding": NORMS_ENCODING, "shape": list(norms.shape), "norms": _b64(norms.astype("<f4").tobytes())}
+
+
+def decode_norm_contributions(attention: dict, encoded: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(shares [L, H, T, T], per-row totals [L, H, T]) as the page computes them from `encode_attention`'s
+    and `encode_norms`' output; for tests and checks."""
+    from reportgen.runs import shares
+
+    norms = np.frombuffer(base64.b64decode(encoded["norms"]), dtype="<f4").reshape(encoded["shape"])
+    share, totals = shares(decode_attention(attention), norms.astype(np.float64))
+    return share.astype(np.float64), totals

@@ -1,4 +1,4 @@
-// The links the example pages' "Patterns in this example" section writes (reportgen/report.py head_link with
+// The links the example pages' "Patterns in this example" section writes (reportgen/report/links.py head_link with
 // token= or key=): one head of the head view with one query token, or one key token, pinned.
 // tests/site/test_glossary.py checks that head_link writes exactly these strings.
 'use strict';

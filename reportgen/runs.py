@@ -42,21 +42,31 @@ class ExampleRun:
         return len(self.tokens)
 
 
-def contributions(attention: np.ndarray, norms: np.ndarray) -> np.ndarray:
-    """||A[i, j] f(x_j)|| for attention [..., T, T] and norms [..., T]: [..., T, T] (float32)."""
-    return (attention * norms[..., None, :]).astype(np.float32)
-
-
 def shares(attention: np.ndarray, norms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(per-row shares of the contribution, rows summing to 1; per-row totals sum_j ||A[i, j] f(x_j)||).
+    """(per-row shares of the contribution, rows summing to 1; per-row totals sum_j ||A[i, j] f(x_j)||) for
+    attention [..., T, T] and norms [..., T].
 
     A row whose contributions are all zero (no weight on any key with a nonzero f) keeps its
     attention weights as shares, so every row of `shares` is a distribution the pattern
-    statistics can read."""
-    amounts = contributions(attention, norms).astype(np.float64)
+    statistics can read. A whole model's [L, H, T, T] is taken a layer at a time: its float64
+    temporaries are a layer's, not five copies of the model's attention (4.8 GB at 1,024 tokens on 12 x 12 heads)."""
+    if attention.ndim == 4:
+        out = np.empty(attention.shape, dtype=np.float32)
+        totals = np.empty(attention.shape[:-1], dtype=np.float32)
+        for layer in range(attention.shape[0]):
+            out[layer], totals[layer] = shares(attention[layer], norms[layer])
+        return out, totals
+    return row_shares(attention, norms[..., None, :])
+
+
+def row_shares(rows: np.ndarray, norms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`shares` of attention rows [..., K] whose keys' value norms are `norms` (broadcast to the rows): any
+    rows at all, so that a caller can take a model's rows a block at a time. The contributions are
+    ||A[i, j] f(x_j)|| (Kobayashi et al. 2020), in float32 as the views decode them."""
+    amounts = (rows * norms).astype(np.float32).astype(np.float64)
     totals = amounts.sum(axis=-1)
     safe = np.where(totals > 0, totals, 1.0)[..., None]
-    out = np.where(totals[..., None] > 0, amounts / safe, attention)
+    out = np.where(totals[..., None] > 0, amounts / safe, rows)
     return out.astype(np.float32), totals.astype(np.float32)
 
 

@@ -65,6 +65,18 @@ def run_example(model, tokenizer, spec: ExampleSpec, max_length: int, keep_qk: b
     if not outputs.attentions or outputs.attentions[0] is None:
         raise RuntimeError("the model returned no attention weights; "
                            "it must be loaded with attn_implementation='eager'")
-    attention = torch.stack(outputs.attentions)[:, 0].float().cpu().numpy()  # [L, H, T, T]
+    layers = list(outputs.attentions)
+    del outputs  # the layers' tensors are then only in `layers`, each freed as it is copied
+    attention = _as_numpy(layers)
     extras = capture.extras() if keep_qk else {}
     return ExampleRun(spec, tokens, words, segments, special, attention, truncated, extras, norms.norms)
+
+
+def _as_numpy(layers: list) -> np.ndarray:
+    """The layers' attention [1, H, T, T] each as one float32 [L, H, T, T], each layer's tensor let go once
+    copied: the copy never stands beside a second whole model's worth (torch.stack would make one)."""
+    attention = np.empty((len(layers), *layers[0].shape[1:]), dtype=np.float32)
+    for layer in range(len(layers)):
+        attention[layer] = layers[layer][0].float().cpu().numpy()
+        layers[layer] = None
+    return attention

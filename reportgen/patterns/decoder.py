@@ -58,6 +58,7 @@ import numpy as np
 from reportgen.runs import MIN_INDUCTION_N, induction_input, induction_tokens  # noqa: F401 - the input it reads
 
 CAUSAL_TOLERANCE = 1e-6  # largest |weight| above the diagonal accepted as float noise
+CHECK_CELLS = 1 << 24  # weights check_causal reads at once (64 MB of float32)
 
 AttentionInput = np.ndarray | Sequence[np.ndarray]
 TokenIdsInput = np.ndarray | Sequence[Any]
@@ -72,27 +73,34 @@ def check_causal(attention: np.ndarray) -> None:
     """Raise ValueError unless `attention` [..., T, T] is finite and has no weight above the diagonal.
 
     A decoder's query q may weigh only keys 0..q; float noise up to CAUSAL_TOLERANCE is accepted. Every
-    function here calls this, so an encoder's or a cross-attention map is refused, not scored.
+    function here calls this, so an encoder's or a cross-attention map is refused, not scored. The maps are
+    read CHECK_CELLS weights at a time, so the check's temporaries stay small whatever the model's size.
     """
     if attention.ndim < 2 or attention.shape[-1] != attention.shape[-2]:
         raise ValueError(f"attention must be [..., T, T] (query by key), not {attention.shape}")
-    if not np.isfinite(attention).all():
-        raise ValueError("attention has NaN or infinite weights")
     length = attention.shape[-1]
-    if length < 2:
-        return
+    maps = attention.reshape(-1, length, length)
+    step = max(1, CHECK_CELLS // (length * length))
     rows, cols = np.triu_indices(length, 1)
-    above = np.abs(attention[..., rows, cols])
-    worst = float(above.max())
-    if worst > CAUSAL_TOLERANCE:
-        where = np.unravel_index(int(above.argmax()), above.shape)
-        cell = where[-1]
-        lead = [int(i) for i in where[:-1]]
-        at = f" (layer {lead[0]}, head {lead[1]})" if len(lead) == 2 else f" (at {tuple(lead)})" if lead else ""
-        raise ValueError(
-            f"attention is not causal: weight {worst:.3g} on key {int(cols[cell])} from query {int(rows[cell])}"
-            f"{at}; a decoder's query q may weigh only keys 0..q (float noise up to {CAUSAL_TOLERANCE:g} is "
-            "accepted). Encoder or cross attention cannot be scored with the decoder statistics.")
+    worst, at = 0.0, None  # the largest weight above the diagonal, and (map, cell) where it is first
+    for start in range(0, len(maps), step):
+        part = maps[start:start + step]
+        if not np.isfinite(part).all():
+            raise ValueError("attention has NaN or infinite weights")
+        if length < 2:
+            continue
+        above = np.abs(part[:, rows, cols])
+        first = int(above.argmax())
+        if above.flat[first] > worst or at is None:
+            worst, at = float(above.flat[first]), (start + first // above.shape[1], first % above.shape[1])
+    if at is None or worst <= CAUSAL_TOLERANCE:
+        return
+    lead = [int(i) for i in np.unravel_index(at[0], attention.shape[:-2])] if attention.ndim > 2 else []
+    where = f" (layer {lead[0]}, head {lead[1]})" if len(lead) == 2 else f" (at {tuple(lead)})" if lead else ""
+    raise ValueError(
+        f"attention is not causal: weight {worst:.3g} on key {int(cols[at[1]])} from query {int(rows[at[1]])}"
+        f"{where}; a decoder's query q may weigh only keys 0..q (float noise up to {CAUSAL_TOLERANCE:g} is "
+        "accepted). Encoder or cross attention cannot be scored with the decoder statistics.")
 
 
 def _sequences(attention: AttentionInput) -> tuple[list[np.ndarray], bool]:
@@ -284,6 +292,8 @@ def induction(attention: AttentionInput, n: int) -> np.ndarray:
 
 def _entropy_sum(attention: np.ndarray) -> np.ndarray:
     """[L, H] float64: the sum over q >= 1 of -sum_k A[q, k] ln A[q, k], with 0 ln 0 = 0."""
+    if attention.ndim == 4:  # a layer at a time: these temporaries are four copies of what they are given
+        return np.stack([_entropy_sum(layer) for layer in attention])
     length = attention.shape[-1]
     rows = np.clip(attention[..., 1:, :] * np.tri(length, dtype=bool)[1:], 0.0, None)  # drop the noise above
     logs = np.log(rows, out=np.zeros_like(rows), where=rows > 0)

@@ -11,23 +11,31 @@ def js_divergence_sums(attention: np.ndarray, max_block: int = 1 << 22) -> np.nd
 
     Clark et al. 2019 smooth each row as 0.999 A + 0.001/n. JS(p, q) = (sum p ln p +
     sum q ln q) / 2 - sum m ln m with m = (p + q) / 2, so only the m-term needs pairs;
-    it is computed for blocks of heads against all later heads (symmetry), at most
-    `max_block` numbers at a time so long inputs stay in bounded memory. The pair term
-    of a head with itself is its own sum p ln p, so taking the self terms from that
+    it is computed for blocks of heads against blocks of later heads (symmetry), at most
+    `max_block` numbers at a time, each block smoothed as it is read, so long inputs stay in bounded
+    memory. The pair term of a head with itself is its own sum p ln p, so taking the self terms from that
     diagonal makes identical heads cancel exactly; float32 halves the time, and its
     rounding (about 1e-6 nats per example) is far below the differences between heads.
     """
     layers, heads, length, _ = attention.shape
     count = layers * heads
-    smoothed = (0.999 * attention.reshape(count, length, length) + 0.001 / length).astype(np.float32)
+    maps = attention.reshape(count, length, length)
+
+    def smoothed(first: int, stop: int) -> np.ndarray:  # a block of heads at a time: never the whole model's copy
+        return (0.999 * maps[first:stop] + 0.001 / length).astype(np.float32)
+
     cross = np.zeros((count, count))
     block = max(1, max_block // (count * length * length))
+    others = max(1, max_block // (block * length * length))
     for start in range(0, count, block):
         stop = min(start + block, count)
-        mixture = (smoothed[start:stop, None] + smoothed[None, start:]) * np.float32(0.5)  # [B, count - start, T, T]
-        part = (mixture * np.log(mixture)).sum((2, 3), dtype=np.float64)
-        cross[start:stop, start:] = part
-        cross[start:, start:stop] = part.T
+        rows = smoothed(start, stop)
+        for first in range(start, count, others):
+            last = min(first + others, count)
+            mixture = (rows[:, None] + smoothed(first, last)[None]) * np.float32(0.5)  # [B, C, T, T]
+            part = (mixture * np.log(mixture)).sum((2, 3), dtype=np.float64)
+            cross[start:stop, first:last] = part
+            cross[first:last, start:stop] = part.T
     self_term = np.diag(cross)
     return np.maximum(0.5 * (self_term[:, None] + self_term[None, :]) - cross, 0.0)
 

@@ -192,7 +192,8 @@ class PatternAccumulator:
             return
         if self._contribution is None:
             self._contribution, self._delimiter = _Running(values.shape), DelimiterShares()
-        contribution = weights.values(shares(run.attention, run.value_norms)[0])
+        contribution = weights.values_by_layer(shares(layer, norms)[0]
+                                               for layer, norms in zip(run.attention, run.value_norms, strict=True))
         self._contribution.add(contribution, self.examples, linkable)
         if linkable:  # the examples: corpus sentences count in the statistics, not in the paired test
             cls_sep = STATS.index("cls_sep")

@@ -1,0 +1,162 @@
+"""Long inputs on real-sized random models: what one long example costs a build, a site and a reader.
+
+Why: users' prompts run to hundreds and thousands of tokens, and the cost of an example grows with
+layers x heads x tokens^2 (issue 46). Each case builds a random checkpoint of a real model's shape from its
+config (nothing downloaded; a byte-level BPE tokenizer trained here), writes one example of that many
+tokens, and runs a cold `reportgen build` (ablation off) in a fresh project:
+
+- build: wall seconds and peak RSS of the build process (os.wait4's rusage, the largest of it and what it ran);
+- site: the bytes the example adds (its page, its query/key page and its data files) and the whole site's;
+- reader: the example page opened in Chromium from file:// as the site writes it: the bytes its first view
+  loads (the page and the data files it requested before the view was drawn), when that view was drawn
+  (the views' data-first-render-at, ms from navigation start), and the JS heap once the model view of all
+  heads was drawn (Chromium's performance.memory, with --enable-precise-memory-info);
+- beside them, the same example in bertviz's payload format (JSON of every weight, ~22 bytes a value).
+
+Cases: gpt2-small (12 layers x 12 heads, hidden 768) at 128, 512 and 1,024 tokens; llama (8 layers x 8 query
+heads sharing 2 key/value heads, RoPE, hidden 512) at 4,096 tokens.
+Usage: python benchmarks/long_inputs.py [--cases gpt2-small-128 ...] [--work DIR] [--no-browser]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+BERTVIZ_BYTES_PER_VALUE = 22  # "0.0123456789, " in bertviz's JSON: about 22 characters a weight
+WORDS = ("the cat dog sat on mat in garden store was closed monday bought fresh strawberries at a of and to it "
+         "model head token layer attention weight query key value sentence text long short read write page "
+         "site view first last next previous river mountain city train station ticket window door house").split()
+SHAPES = {  # name -> (transformers config class, model class, config fields, tokens per case)
+    "gpt2-small": ("GPT2Config", "GPT2Model", dict(n_layer=12, n_head=12, n_embd=768, n_positions=1024),
+                   (128, 512, 1024)),
+    "llama": ("LlamaConfig", "LlamaModel", dict(num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2,
+                                                hidden_size=512, intermediate_size=1024,
+                                                max_position_embeddings=4096), (4096,)),
+}
+# The view drawn with nothing still loading (as benchmarks/views_render.py waits for it).
+DRAWN = ".rgv[data-first-render-at][data-rgv-state]:not([data-rgv-loading])"
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", nargs="*", help="e.g. gpt2-small-1024 llama-4096 (default: all)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/long-inputs"), help="models and projects")
+    parser.add_argument("--no-browser", action="store_true", help="skip the reader's figures")
+    return parser.parse_args()
+
+
+def make_model(shape: str, target: Path) -> Path:
+    """A random checkpoint of `shape` with a byte-level BPE tokenizer trained on WORDS (made once)."""
+    if (target / "config.json").exists():
+        return target
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.train_from_iterator([" ".join(WORDS)] * 4, trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<|endoftext|>",
+                                                eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+    fast.model_input_names = ["input_ids", "attention_mask"]
+    fast.save_pretrained(target)
+    config_class, model_class, fields, _ = SHAPES[shape]
+    config = getattr(transformers, config_class)(vocab_size=len(fast), bos_token_id=0, eos_token_id=0, **fields)
+    torch.manual_seed(0)
+    getattr(transformers, model_class)(config).save_pretrained(target)
+    return target
+
+
+def long_text(tokens: int, seed: int = 0) -> str:
+    """Words drawn at random (a fixed seed), more of them than `tokens` tokens: max_length cuts the rest."""
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(tokens + 16))
+
+
+def build(project: Path, model: Path, tokens: int) -> dict:
+    """A cold `reportgen build` of one example of `tokens` tokens: seconds and peak RSS (MB)."""
+    project.mkdir(parents=True, exist_ok=True)
+    config = {"model": str(model), "device": "cpu", "max_length": tokens, "examples": [{"text": long_text(tokens)}],
+              "ablation": {"enabled": False}}
+    (project / "reportgen.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-m", "reportgen", "build"], cwd=project, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{project}: the build failed:\n{child.stderr.read().decode()[-3000:]}")
+    return {"seconds": seconds, "peak_mb": usage.ru_maxrss / 1024}
+
+
+def site_bytes(site: Path) -> dict:
+    """Bytes the example adds to the site (its pages and data files) and the whole site's."""
+    mine = [site / "example-1.html", site / "example-1-qk.html", *sorted((site / "example-1-data").glob("*"))]
+    return {"example_mb": sum(p.stat().st_size for p in mine if p.is_file()) / 1e6,
+            "site_mb": sum(p.stat().st_size for p in site.rglob("*") if p.is_file()) / 1e6}
+
+
+def reader(site: Path) -> dict:
+    """The first view's bytes and draw time, and the JS heap once the model view drew every head."""
+    from playwright.sync_api import sync_playwright
+
+    page_file = site / "example-1.html"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
+                                                                    "--enable-precise-memory-info"])
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.goto(page_file.as_uri())
+        page.wait_for_selector(DRAWN, timeout=600_000)
+        drawn_ms = float(page.get_attribute(".rgv", "data-first-render-at"))
+        data = {url for url in requested if "/example-1-data/" in url}
+        first = page_file.stat().st_size + sum((site / "example-1-data" / url.rsplit("/", 1)[1]).stat().st_size
+                                               for url in data)
+        page.goto(page_file.as_uri() + "#view=model&layer=0")
+        page.reload()
+        page.wait_for_selector(DRAWN, timeout=600_000)
+        heap = page.evaluate("performance.memory.usedJSHeapSize")
+        browser.close()
+    return {"first_view_mb": first / 1e6, "drawn_ms": drawn_ms, "model_view_heap_mb": heap / 1e6}
+
+
+def main() -> int:
+    args = arguments()
+    work = args.work.resolve()
+    rows = []
+    for shape, (_, _, fields, lengths) in SHAPES.items():
+        for tokens in lengths:
+            name = f"{shape}-{tokens}"
+            if args.cases and name not in args.cases:
+                continue
+            model = make_model(shape, work / "models" / shape)
+            project = work / "projects" / name
+            subprocess.run(["rm", "-rf", str(project)], check=True)
+            row = {"case": name, **build(project, model, tokens), **site_bytes(project / "site")}
+            if not args.no_browser:
+                row.update(reader(project / "site"))
+            layers = fields.get("n_layer", fields.get("num_hidden_layers"))
+            heads = fields.get("n_head", fields.get("num_attention_heads"))
+            row["bertviz_mb"] = layers * heads * tokens * tokens * BERTVIZ_BYTES_PER_VALUE / 1e6
+            rows.append(row)
+            print(" ".join(f"{key}={value:.1f}" if isinstance(value, float) else f"{key}={value}"
+                           for key, value in row.items()), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

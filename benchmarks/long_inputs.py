@@ -15,7 +15,7 @@ tokens, and runs a cold `reportgen build` (ablation off) in a fresh project:
 
 Cases: gpt2-small (12 layers x 12 heads, hidden 768) at 128, 512 and 1,024 tokens; llama (8 layers x 8 query
 heads sharing 2 key/value heads, RoPE, hidden 512) at 4,096 tokens.
-Usage: python benchmarks/long_inputs.py [--cases gpt2-small-128 ...] [--work DIR] [--no-browser]
+Usage: python benchmarks/long_inputs.py [--cases gpt2-small-128 ...] [--work DIR] [--no-browser] [--code DIR]
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--cases", nargs="*", help="e.g. gpt2-small-1024 llama-4096 (default: all)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/long-inputs"), help="models and projects")
     parser.add_argument("--no-browser", action="store_true", help="skip the reader's figures")
+    parser.add_argument("--code", type=Path, default=REPO,
+                        help="the reportgen to build with (a checkout or `git archive` of another commit)")
     return parser.parse_args()
 
 
@@ -85,13 +87,13 @@ def long_text(tokens: int, seed: int = 0) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(tokens + 16))
 
 
-def build(project: Path, model: Path, tokens: int) -> dict:
+def build(project: Path, model: Path, tokens: int, code: Path = REPO) -> dict:
     """A cold `reportgen build` of one example of `tokens` tokens: seconds and peak RSS (MB)."""
     project.mkdir(parents=True, exist_ok=True)
     config = {"model": str(model), "device": "cpu", "max_length": tokens, "examples": [{"text": long_text(tokens)}],
               "ablation": {"enabled": False}}
     (project / "reportgen.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(code)}
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "reportgen", "build"], cwd=project, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -146,7 +148,7 @@ def main() -> int:
             model = make_model(shape, work / "models" / shape)
             project = work / "projects" / name
             subprocess.run(["rm", "-rf", str(project)], check=True)
-            row = {"case": name, **build(project, model, tokens), **site_bytes(project / "site")}
+            row = {"case": name, **build(project, model, tokens, args.code.resolve()), **site_bytes(project / "site")}
             if not args.no_browser:
                 row.update(reader(project / "site"))
             layers = fields.get("n_layer", fields.get("num_hidden_layers"))

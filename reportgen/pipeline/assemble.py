@@ -44,10 +44,11 @@ def versions() -> dict[str, str]:
 
 def make_report(config: Config, stage: ModelStage, atlas: Atlas, ablation: Ablation | None,
                 comparison: Comparison | None, manifest: Manifest, reproducible: bool,
-                progress: BuildProgress | None = None) -> Report:
+                progress: BuildProgress | None = None, examples: list[Example] | None = None) -> Report:
     """Everything the site shows, findings included: templates and charts read only this. `atlas.main` is the
     encoder atlas, or a decoder's own; an encoder-decoder's is its encoder's, beside its decoder self-attention's
-    atlas and its cross-attention statistics."""
+    atlas and its cross-attention statistics. `examples`: `describe_examples`, made once for every site a build
+    writes (else from the stage's runs)."""
     main = atlas.main
     found = findings.all_findings(main, ablation, atlas.decoder, atlas.cross)
     return Report(
@@ -58,9 +59,9 @@ def make_report(config: Config, stage: ModelStage, atlas: Atlas, ablation: Ablat
         model=model_summary(stage.info),
         layers=stage.info.layers,
         heads=stage.info.heads,
-        examples=[describe_example(i, run, config.patterns, stage.kind) for i, run in enumerate(stage.runs, 1)],
+        examples=examples if examples is not None else describe_examples(config, stage),
         architecture=stage.kind.name,
-        groups=stage.kind.groups(stage.runs[0]),
+        groups=stage.groups,
         statistics=main if isinstance(main, PatternStatistics) else None,
         decoder=main if isinstance(main, DecoderStatistics) else atlas.decoder,
         cross=atlas.cross,
@@ -73,6 +74,11 @@ def make_report(config: Config, stage: ModelStage, atlas: Atlas, ablation: Ablat
         manifest=manifest,
         progress=progress,
     )
+
+
+def describe_examples(config: Config, stage: ModelStage) -> list[Example]:
+    """Every example of the stage as its page shows it (`describe_example`)."""
+    return [describe_example(i, run, config.patterns, stage.kind) for i, run in enumerate(stage.runs, 1)]
 
 
 def describe_example(number: int, run: ExampleRun, settings: PatternSettings | None, kind: ModelKind) -> Example:

@@ -18,7 +18,7 @@ from reportgen.cache.store import Cache
 from reportgen.config import Config
 from reportgen.model import loading
 from reportgen.pipeline.analyses import ablation_watch, run_ablation, run_comparison, run_patterns
-from reportgen.pipeline.assemble import data_files, example_views, make_manifest, make_report
+from reportgen.pipeline.assemble import data_files, describe_examples, example_views, make_manifest, make_report
 from reportgen.pipeline.model_stage import live_model, run_model
 from reportgen.progress import Callback, silent
 from reportgen.report import Ablation, Comparison, ExperimentCost, Report
@@ -103,8 +103,11 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
     lap("model")
     atlas = run_patterns(config, stage, progress)
     lap("patterns")
-    drawn = example_views(stage.runs, atlas.main)
     live = live_model(config, stage)
+    stage.load.release()  # the model is read no more: not beside the views' encoding
+    drawn = example_views(stage.runs, atlas.main)
+    examples = describe_examples(config, stage)
+    stage.let_go()
     watch = ablation_watch(config, stage, started)
 
     def write(ablation: Ablation | None, comparison: Comparison | None = None, partial: bool = False) -> Report:
@@ -112,7 +115,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         manifest = make_manifest(config, stage, data_files(config), timings, reproducible,
                                  watch.costs if watch else None)
         report = make_report(config, stage, atlas, ablation, comparison, manifest, reproducible,
-                             watch.state() if partial and watch else None)
+                             watch.state() if partial and watch else None, examples)
         from reportgen.site import writer  # rendering is imported by the stage that renders, once it is reached
 
         writer.write_site(report, drawn, out, progress, reproducible, config.cache_dir, live)
@@ -155,4 +158,4 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         comparison = run_comparison(config, stage, progress)
         lap("comparison")
     report = write(ablation, comparison)
-    return Built(report, stage.computed, len(stage.runs) - stage.computed, round(stage.seconds, 3))
+    return Built(report, stage.computed, stage.examples - stage.computed, round(stage.seconds, 3))

@@ -32,6 +32,10 @@ class LazyModel:
         self.path, self.device, self.progress = path, device, progress
         self._loaded = None
 
+    def release(self) -> None:
+        """Let the loaded model go (a later call loads it again)."""
+        self._loaded = None
+
     def __call__(self):
         if self._loaded is None:
             self.progress("Loading model", 0, 1)
@@ -53,6 +57,19 @@ class ModelStage:
     max_length: int  # the config's, or less when the model takes fewer tokens
     kind: ModelKind  # encoder, decoder or encoder-decoder: what the later stages ask instead of branching
     warnings: list[str] = field(default_factory=list)
+    groups: list[str] | None = None  # the group of each flat attention layer, for a kind whose heads have groups
+    examples: int = 0  # how many examples ran (the runs are let go once drawn: `let_go`)
+
+    def __post_init__(self) -> None:
+        self.examples = len(self.runs)
+        self.groups = self.kind.groups(self.runs[0]) if self.runs else None
+
+    def let_go(self) -> None:
+        """The runs' attention is not read past the views and the examples' descriptions, nor the model past the
+        live export: let them go, so that the site of a long example is written in the memory its data takes,
+        not beside the model and its attention as well."""
+        self.runs = []
+        self.load.release()
 
 
 def run_key(fingerprint: str, spec, max_length: int) -> str:

@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import base64
 import copy
+import itertools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -85,28 +86,33 @@ def _file_of(chunk: str, per_layer: bool) -> str:
     return re.sub(r"h\d+$", "", chunk) if per_layer else chunk
 
 
-def _to_files(container: dict, chunks: dict[str, str], key: str, folder: str,
-              per_layer: bool) -> dict[str, str]:
-    """Writes `chunks` (name -> base64, in order) into files and lists them in container["files"]:
-    {path: content}; nothing where there are no chunks."""
-    if not chunks:
-        return {}
-    grouped: dict[str, list[str]] = {}
-    for chunk, text in chunks.items():
-        grouped.setdefault(_file_of(chunk, per_layer), []).append(data_script(key, chunk, text))
-    files = {f"{folder}/{name}.js": "".join(lines) for name, lines in grouped.items()}
-    container["files"] = {"key": key, "urls": {name: f"{folder}/{name}.js" for name in grouped},
-                          "bytes": max(len(content) for content in files.values())}
+Sink = Callable[[str, str], object]  # sink(path, content): a data file, handed over as soon as it is complete
+
+
+def _to_files(container: dict, chunks: Iterable[tuple[str, str]], key: str, folder: str,
+              per_layer: bool, sink: Sink) -> None:
+    """Hands `chunks` ((name, base64) in order) to `sink` as files, each as soon as it is complete (a file is a
+    layer's consecutive chunks, or one chunk), and lists them in container["files"]; nothing where there are
+    no chunks. One file's text at a time: a long example's data (hundreds of MB) is never all in memory."""
+    urls, largest = {}, 0
+    for name, group in itertools.groupby(chunks, key=lambda item: _file_of(item[0], per_layer)):
+        content = "".join(data_script(key, chunk, text) for chunk, text in group)
+        urls[name] = f"{folder}/{name}.js"
+        largest = max(largest, len(content))
+        sink(urls[name], content)
+    if not urls:
+        return
+    container["files"] = {"key": key, "urls": urls, "bytes": largest}
     if per_layer:
         container["files"]["per"] = "layer"
-    return files
 
 
-def _moved(payload: dict, container: dict, field: str, key: str, folder: str,
-           names: list[str]) -> tuple[dict, dict[str, str]]:
-    """Moves the base64 list container[field] into files named after `names`: (payload, {path: content})."""
+def _moved(payload: dict, container: dict, field: str, key: str, folder: str, names: list[str],
+           sink: Sink) -> dict:
+    """Moves the base64 list container[field] into files named after `names`, handed to `sink`: the payload."""
     texts = container.pop(field)
-    return payload, _to_files(container, dict(zip(names, texts, strict=True)), key, folder, per_layer=False)
+    _to_files(container, zip(names, texts, strict=True), key, folder, per_layer=False, sink=sink)
+    return payload
 
 
 def _b64_bytes(text: str) -> np.ndarray:
@@ -124,11 +130,17 @@ def pack_heads(encoded: dict) -> list[str]:
     """One base64 text per (layer, head) of views.encode_attention's (or encode_contributions') output: the
     head's codes, then its rows' floor, scale (and total) as little-endian float32 (views.PACKED_ATTENTION,
     views.PACKED_CONTRIBUTIONS)."""
-    layers, heads, n, keys = encoded["shape"]
+    return list(_packed_heads(encoded))
+
+
+def _packed_heads(encoded: dict) -> Iterator[str]:
+    """`pack_heads`, a head at a time."""
+    layers, heads, n, _ = encoded["shape"]
     fields = ("floor", "scale", "total") if "total" in encoded else ("floor", "scale")
-    codes = np.stack([_b64_bytes(text) for text in encoded["q"]]).reshape(layers * heads, n * keys)
     rows = [_b64_bytes(encoded[field]).reshape(layers * heads, 4 * n) for field in fields]
-    return [base64.b64encode(block.tobytes()).decode("ascii") for block in np.concatenate([codes, *rows], axis=1)]
+    for index, text in enumerate(encoded["q"]):
+        block = b"".join([base64.b64decode(text), *(row[index].tobytes() for row in rows)])
+        yield base64.b64encode(block).decode("ascii")
 
 
 def unpack_heads(texts: list[str], shape: list[int], packed: str) -> dict:
@@ -163,39 +175,45 @@ def _head_names(prefix: str, shape: list[int]) -> list[str]:
 
 
 def _split_part(encoded: dict, prefix: str, key: str, folder: str, per_layer: bool,
-                inline_layers: int) -> tuple[dict, dict[str, str]]:
+                inline_layers: int, sink: Sink) -> dict:
     """One attention-encoded block packed per head: its first `inline_layers` layers inline (`inline`),
-    the rest in files (`files`)."""
+    the rest in files (`files`) handed to `sink` as they are packed."""
     packed = views.PACKED_CONTRIBUTIONS if "total" in encoded else views.PACKED_ATTENTION
     part = {"encoding": encoded["encoding"], "shape": list(encoded["shape"]), "packed": packed}
-    chunks = dict(zip(_head_names(prefix, encoded["shape"]), pack_heads(encoded), strict=True))
+    chunks = zip(_head_names(prefix, encoded["shape"]), _packed_heads(encoded), strict=True)
     inline_count = inline_layers * encoded["shape"][1]
     if inline_count:
-        part["inline"] = dict(list(chunks.items())[:inline_count])
-    files = _to_files(part, dict(list(chunks.items())[inline_count:]), key, folder, per_layer)
-    return part, files
+        part["inline"] = dict(itertools.islice(chunks, inline_count))
+    _to_files(part, chunks, key, folder, per_layer, sink)
+    return part
 
 
-def split_views(payload: dict, key: str, folder: str, per_layer: bool = False) -> tuple[dict, dict[str, str]]:
+def split_views(payload: dict, key: str, folder: str, per_layer: bool = False,
+                sink: Sink | None = None) -> tuple[dict, dict[str, str]]:
     """An example page's payload with its attention and contributions (if any) packed per head (`pack_heads`)
     and moved to files: with `per_layer` (a short example) one file per layer, l<L> and c-l<L>, layer 0's
     weights staying inline for the first view; else one file per (layer, head), l<L>h<H> and c-l<L>h<H>,
-    nothing inline. An encoder-decoder's `groups` stay as they are."""
+    nothing inline. An encoder-decoder's `groups` stay as they are. Returns (payload, {path: content}), or
+    with a `sink`, hands each file to it as soon as it is made and returns (payload, {})."""
+    files: dict[str, str] = {}
+    write = sink or files.__setitem__
     payload = copy.deepcopy(payload)
-    payload["attention"], files = _split_part(payload["attention"], "", key, folder, per_layer,
-                                              inline_layers=1 if per_layer else 0)
+    payload["attention"] = _split_part(payload["attention"], "", key, folder, per_layer,
+                                       inline_layers=1 if per_layer else 0, sink=write)
     contributions = payload.get("contributions")
     if contributions is not None and contributions.get("encoding") == views.ENCODING:
-        payload["contributions"], more = _split_part(contributions, "c-", key, folder, per_layer, inline_layers=0)
-        files.update(more)
+        payload["contributions"] = _split_part(contributions, "c-", key, folder, per_layer, inline_layers=0,
+                                               sink=write)
     return payload, files
 
 
-def split_qk(payload: dict, key: str, folder: str) -> tuple[dict, dict[str, str]]:
-    """A query/key page's payload with its data in one file per layer, named qk-l<L>."""
+def split_qk(payload: dict, key: str, folder: str, sink: Sink | None = None) -> tuple[dict, dict[str, str]]:
+    """A query/key page's payload with its data in one file per layer, named qk-l<L> (and `sink` as for
+    `split_views`)."""
+    files: dict[str, str] = {}
     payload = copy.deepcopy(payload)
     names = [f"qk-l{layer}" for layer in range(payload["shape"][0])]
-    return _moved(payload, payload, "layers", key, folder, names)
+    return _moved(payload, payload, "layers", key, folder, names, sink or files.__setitem__), files
 
 
 def _file_chunks(spec: dict, read: Callable[[str], str]) -> dict[str, str]:
@@ -263,13 +281,14 @@ def example_html(docs: Path, example_id: int, payload: dict, qk: bool = False, q
     VIEWS_INLINE_LIMIT, per head over it), for the query/key page over QK_INLINE_LIMIT. `qk_href`: see views_html."""
     folder = f"example-{int(example_id)}-data"
     key = f"example-{int(example_id)}" + ("-qk" if qk else "")
+    def write(path: str, content: str) -> None:
+        (docs / path).parent.mkdir(parents=True, exist_ok=True)
+        (docs / path).write_text(content, encoding="ascii")
+
     if qk:
         if _inline_size(payload) <= QK_INLINE_LIMIT:
             return views.qk_html(payload)
-        payload, files = split_qk(payload, key, folder)
+        payload, _ = split_qk(payload, key, folder, write)
     else:
-        payload, files = split_views(payload, key, folder, per_layer=_inline_size(payload) <= VIEWS_INLINE_LIMIT)
-    for path, content in files.items():
-        (docs / path).parent.mkdir(parents=True, exist_ok=True)
-        (docs / path).write_text(content, encoding="ascii")
+        payload, _ = split_views(payload, key, folder, _inline_size(payload) <= VIEWS_INLINE_LIMIT, write)
     return views.qk_html(payload) if qk else views.views_html(payload, qk_href)

@@ -181,6 +181,9 @@ def reportgen(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     ({"examples": [{"text": "the cat sat", "pair": "on the mat"}]}, 4,
      "field 'examples': the example 'the cat sat' has a 'pair', and this decoder's tokenizer has no separator "
      "token to join the two; give one text"),
+    ({"examples": [{"text": "the cat sat", "target": "le chat"}]}, 4,
+     "field 'examples': the example 'the cat sat' has a 'target', which only an encoder-decoder (BART, T5, Marian) "
+     "reads; remove it"),
     ({"compare": {"model": "./model"}}, 2,
      "field 'compare': comparing models is for encoders; a decoder's build has no comparison yet (remove 'compare')"),
     ({"claims": "seed004"}, 2,

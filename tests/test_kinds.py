@@ -129,3 +129,24 @@ def test_the_tasks_each_need_their_kind():
     runs = {task: sorted(kind.name for kind in KINDS if task in kind.tasks) for task in TASKS}
     assert runs == {"similarity": ["decoder", "encoder"], "classification": ["decoder", "encoder", "encoder-decoder"],
                     "mlm": ["decoder", "encoder"], "causal_lm": ["decoder"], "seq2seq": ["encoder-decoder"]}
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda kind: kind.name)
+def test_each_kind_refuses_the_example_fields_it_does_not_read(kind, tmp_path):
+    """A `target` only an encoder-decoder reads, and a `pair` it does not: any other kind would silently ignore
+    what it was given (a decoder built an example with a target, exit 0, before this was a kind's rule)."""
+    from reportgen.config import ExampleSpec, config_from_mapping
+    from reportgen.errors import DataError
+
+    config = config_from_mapping({"model": "default"}, "reportgen.yaml", tmp_path)
+    with_target = ExampleSpec(text="the cat sat on the mat.", target="le chat")
+    with_pair = ExampleSpec(text="the cat sat.", pair="on the mat.", target="le chat" if kind.reads_target else None)
+    refused = [with_pair] if kind.reads_target else [with_target]
+    for spec in refused:
+        with pytest.raises(DataError) as error:
+            kind.examples([spec], config)
+        assert "reportgen.yaml: field 'examples': the example 'the cat sat" in str(error.value)
+    if kind.reads_target:
+        assert kind.examples([with_target], config)[0] == [with_target]
+    else:
+        assert kind.examples([ExampleSpec(text="the cat sat.")], config)[0] == [ExampleSpec(text="the cat sat.")]

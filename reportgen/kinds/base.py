@@ -120,6 +120,16 @@ class ModelKind:
         raise NotImplementedError
 
 
+def refuse_targets(specs: list[ExampleSpec], source: str) -> None:
+    """A `target` is for an encoder-decoder's decoder: a kind that reads none would silently ignore it."""
+    from reportgen.errors import DataError
+
+    for spec in specs:
+        if spec.target is not None:
+            raise DataError(f"{source}: field 'examples': the example {spec.name or spec.text[:40]!r} has a "
+                            "'target', which only an encoder-decoder (BART, T5, Marian) reads; remove it")
+
+
 def refuse_encoder_options(config: Config, compared: bool, article: str) -> None:
     """What only an encoder's build does yet, refused for another kind before any work: a comparison (its
     pages are an encoder's) and seed 004's claims (about a BERT-style encoder's heads)."""

@@ -10,7 +10,7 @@ from reportgen.cache.store import Cache, key_of
 from reportgen.config import Config, builtin_examples
 from reportgen.datafiles import file_sha256
 from reportgen.errors import DataError
-from reportgen.kinds.base import SEQ2SEQ_NEEDS, Atlas, Labels, ModelKind, Stage, refuse_encoder_options
+from reportgen.kinds.base import SEQ2SEQ_NEEDS, Atlas, Labels, ModelKind, Stage, refuse_encoder_options, refuse_targets
 from reportgen.model.loading import VIEWABLE_DECODERS
 from reportgen.progress import Callback
 
@@ -36,7 +36,9 @@ class DecoderKind(ModelKind):
 
     def examples(self, specs: list, config: Config) -> tuple[list, list[str]]:
         """The built-in examples with a second sentence are left out (a decoder reads one text; a pair would
-        need a separator most decoder tokenizers lack), with a note saying so."""
+        need a separator most decoder tokenizers lack), with a note saying so; a `target` is refused (a decoder
+        reads none: it was built without an error and ignored before)."""
+        refuse_targets(specs, config.source)
         builtin = builtin_examples()
         kept = [spec for spec in specs if spec.pair is None or spec not in builtin]
         dropped = len(specs) - len(kept)

@@ -8,8 +8,7 @@ from collections.abc import Mapping
 from reportgen.cache.store import Cache, key_of
 from reportgen.config import Config
 from reportgen.datafiles import file_sha256
-from reportgen.errors import DataError
-from reportgen.kinds.base import CAUSAL_NEEDS, SEQ2SEQ_NEEDS, Atlas, Labels, ModelKind, Stage
+from reportgen.kinds.base import CAUSAL_NEEDS, SEQ2SEQ_NEEDS, Atlas, Labels, ModelKind, Stage, refuse_targets
 from reportgen.progress import Callback
 
 
@@ -27,11 +26,8 @@ class EncoderKind(ModelKind):
         return f"an encoder; for a masked-LM encoder use task 'mlm'; {SEQ2SEQ_NEEDS}"
 
     def examples(self, specs: list, config: Config) -> tuple[list, list[str]]:
-        """A `target` is for an encoder-decoder's decoder; an encoder would silently ignore it."""
-        for spec in specs:
-            if spec.target is not None:
-                raise DataError(f"{config.source}: field 'examples': the example {spec.name or spec.text[:40]!r} "
-                                "has a 'target', which only an encoder-decoder (BART, T5, Marian) reads; remove it")
+        """Every example as it is; a `target` is refused (an encoder reads none)."""
+        refuse_targets(specs, config.source)
         return specs, []
 
     def run(self, net, tokenizer, spec, max_length: int):

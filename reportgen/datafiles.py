@@ -136,12 +136,22 @@ def check_regular_file(path: Path, what: str = "file") -> None:
     _refuse_special(path, mode, what)
 
 
-def _refuse_special(path: Path, mode: int, what: str) -> None:
+def special_kind(mode: int) -> str | None:
+    """What a file of this stat mode is when it is not a regular file ("a directory", "a named pipe (FIFO)", ...);
+    None for a regular file."""
     if stat.S_ISREG(mode):
-        return
+        return None
     if stat.S_ISDIR(mode):
+        return "a directory"
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def _refuse_special(path: Path, mode: int, what: str) -> None:
+    kind = special_kind(mode)
+    if kind is None:
+        return
+    if kind == "a directory":
         raise DataError(f"{path}: is a directory, not a {what}")
-    kind = next((name for test, name in _KINDS if test(mode)), "a special file")
     raise DataError(f"{path}: is not a regular file but {kind}; reportgen reads data only from regular files")
 
 

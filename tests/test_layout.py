@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "datafiles": {"errors"},
     "runs": {"config"},
     "cache": {"errors", "config", "runs"},
-    "model": {"errors", "config", "runs"},
+    "model": {"errors", "config", "runs", "datafiles"},
     "live": {"errors"},
     # beside the stages: what differs per kind of model, which each stage asks instead of branching
     "kinds": {"errors", "config", "runs", "report", "cache", "datafiles", "model", "patterns", "progress"},

@@ -7,6 +7,7 @@ rest of reportgen only ever sees a directory whose files it can fingerprint.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -18,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
+from reportgen.datafiles import special_kind
 from reportgen.errors import ModelError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -127,10 +129,20 @@ class DirectoryCheck:
 
 
 def read_config(path: Path) -> dict:
+    """The model directory's config.json as a dict: a missing file, one that is not a regular file (a FIFO would
+    block the read, a link to /dev/zero never end), a symlink loop or a file that is not a JSON object is refused
+    in one line that says which."""
     file = path / "config.json"
-    if not file.is_file():
+    try:
+        mode = file.stat().st_mode  # follows a symlink: its target is what would be read
+    except (FileNotFoundError, NotADirectoryError):
         raise ModelError(f"model directory {path} has no config.json; is it a transformers model? "
-                         "(config field 'model')")
+                         "(config field 'model')") from None
+    except OSError as err:
+        why = "is a symlink loop" if err.errno == errno.ELOOP else f"cannot be read ({err.strerror or err})"
+        raise ModelError(f"{file}: {why}; a model's config.json must be a regular file") from None
+    if (kind := special_kind(mode)) is not None:
+        raise ModelError(f"{file}: exists but is {kind}, not a regular file; a model's config.json must be one")
     try:
         cfg = json.loads(file.read_text(encoding="utf-8"))
     except UnicodeDecodeError:

@@ -135,6 +135,23 @@ def model_variant(name: str, config: dict | None = None, files: dict[str, str] |
     return setup
 
 
+def config_json_as(name: str, kind: str) -> Callable[[Path], AbstractContextManager]:
+    """A Case.setup: models/tiny copied to models/NAME with its config.json made a FIFO, a symlink to /dev/zero,
+    a symlink to itself or a directory (`kind`: fifo, dev-zero, loop, dir), removed after."""
+    @contextmanager
+    def setup(project: Path) -> Iterator[None]:
+        target = shutil.copytree(project / "models" / "tiny", project / "models" / name)
+        config = target / "config.json"
+        config.unlink()
+        {"fifo": lambda: os.mkfifo(config), "dev-zero": lambda: config.symlink_to("/dev/zero"),
+         "loop": lambda: config.symlink_to("config.json"), "dir": config.mkdir}[kind]()
+        try:
+            yield
+        finally:
+            shutil.rmtree(target)
+    return setup
+
+
 def read_only_dir(name: str) -> Callable[[Path], AbstractContextManager]:
     """A Case.setup: an empty directory nobody may write in, root included (chattr +i makes it
     immutable; chmod does not stop root); skipped where neither works. Removed after."""
@@ -296,6 +313,18 @@ CASES: list[Case] = [
          files={"notes.txt": "not a model\n"}),
     Case("model-no-config", "model directory without config.json", {"model": "./models/empty"}, errors.EXIT_MODEL,
          "model directory <dir>/models/empty has no config.json; is it a transformers model? (config field 'model')"),
+    Case("model-config-fifo", "model config.json that is a FIFO (named pipe)", {"model": "./models/cfg-fifo"},
+         errors.EXIT_MODEL, "<dir>/models/cfg-fifo/config.json: exists but is a named pipe (FIFO), not a regular "
+         "file; a model's config.json must be one", setup=config_json_as("cfg-fifo", "fifo")),
+    Case("model-config-dev-zero", "model config.json a symlink to /dev/zero", {"model": "./models/cfg-zero"},
+         errors.EXIT_MODEL, "<dir>/models/cfg-zero/config.json: exists but is a character device, not a regular "
+         "file; a model's config.json must be one", setup=config_json_as("cfg-zero", "dev-zero")),
+    Case("model-config-self-link", "model config.json a symlink to itself", {"model": "./models/cfg-loop"},
+         errors.EXIT_MODEL, "<dir>/models/cfg-loop/config.json: is a symlink loop; a model's config.json must be a "
+         "regular file", setup=config_json_as("cfg-loop", "loop")),
+    Case("model-config-directory", "model config.json that is a directory", {"model": "./models/cfg-dir"},
+         errors.EXIT_MODEL, "<dir>/models/cfg-dir/config.json: exists but is a directory, not a regular file; a "
+         "model's config.json must be one", setup=config_json_as("cfg-dir", "dir")),
     Case("model-config-not-json", "model config.json that is not JSON", {"model": "./models/broken"},
          errors.EXIT_MODEL, "<dir>/models/broken/config.json: not valid JSON "
          "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),

@@ -442,11 +442,14 @@ class DuplicateKey(ValueError):
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
-    """The safe loader, refusing a key written twice in one mapping (with both line numbers)."""
+    """The safe loader, refusing a key written twice in one mapping (with both line numbers). YAML merge keys
+    (`<<: *defaults`) work as YAML says: the mapping's own keys override the merged ones."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # merged keys may be overridden: only the mapping's own keys must be unique
             key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             if isinstance(key, str) and key in seen:

@@ -105,3 +105,21 @@ def test_base_dir_is_neither_in_the_schema_nor_a_key_a_file_may_set(tmp_path):
         load_config(config)
     assert str(caught.value) == (f"{config}: unknown key 'base_dir' (paths are relative to the config file's "
                                  "folder)") and caught.value.exit_code == EXIT_CONFIG
+
+
+def test_yaml_merge_keys_merge_and_a_mappings_own_keys_override_them(tmp_path):
+    """`<<: *anchor` (YAML's merge key) works as YAML says; before, it was refused with a parser-internal message
+    ("could not determine a constructor for the tag 'tag:yaml.org,2002:merge'")."""
+    path = write_config(tmp_path, "examples:\n  - &one {text: the cat sat., name: one}\n"
+                                  "  - <<: *one\n    name: two\n"
+                                  "ablation:\n  <<: {enabled: false, seeds: [1, 2]}\n  seeds: [3]\n")
+    config = load_config(path)
+    assert [(e.name, e.text) for e in config.examples] == [("one", "the cat sat."), ("two", "the cat sat.")]
+    assert config.ablation.enabled is False and config.ablation.seeds == [3]
+
+
+def test_a_key_written_twice_beside_a_merge_key_is_still_refused(tmp_path):
+    path = write_config(tmp_path, "examples:\n  - &one {text: the cat sat.}\n"
+                                  "  - <<: *one\n    name: two\n    name: three\n")
+    with pytest.raises(ConfigError, match="key 'name' is written twice in one mapping, at lines 4 and 5"):
+        load_config(path)

@@ -49,12 +49,23 @@ def _check_branch(top: Path, branch: str, parent: str) -> None:
                            "refusing to replace it: delete the branch or use --branch with another name")
 
 
+def branch_name(branch: str) -> str:
+    """The branch a --branch value names: `refs/heads/main` is the branch `main` (taken literally, it made a
+    branch called refs/heads/refs/heads/main); any other ref (`refs/tags/...`, `refs/remotes/...`) is not a
+    branch and is refused."""
+    if branch.startswith("refs/heads/"):
+        return branch.removeprefix("refs/heads/")
+    if branch.startswith("refs/"):
+        raise PublishError(f"--branch {branch!r} is a ref but not a branch; give a branch name such as gh-pages")
+    return branch
+
+
 def _check_names(top: Path, remote: str, branch: str, message: str) -> None:
     """What the user typed reaches git as names, never as options: a branch git itself would take as a
     branch name (`git check-ref-format --branch`, which refuses a leading '-'), a remote that is not an
     option, and a message with words in it (exit 7, before anything is written)."""
-    if branch.startswith("-") or subprocess.run(["git", "check-ref-format", "--branch", branch], cwd=top,
-                                                capture_output=True).returncode != 0:
+    if not branch or branch.startswith("-") or subprocess.run(["git", "check-ref-format", "--branch", branch],
+                                                              cwd=top, capture_output=True).returncode != 0:
         raise PublishError(f"--branch {branch!r} is not a valid branch name (see git check-ref-format)")
     if not remote or remote.startswith("-"):
         raise PublishError(f"--remote {remote!r} is not a remote: give a remote's name (e.g. origin) or URL")
@@ -74,6 +85,7 @@ def publish(site: Path, repo: Path, remote: str = "origin", branch: str = "gh-pa
         top = Path(_git("rev-parse", "--show-toplevel", cwd=repo))
     except PublishError:
         raise PublishError(f"{repo} is not inside a git repository") from None
+    branch = branch_name(branch)
     _check_names(top, remote, branch, message)
     parent = _branch_commit(top, branch)
     _check_branch(top, branch, parent)

@@ -112,6 +112,9 @@ def test_publish_refuses_branches_that_are_not_reportgen_sites(repo):
     ({"branch": "--orphan"}, "--branch '--orphan' is not a valid branch name"),
     ({"branch": "a..b"}, "--branch 'a..b' is not a valid branch name"),
     ({"branch": "gh pages"}, "--branch 'gh pages' is not a valid branch name"),
+    ({"branch": "refs/tags/v1"}, "--branch 'refs/tags/v1' is a ref but not a branch; give a branch name"),
+    ({"branch": "refs/remotes/origin/gh-pages"}, "--branch 'refs/remotes/origin/gh-pages' is a ref but not a branch"),
+    ({"branch": "refs/heads/"}, "--branch '' is not a valid branch name"),
     ({"remote": "--receive-pack=touch pwned"}, "--remote '--receive-pack=touch pwned' is not a remote"),
     ({"remote": ""}, "--remote '' is not a remote"),
     ({"message": ""}, "--message is empty"),
@@ -126,6 +129,17 @@ def test_names_reach_git_as_names_never_as_options(repo, argument, message):
         publish(site, work, **argument)
     assert git("for-each-ref", cwd=work) == before and not (work / "pwned").exists()
     assert git("ls-remote", "--heads", str(bare), cwd=work) == ""
+
+
+def test_a_branch_given_as_its_full_ref_is_that_branch(repo):
+    """Issue 48: `--branch refs/heads/main` was taken literally and made a branch named refs/heads/refs/heads/main,
+    locally and on the remote. It names the branch main."""
+    work, bare, site = repo
+    publish(site, work, branch="refs/heads/site-pages")
+    assert git("ls-remote", "--heads", str(bare), cwd=work).split()[-1] == "refs/heads/site-pages"
+    assert git("for-each-ref", "--format=%(refname)", "refs/heads/", cwd=work).splitlines() == [
+        "refs/heads/main", "refs/heads/site-pages"]
+    assert tree_files(bare, "site-pages") == {".nojekyll", MARKER, "index.html", "assets/app.js"}
 
 
 def test_publish_command_prints_one_line_then_git_indented(repo):

@@ -46,11 +46,14 @@ def page_text(quick: QuickRun) -> str:
 
 
 def check_target(path: Path) -> None:
-    """Refuses a path that is a directory, a link, or a file reportgen did not write, before any work."""
+    """Refuses a path that is a directory, a link, a file reportgen did not write or a name that does not end in
+    .html (`--out reportgen.yaml` wrote a page over the project's config to be), before any work."""
     if path.is_symlink():
         raise OutputError(f"--out {path}: a symlink; reportgen writes only files of its own (nothing was written)")
     if path.exists() and not path.is_file():
         raise OutputError(f"--out {path}: not a file (a directory?); give a file name such as view.html")
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise OutputError(f"--out {path}: a view is one HTML file; give a name ending in .html (nothing was written)")
     if path.parent != Path("") and not path.parent.is_dir():
         raise OutputError(f"--out {path}: the directory {path.parent} does not exist")
     if path.is_file():

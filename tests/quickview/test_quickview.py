@@ -205,7 +205,8 @@ def test_the_file_is_written_only_over_a_view_file(tmp_path):
 
     link = tmp_path / "link.html"
     link.symlink_to(target)
-    for bad, message in ((tmp_path, "not a file"), (link, "a symlink"), (tmp_path / "no" / "v.html", "does not exist")):
+    for bad, message in ((tmp_path, "not a file"), (link, "a symlink"), (tmp_path / "no" / "v.html", "does not exist"),
+                         (tmp_path / "reportgen.yaml", "ending in .html"), (tmp_path / "view.html.txt", "ending in")):
         with pytest.raises(OutputError, match=message):
             check_target(bad)
 

@@ -143,6 +143,8 @@ def test_a_long_input_is_cut_with_a_warning_and_has_no_query_key_view(tmp_path):
     (["hi", "--out", "."], 5, "not a file"),
     (["hi", "--out", "mine.html"], 5, "not written by `reportgen view`"),
     (["hi", "--out", "missing/v.html"], 5, "does not exist"),
+    (["hi", "--out", "reportgen.yaml"], 5, "--out reportgen.yaml: a view is one HTML file; give a name ending in"),
+    (["hi", "--out", "view"], 5, "--out view: a view is one HTML file"),
     (["hi", "--model", "./nowhere"], 3, "(--model)"),
     (["hi", "--config", "none.yaml"], 2, "none.yaml"),
 ])

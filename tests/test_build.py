@@ -43,8 +43,8 @@ def test_tiny_build_writes_a_complete_site(project):
     ablation = data["ablation"]
     assert ablation["task"]["examples"] == 40 and np.array(ablation["single_heads"]["delta"]).shape == (2, 4)
     assert (site / "ablation.html").is_file() and (site / "manifest.html").is_file()
-    # No staging directories are left next to the output; only the lock file stays.
-    assert [p.name for p in project.iterdir() if p.name.startswith(".site")] == [".site.lock"]
+    # No staging directory and no lock file are left next to the output.
+    assert [p.name for p in project.iterdir() if p.name.startswith(".site")] == []
     # The title is user text: shown escaped, never as markup.
     index = (site / "index.html").read_text()
     assert "Tiny &lt;b&gt;report&lt;/b&gt;" in index and "<b>report</b>" not in index

@@ -21,12 +21,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from reportgen.errors import BusyError, OutputError
 
 MARKER = ".reportgen-site"
 MARKER_TEXT = "reportgen-site 1\n"  # format id: a site laid out by this version of reportgen
 STAGING_MARKER = ".reportgen-staging"
+LOCK_ATTEMPTS = 5  # times a build reopens a lock file that a finishing build removed as it was opened
 
 
 @dataclass(frozen=True)
@@ -136,19 +138,40 @@ def exclusive(out: Output) -> Iterator[None]:
     build ends or is killed; creating it is also the first write, so an output that cannot
     be written is refused before any model runs. Holding the lock, leftovers of a killed
     build are ours to clean: its staging, and an old site caught between the two renames.
+    The lock file is removed when the build ends (a killed build's stays, and the next build reuses it).
     """
+    lock = _locked(out)
     try:
-        lock = open(out.lock, "a")
-    except OSError as err:
-        raise OutputError(f"output {out.given}: cannot write {out.lock} ({err.strerror})") from None
-    with lock:
+        _recover(out)
+        yield
+    finally:
+        out.lock.unlink(missing_ok=True)  # still held: a build that opened it before sees it gone, and retries
+        lock.close()
+
+
+def _locked(out: Output) -> IO[str]:
+    """The lock file, open and flocked: the file at `out.lock` itself, not one a finished build removed after this
+    build opened it (locking that one would lock nothing)."""
+    for _ in range(LOCK_ATTEMPTS):
+        try:
+            lock = open(out.lock, "a")
+        except OSError as err:
+            raise OutputError(f"output {out.given}: cannot write {out.lock} ({err.strerror})") from None
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            lock.close()
             raise BusyError(f"another reportgen build is writing {out.path} (lock {out.lock}); "
                             "wait for it to finish or use another --out") from None
-        _recover(out)
-        yield
+        held = os.fstat(lock.fileno())
+        try:
+            current = os.stat(out.lock)
+        except FileNotFoundError:
+            current = None
+        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            return lock
+        lock.close()
+    raise BusyError(f"another reportgen build keeps replacing {out.lock}; wait for it to finish or use another --out")
 
 
 def _recover(out: Output) -> None:

@@ -16,6 +16,7 @@ in process.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -279,7 +280,7 @@ def test_rebuilding_into_its_own_site_works_and_stays_reproducible(tmp_path, tin
     assert first[output.MARKER] == output.MARKER_TEXT.encode()
     build(config, reproducible=True)
     assert tree(tmp_path / "site") == first
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site")) == [".site.lock"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".site")) == []
 
 
 @pytest.mark.slow
@@ -291,8 +292,9 @@ def test_empty_directory_and_symlink_to_a_site_are_built_into(tmp_path, tiny_mod
     (tmp_path / "link").symlink_to("empty")
     build(config, tmp_path / "link", reproducible=True)
     assert (tmp_path / "link").is_symlink() and output.is_site(tmp_path / "empty")
-    assert not (tmp_path / ".link.lock").exists()  # the lock lives beside the real directory
-    assert (tmp_path / ".empty.lock").exists()
+    # the lock lives beside the real directory (and is gone once the build ended)
+    assert output.check(tmp_path / "link", tmp_path, []).lock == tmp_path / ".empty.lock"
+    assert not (tmp_path / ".link.lock").exists() and not (tmp_path / ".empty.lock").exists()
 
 
 def test_no_glob_over_user_text_and_a_killed_swap_is_undone(tmp_path, monkeypatch):
@@ -308,7 +310,7 @@ def test_no_glob_over_user_text_and_a_killed_swap_is_undone(tmp_path, monkeypatc
     with output.exclusive(starred):
         pass
     assert (other / "page.html").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".s*.lock", ".site.building"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".site.building"]
 
     site = output.check(Path("site"), tmp_path / "project", [])
     old = tmp_path / ".site.previous"
@@ -358,3 +360,21 @@ def test_a_user_directory_named_like_before_is_refused(tmp_path):
     with pytest.raises(errors.OutputError, match=r"\.site\.before exists and was not made by reportgen"):
         output.check(tmp_path / "site", tmp_path / "project", [])
     assert (tmp_path / ".site.before" / "notes.txt").read_text() == "mine"
+
+
+def test_the_lock_refuses_a_second_build_and_is_gone_when_the_build_ends(tmp_path):
+    """Issue 48: `.site.lock` stayed beside the output after every build. It is removed at the end, while still
+    held, and a build that opened the file just before it went locks the new one instead of the removed one."""
+    from reportgen.errors import BusyError
+
+    out = output.check(tmp_path / "site", tmp_path, [])
+    with output.exclusive(out):
+        assert out.lock.exists()
+        with pytest.raises(BusyError, match="another reportgen build is writing"), output.exclusive(out):
+            pass
+        stale = open(out.lock, "a")  # a build that opened the lock file just before this one removes it
+    assert not out.lock.exists()
+    with stale, output.exclusive(out):  # the new build locks the file at the path, not the removed one
+        assert out.lock.exists() and os.stat(out.lock).st_ino != os.fstat(stale.fileno()).st_ino
+        fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the removed file's lock excludes nothing now
+    assert sorted(path.name for path in tmp_path.iterdir()) == []

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reportgen.cache.store import ENTRY_NAME, FIELD, TEMP_NAME, Cache
+from reportgen.cache.store import ENTRY_NAME, FIELD, TAG, TEMP_NAME, Cache, claim
 from reportgen.cache.usage import RECORDS, BuildRecord, config_identity, read_records
 from reportgen.errors import OutputError
 
@@ -98,6 +98,8 @@ def scan(root: Path) -> Contents:
                 info = os.lstat(here / name)
             except OSError:
                 continue
+            if relative == TAG and stat.S_ISREG(info.st_mode):
+                continue  # the cache directory tag (store.claim): reportgen's, and no entry
             if not (ours and stat.S_ISREG(info.st_mode)):
                 contents.foreign.append(relative)
             elif ENTRY.match(name):
@@ -158,6 +160,7 @@ def plan_prune(config: Config) -> PrunePlan | None:
     root = cache_root(config.cache_dir)
     if root is None:
         return None
+    claim(root, tag_it=False)  # a folder holding what reportgen did not write is not pruned at all
     records = [record for record in read_records(root) if record.path.parent == root / RECORDS]
     current = [record for record in records if record.current()]
     config_file, base_dir = config_identity(config)

@@ -51,6 +51,12 @@ ENTRY_NAME = r"(?:[a-z]+-)*[0-9a-f]{16,64}(?:\.[a-z0-9]{1,5})?"
 # `mask-<key>.tmp<pid>`, without the suffix). Nothing else in the cache is ever swept.
 TEMP_NAME = re.compile(rf"^{ENTRY_NAME}\.tmp(\d+)$")
 FIELD = "(config field 'cache_dir')"
+# The cache directory tag (https://bford.info/cachedir/): backup tools skip the folder, and reportgen knows it as
+# its own cache. OWN_FOLDERS: what a cache made before the tag holds at its top (the kinds of entries, records).
+TAG = "CACHEDIR.TAG"
+TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+            "# This file is a cache directory tag created by reportgen (https://bford.info/cachedir/).\n")
+OWN_FOLDERS = frozenset({"runs", "info", "patterns", "live", "ablation", "exports", "used"})
 
 
 def key_of(*parts) -> str:
@@ -73,6 +79,34 @@ def _running(pid: int) -> bool:
     except PermissionError:  # another user's process
         return True
     return True
+
+
+def claim(cache_dir: Path, tag_it: bool = True) -> None:
+    """Refuse (OutputError) a `cache_dir` that holds what reportgen did not write, and tag one that is reportgen's:
+    `cache_dir: "~"` put entries among the home folder's files, and sweeping or pruning there walked all of them.
+    A folder with reportgen's tag is its cache; one without it is taken (and tagged) when it holds only
+    reportgen's own folders (a cache made before the tag, or by the build before); with `tag_it` False (pruning),
+    nothing is written. A cache_dir that is not yet a folder, or that cannot be read or written, is left to the
+    cache's first read or write to say so."""
+    root = Path(cache_dir)
+    tag = root / TAG
+    try:
+        if not root.is_dir() or (tag.is_file() and not tag.is_symlink()
+                                 and "reportgen" in tag.read_text(encoding="utf-8", errors="replace")):
+            return
+        foreign = sorted(path.name for path in root.iterdir()
+                         if not (path.name in OWN_FOLDERS and path.is_dir() and not path.is_symlink()))
+    except OSError:
+        return
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise OutputError(f"cache_dir {root} holds files reportgen did not write ({shown}); give the cache a folder "
+                          f"of its own, such as .reportgen-cache {FIELD}")
+    try:
+        if tag_it:
+            tag.write_text(TAG_TEXT, encoding="utf-8")
+    except OSError:
+        pass  # an unwritable cache is said by its first write, in the words it always had
 
 
 class Cache:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reportgen.cache import usage
-from reportgen.cache.store import Cache
+from reportgen.cache.store import Cache, claim
 from reportgen.config import Config
 from reportgen.model import loading
 from reportgen.pipeline.analyses import ablation_watch, run_ablation, run_comparison, run_patterns
@@ -47,6 +47,7 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     # cache_usage records which cache entries this build used, for `reportgen cache prune`.
     # With ablation.ray the Ray cluster is joined (or started) first: one that cannot be reached fails before any work.
     ray = config.ablation.ray if config.ablation.enabled else None
+    claim(config.cache_dir)  # a folder of reportgen's own: never the home folder or the project's
     with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle, decoders=True,
                                                                  encoder_decoders=True),
           usage.recording(config), _ray_cluster(ray), output.standing_in(target)):

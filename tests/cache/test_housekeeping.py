@@ -13,7 +13,7 @@ import pytest
 
 from reportgen.cache.info import describe, human
 from reportgen.cache.prune import plan_prune, prune
-from reportgen.cache.store import Cache
+from reportgen.cache.store import TAG, Cache, claim
 from reportgen.cache.usage import read_records, recording
 from reportgen.config import load_config
 from reportgen.errors import OutputError
@@ -46,6 +46,7 @@ def project(tmp_path):
     cache.write_bytes(cache.root / "ablation" / FP2 / "aaaaaaaaaaaaaaaa-zero" / f"mask-{KEYS[3]}.npy", b"other" * 42)
     for key in KEYS[4:6]:
         cache.put_json(f"ablation/{FP}", f"record-{key}", {"record": key})
+    claim(cache.root)  # as the build that wrote them did: the folder is reportgen's cache (CACHEDIR.TAG)
     return project
 
 
@@ -99,7 +100,8 @@ def test_prune_removes_what_the_latest_build_did_not_use(project):
     # The used model's per-mask results stay whole (a changed setting needs them again), its old stage
     # record goes; so do the unused run and the other model's results, with their emptied folders.
     masks = [f"ablation/{FP}/{data}-zero/mask-{key}.npy" for data in ("a" * 16, "b" * 16) for key in KEYS[3:5]]
-    assert [name for name in left if not name.startswith("used/")] == [
+    assert TAG in left  # the cache directory's tag stays
+    assert [name for name in left if not name.startswith("used/") and name != TAG] == [
         *masks, stage_record, f"info/{KEYS[2]}.json", f"runs/{KEYS[0]}.npz"]
     assert not (cache / "ablation" / FP2).exists()
     removed = (1500 + 65) + (210 + 65) + (len(json.dumps({"record": KEYS[4]})) + 65)  # each after its checksum line
@@ -141,7 +143,7 @@ def test_prune_needs_a_record_of_the_config_and_removes_nothing_without_one(proj
     assert done.stderr.strip().splitlines() == [
         f"error: the cache {project / '.reportgen-cache'} holds no record of a build of {project / 'reportgen.yaml'}; "
         "build it once with this version of reportgen, then prune (nothing was removed)"]
-    assert len([p for p in (project / ".reportgen-cache").rglob("*") if p.is_file()]) == 10
+    assert len([p for p in (project / ".reportgen-cache").rglob("*") if p.is_file() and p.name != TAG]) == 10
 
 
 def test_prune_keeps_other_current_configs_and_forgets_deleted_ones(project):

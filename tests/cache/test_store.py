@@ -10,8 +10,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from reportgen.cache.store import Cache
+from reportgen.cache.store import TAG, Cache, claim
 from reportgen.config import ExampleSpec
+from reportgen.errors import OutputError
 from reportgen.runs import ExampleRun
 
 KEY = "0123456789abcdef0123456789abcdef"
@@ -62,3 +63,38 @@ def test_a_write_that_fails_leaves_no_entry_and_no_temp_file(tmp_path):
     with pytest.raises(Exception, match="No space left on device"):
         cache.write_with(tmp_path / "runs" / "entry.npz", half_then_fail)
     assert [path.name for path in tmp_path.rglob("*") if path.is_file()] == []
+
+
+def test_a_cache_dir_holding_what_reportgen_did_not_write_is_refused_and_left_as_it_was(tmp_path):
+    """Issue 48: `cache_dir: "~"` wrote entries among the home folder's files, and sweeping or pruning there walked
+    every one of them. Such a folder is refused in one line, and nothing is written into it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("export A=1\n")
+    (home / "Documents").mkdir()
+    with pytest.raises(OutputError, match=r"cache_dir .*/home holds files reportgen did not write \(\.bashrc, "
+                                          r"Documents\); give the cache a folder of its own") as refused:
+        claim(home)
+    assert refused.value.exit_code == 5
+    assert sorted(path.name for path in home.iterdir()) == [".bashrc", "Documents"]
+    with pytest.raises(OutputError, match="holds files reportgen did not write"):
+        claim(home, tag_it=False)  # what `cache prune` asks: refused too, and still nothing written
+
+
+def test_reportgens_own_folder_is_tagged_as_its_cache_and_stays_so(tmp_path):
+    cache = tmp_path / "cache"
+    (cache / "runs").mkdir(parents=True)  # a cache made before the tag: only reportgen's own folders
+    claim(cache)
+    assert (cache / TAG).read_text(encoding="utf-8").startswith("Signature: 8a477f597d28d172789f06886806bc55\n")
+    (cache / "notes.txt").write_text("mine")  # put there later: the folder is still the cache the tag says it is
+    claim(cache)
+    claim(tmp_path / "not-yet")  # nothing there yet: the cache's first write makes it
+    assert not (tmp_path / "not-yet").exists()
+
+
+def test_another_tools_cache_tag_does_not_make_a_folder_reportgens(tmp_path):
+    other = tmp_path / "other"
+    (other / "runs").mkdir(parents=True)
+    (other / TAG).write_text("Signature: 8a477f597d28d172789f06886806bc55\n# made by another tool\n", encoding="utf-8")
+    with pytest.raises(OutputError, match=r"did not write \(CACHEDIR.TAG\)"):
+        claim(other)

@@ -504,6 +504,10 @@ CASES: list[Case] = [
          {"cache_dir": "ro-cache"}, errors.EXIT_OUTPUT,
          "cache directory <dir>/ro-cache is not writable; make it writable or set cache_dir to another directory "
          "(config field 'cache_dir')", setup=read_only_dir("ro-cache")),
+    Case("cache-foreign-folder", "`cache_dir` a folder of the user's files (the home folder, a project's)",
+         {"cache_dir": "notes"}, errors.EXIT_OUTPUT, "cache_dir <dir>/notes holds files reportgen did not write "
+         "(todo.txt); give the cache a folder of its own, such as .reportgen-cache (config field 'cache_dir')",
+         files={"notes/todo.txt": "mine\n"}),
     Case("cache-entry-directory", "a cache entry that is a directory", {"model": "default", "cache_dir": "dir-cache"},
          errors.EXIT_OUTPUT, "cache entry <dir>/dir-cache/runs/8d6e252a3d8dcfda8928ac50.npz is a directory, not a "
          "file; delete it (anything in the cache can be deleted)", setup=cache_entry_directory("dir-cache")),

@@ -201,6 +201,17 @@ def _policy(settings):
                                encoder_decoders=True)
 
 
+ROW_SUM_TOLERANCE = 1e-3  # a row of given attention sums to 1 within this, or within twice its dtype's rounding
+# Unit roundoff of the floating-point types attention comes in below float32 (torch's names and numpy's):
+# rounded weight by weight, a row's sum drifts from 1 by up to this (bfloat16 keeps 8 significant bits).
+ROUNDOFF = {"torch.bfloat16": 2.0 ** -8, "bfloat16": 2.0 ** -8, "torch.float16": 2.0 ** -11, "float16": 2.0 ** -11}
+
+
+def _row_sum_tolerance(layer: Any) -> float:
+    """How far from 1 a row of `layer` may sum: ROW_SUM_TOLERANCE, or twice the unit roundoff of its dtype."""
+    return max(ROW_SUM_TOLERANCE, 2 * ROUNDOFF.get(str(getattr(layer, "dtype", "")), 0.0))
+
+
 def _as_array(layer: Any, index: int) -> np.ndarray:
     if hasattr(layer, "detach"):  # a torch tensor, without importing torch here
         layer = layer.detach().float().cpu().numpy()
@@ -219,11 +230,13 @@ def from_attentions(attentions: Sequence[Any], tokens: Sequence[str], sentence_b
     shape [batch, heads, query, key] (the first batch item is shown) or [heads, query, key], and the
     tokens. `sentence_b_start`: the index of the first token of sentence B of a pair.
     Checked before anything is drawn: every layer the same shape, square, as long as `tokens`, finite,
-    rows that sum to 1 within 1e-3 (softmax output; padding masked)."""
+    rows that sum to 1 within 1e-3, or within twice their dtype's unit roundoff (bfloat16: 0.0078; a real
+    model's bfloat16 rows sum to 1.002), as softmax output does (padding masked)."""
     if isinstance(tokens, str) or not tokens or not all(isinstance(token, str) for token in tokens):
         raise DataError("tokens: give the list of token strings, one per attention row")
     if not attentions:
         raise DataError("attentions: empty; give one [batch, heads, query, key] array per layer")
+    tolerance = max(_row_sum_tolerance(layer) for layer in attentions) if attentions else ROW_SUM_TOLERANCE
     layers = [_as_array(layer, index) for index, layer in enumerate(attentions)]
     n = len(tokens)
     for index, layer in enumerate(layers):
@@ -234,7 +247,7 @@ def from_attentions(attentions: Sequence[Any], tokens: Sequence[str], sentence_b
     if not np.isfinite(attention).all() or (attention < 0).any():
         raise DataError("attentions: hold values that are negative, infinite or NaN; give softmax weights")
     sums = attention.sum(axis=-1)
-    if np.abs(sums - 1).max() > 1e-3:
+    if np.abs(sums - 1).max() > tolerance:
         raise DataError(f"attentions: rows sum to {sums.min():.4g} .. {sums.max():.4g}, not 1; give the "
                         "attention weights (after the softmax), not scores")
     special = np.array([token in SPECIAL_SPELLINGS for token in tokens])

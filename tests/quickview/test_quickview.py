@@ -115,6 +115,23 @@ def test_attention_that_does_not_fit_its_tokens_is_refused_in_one_line(attention
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
+def test_row_sums_are_checked_within_the_rounding_of_the_attentions_dtype():
+    """Issue 48: the views refused a real model's bfloat16 attention ("rows sum to 1.002 .. 1.002, not 1"). Rows
+    are checked within twice their dtype's unit roundoff (bfloat16: 2 x 2^-8), float32 ones still within 1e-3."""
+    import torch
+
+    layers = softmax_layers(2, 2, 4)
+    drifted = [layer * np.float32(1.002) for layer in layers]  # rows summing to 1.002, as bfloat16 rounding leaves them
+    shown = from_attentions([torch.from_numpy(layer).to(torch.bfloat16) for layer in drifted], ["a", "b", "c", "d"])
+    assert shown.attention.shape == (2, 2, 4, 4)
+    for given in (drifted, [torch.from_numpy(layer) for layer in drifted]):
+        with pytest.raises(DataError, match="not 1; give the attention weights"):
+            from_attentions(given, ["a", "b", "c", "d"])
+    twice = [torch.from_numpy(layer * np.float32(1.02)).to(torch.bfloat16) for layer in layers]
+    with pytest.raises(DataError, match="not 1"):  # past bfloat16's rounding: scores, not weights
+        from_attentions(twice, ["a", "b", "c", "d"])
+
+
 def test_show_takes_torch_tensors_as_a_model_returns_them():
     import torch
 

@@ -236,6 +236,25 @@ def test_a_dict_configs_cache_entries_are_kept_by_prune(built, tiny_model):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("change, problem", [
+    ({"heads": 1_000_000_000}, "2 layers x 1000000000 heads: a report holds 1 to 1,000,000 heads"),
+    ({"layers": -3}, "-3 layers x 4 heads: a report holds 1 to 1,000,000 heads"),
+    ({"heads": 5}, "'statistics.labels' is not a grid of at most 2 layers of 5 heads"),
+    ({"layers": 1}, "'statistics.labels' is not a grid of at most 1 layers of 4 heads"),
+    ({"groups": ["encoder"]}, "'groups' names 1 layers, the model has 2"),
+])
+def test_load_checks_the_sizes_a_report_states_before_making_anything_of_them(built, tmp_path, change, problem):
+    """Issue 48: a report.json whose `heads` was 1,000,000,000 loaded, and `heads_frame()` grew to 21.7 GB until the
+    kernel killed it. The model's size, its groups and each atlas's grid must agree, within MAX_HEADS."""
+    data = json.loads((built[1] / "report.json").read_text(encoding="utf-8"))
+    path = write(tmp_path / "report.json", json.dumps({**data, **change}))
+    with pytest.raises(DataError) as err:
+        Report.load(path)
+    assert one_line(err.value) == (f"{path}: not a valid report of schema version 3: key '(top level)': Value error, "
+                                   f"{problem}")
+
+
+@pytest.mark.slow
 def test_build_returns_the_report_it_writes(built):
     report, site = built
     assert isinstance(report, Report)

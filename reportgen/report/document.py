@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import ValidationError, model_validator
 
 from reportgen.errors import DataError, ReportgenError
 
@@ -24,6 +24,10 @@ from reportgen.report.patterns import (
     HeadStatistic,
     PatternStatistics,
 )
+
+# Heads a report may state (layers x heads), checked before anything is sized by them: GPT-3 has 9,216.
+MAX_HEADS = 1_000_000
+
 
 
 # -- the model and the examples ------------------------------------------------------------------
@@ -236,6 +240,21 @@ class Report(Record):
     warnings: list[str]
     manifest: Manifest
     progress: BuildProgress | None = None  # a site written while the build still runs; null once it finished
+
+    @model_validator(mode="after")
+    def _sizes_fit(self) -> Report:
+        """The sizes a report.json states are checked before anything is made from them (`heads_frame` makes a row
+        per head): a billion heads would have taken 21 GB. The model's heads, the groups and each atlas's grid of
+        labels must agree, within MAX_HEADS."""
+        if not (1 <= self.layers and 1 <= self.heads and self.layers * self.heads <= MAX_HEADS):
+            raise ValueError(f"{self.layers} layers x {self.heads} heads: a report holds 1 to {MAX_HEADS:,} heads")
+        if self.groups is not None and len(self.groups) != self.layers:
+            raise ValueError(f"'groups' names {len(self.groups)} layers, the model has {self.layers}")
+        for name, atlas in (("statistics", self.statistics), ("decoder", self.decoder)):
+            if atlas is not None and (len(atlas.labels) > self.layers
+                                      or any(len(row) != self.heads for row in atlas.labels)):
+                raise ValueError(f"'{name}.labels' is not a grid of at most {self.layers} layers of {self.heads} heads")
+        return self
 
     @property
     def atlas(self) -> PatternStatistics | DecoderStatistics:

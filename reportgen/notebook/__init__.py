@@ -21,10 +21,19 @@ class View:
     """One view of one input, shown by Jupyter (or any front end that renders text/html)."""
 
     def __init__(self, quick: QuickRun, view: str):
+        """Checks here, where the view is asked for, what it can show: a view that cannot be drawn is refused by
+        the call that asks for it, not later when the notebook displays it."""
         from reportgen.site.standalone import VIEWS
+        from reportgen.site.views import has_qk
 
         if view not in VIEWS:
             raise DataError(f"view: {view!r} is not one of {', '.join(VIEWS)}")
+        if view == "qk" and quick.pair_run is not None:
+            raise DataError("view 'qk': the query/key view is not built for encoder-decoders; use view='head' "
+                            "or 'model'")
+        if view == "qk" and not has_qk(quick.run):
+            raise DataError("view 'qk': this input has no query/key vectors (attention given without a model, "
+                            "or more tokens than the query/key view takes); use view='head' or 'model'")
         self.quick, self.view = quick, view
 
     def _repr_html_(self) -> str:
@@ -32,17 +41,10 @@ class View:
         from reportgen.site.standalone import fragment_html
         from reportgen.site.views import combined_payload, example_payload
 
-        run = self.quick.run
         if self.quick.pair_run is not None:  # an encoder-decoder: its groups, contributions as value norms
-            if self.view == "qk":
-                raise DataError("view 'qk': the query/key view is not built for encoder-decoders; use view='head' "
-                                "or 'model'")
             return fragment_html(view_payload(self.quick), self.view)
-        payload = combined_payload(run) if self.view == "qk" else example_payload(run)
-        if self.view == "qk" and "qk" not in payload:
-            raise DataError("view 'qk': this input has no query/key vectors (attention given without a model, "
-                            "or more tokens than the query/key view takes); use view='head' or 'model'")
-        return fragment_html(payload, self.view)
+        run = self.quick.run
+        return fragment_html(combined_payload(run) if self.view == "qk" else example_payload(run), self.view)
 
     def __repr__(self) -> str:
         run = self.quick.run

@@ -145,7 +145,8 @@ def exclusive(out: Output) -> Iterator[None]:
         _recover(out)
         yield
     finally:
-        out.lock.unlink(missing_ok=True)  # still held: a build that opened it before sees it gone, and retries
+        if os.fstat(lock.fileno()).st_size == 0:  # reportgen's lock files are empty: never remove a file with text
+            out.lock.unlink(missing_ok=True)  # still held: a build that opened it before sees it gone, and retries
         lock.close()
 
 

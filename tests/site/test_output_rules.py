@@ -378,3 +378,13 @@ def test_the_lock_refuses_a_second_build_and_is_gone_when_the_build_ends(tmp_pat
         assert out.lock.exists() and os.stat(out.lock).st_ino != os.fstat(stale.fileno()).st_ino
         fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the removed file's lock excludes nothing now
     assert sorted(path.name for path in tmp_path.iterdir()) == []
+
+
+def test_a_file_of_the_users_named_like_the_lock_is_kept(tmp_path):
+    """The lock file is removed only when it is empty, as reportgen's are: a user's own `.site.lock` with text in
+    it is locked (opened for appending, nothing written) and left as it was."""
+    out = output.check(tmp_path / "site", tmp_path, [])
+    out.lock.write_text("my notes\n", encoding="utf-8")
+    with output.exclusive(out):
+        pass
+    assert out.lock.read_text(encoding="utf-8") == "my notes\n"

@@ -10,7 +10,8 @@ tokens, and runs a cold `reportgen build` (ablation off) in a fresh project:
 - reader: the example page opened in Chromium from file:// as the site writes it: the bytes its first view
   loads (the page and the data files it requested before the view was drawn), when that view was drawn
   (the views' data-first-render-at, ms from navigation start), and the JS heap once the model view of all
-  heads was drawn (Chromium's performance.memory, with --enable-precise-memory-info);
+  heads was drawn (Chromium's performance.memory, with --enable-precise-memory-info), after a garbage collection
+  (what the page holds) and before it (heap_before_gc_mb);
 - beside them, the same example in bertviz's payload format (JSON of every weight, ~22 bytes a value).
 
 Cases: gpt2-small (12 layers x 12 heads, hidden 768) at 128, 512 and 1,024 tokens; llama (8 layers x 8 query
@@ -131,9 +132,12 @@ def reader(site: Path) -> dict:
         page.goto(page_file.as_uri() + "#view=model&layer=0")
         page.reload()
         page.wait_for_selector(DRAWN, timeout=600_000)
+        before = page.evaluate("performance.memory.usedJSHeapSize")
+        page.context.new_cdp_session(page).send("HeapProfiler.collectGarbage")  # what the page holds, not its litter
         heap = page.evaluate("performance.memory.usedJSHeapSize")
         browser.close()
-    return {"first_view_mb": first / 1e6, "drawn_ms": drawn_ms, "model_view_heap_mb": heap / 1e6}
+    return {"first_view_mb": first / 1e6, "drawn_ms": drawn_ms, "model_view_heap_mb": heap / 1e6,
+            "heap_before_gc_mb": before / 1e6}
 
 
 def main() -> int:

@@ -21,6 +21,14 @@ Layout: `q` is one base64 string per (layer, head) so the browser decodes only
 the heads it draws; `floor` and `scale` are little-endian float32 [L*H*T], base64.
 A site's example pages keep most heads in data files beside the page instead (reportgen.site.view_files).
 
+Long rows (more than LONG_ROW keys: a prompt of hundreds or thousands of tokens, issue 46) are coded at a step of
+at least COARSE_SCALE (0.5/255, so a weight is still within 0.25/255 of its code, and within 0.5/255 after the
+row sum's rebalancing), not at (max - floor) / 255: a row of 1,000 weights near 0.001 would otherwise spread its
+tiny differences over all 256 codes, which no compressor shrinks. At that step most of a long row's weights sit on
+code 0 above the row's floor, so each head's codes are deflated (`compressed`: "deflate", zlib's format, which
+browsers inflate natively with DecompressionStream): 1 MB of codes a head at 1,024 tokens becomes a few KB to a
+few hundred KB. Rows of up to LONG_ROW keys are coded as before, byte for byte.
+
 Rows may be of any length: an encoder-decoder's cross-attention is [L, H, T, S] (T decoder tokens over
 S source tokens), `shape` then [L, H, T, S] and each row S codes (reportgen.site.views `seq2seq_groups`).
 
@@ -40,6 +48,8 @@ A single-file view carries the contributions as each key's value norm instead (`
 from __future__ import annotations
 
 import base64
+import warnings
+import zlib
 from collections.abc import Callable
 
 import numpy as np
@@ -57,6 +67,10 @@ TOP_CODES = (254, 253, 252, 250, 248, 245, 241, 236, 230)
 # The same bound as a float32 that does not exceed it, since the browser reads float32 floors.
 _FLOOR_CAP = (np.float32(MAX_FLOOR) if np.float32(MAX_FLOOR) <= MAX_FLOOR
               else np.nextafter(np.float32(MAX_FLOOR), np.float32(0)))
+# Rows of more keys than this are long: coded at a step of at least COARSE_SCALE and deflated (module docstring).
+LONG_ROW = 256
+COARSE_SCALE = _FLOOR_CAP
+COMPRESSION = "deflate"
 
 
 def _b64(data: bytes) -> str:
@@ -75,8 +89,10 @@ def _decode(codes: np.ndarray, floor: np.ndarray, scale: np.ndarray) -> np.ndarr
     return floor.astype(np.float64)[..., None] + codes.astype(np.float64) * scale.astype(np.float64)[..., None]
 
 
-def _scale_for(maxima: np.ndarray, floor: np.ndarray, top: np.ndarray | int = 255) -> np.ndarray:
-    """(max - floor) / top as float32, rounded down so scale / 2 never exceeds 0.5/255 by a float32 ulp.
+def _scale_for(maxima: np.ndarray, floor: np.ndarray, top: np.ndarray | int = 255,
+               least: float = 0.0) -> np.ndarray:
+    """(max - floor) / top as float32, rounded down so scale / 2 never exceeds 0.5/255 by a float32 ulp, and at
+    least `least` (COARSE_SCALE for long rows: the row's maximum then gets a code below `top`).
 
     `top` is the code the row's maximum gets: 255 normally; a little less gives the
     rounding another pattern (see `quantise_rows`), which is allowed while scale <= 1/255.
@@ -85,15 +101,16 @@ def _scale_for(maxima: np.ndarray, floor: np.ndarray, top: np.ndarray | int = 25
     scale = exact.astype(np.float32)
     too_big = scale.astype(np.float64) > exact
     scale[too_big] = np.nextafter(scale[too_big], np.float32(0))
-    return np.maximum(scale, np.float32(0))
+    return np.maximum(scale, np.float32(least))
 
 
-def _choose_floor(rows: np.ndarray, top: np.ndarray | int = 255) -> tuple[np.ndarray, np.ndarray]:
+def _choose_floor(rows: np.ndarray, top: np.ndarray | int = 255,
+                  least: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Per-row (floor, scale) with the floor set so the decoded row sums to ~1 where the floor can do it."""
     maxima = rows.max(axis=-1)
-    floor = np.zeros(rows.shape[:-1], dtype=np.float32)
+    floor = _first_floor(rows, maxima) if least else np.zeros(rows.shape[:-1], dtype=np.float32)
     for _ in range(FLOOR_STEPS):
-        scale = _scale_for(maxima, floor, top)
+        scale = _scale_for(maxima, floor, top, least)
         codes = _quantise(rows, floor, scale)
         deficit = 1.0 - _decode(codes, floor, scale).sum(axis=-1)
         # Only weights on code 0 move with the floor; the others decode to ~their value whatever it is.
@@ -102,7 +119,18 @@ def _choose_floor(rows: np.ndarray, top: np.ndarray | int = 255) -> tuple[np.nda
             break
         floor = np.clip(floor.astype(np.float64) + step, 0.0, float(_FLOOR_CAP)).astype(np.float32)
         floor = np.minimum(floor, maxima.astype(np.float32))  # a floor above the max would waste the codes
-    return floor, _scale_for(maxima, floor, top)
+    return floor, _scale_for(maxima, floor, top, least)
+
+
+def _first_floor(rows: np.ndarray, maxima: np.ndarray) -> np.ndarray:
+    """A long row's first floor: the median of its positive weights (within the cap). Most of a long row's weights
+    are near that median, so they start on code 0 above the floor and the floor's steps keep them there, instead of
+    the sum being made up by mixing codes 0 and 1 all along the row (a bit a weight that deflate cannot shrink)."""
+    positive = np.where(rows > 0, rows, np.nan)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a row of zeros has no positive weight: its floor is 0
+        median = np.nan_to_num(np.nanmedian(positive, axis=-1))
+    return np.minimum(np.minimum(median, float(_FLOOR_CAP)), maxima).astype(np.float32)
 
 
 def _rebalance(rows: np.ndarray, codes: np.ndarray, floor: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -133,24 +161,24 @@ def _rebalance(rows: np.ndarray, codes: np.ndarray, floor: np.ndarray, scale: np
     return codes
 
 
-def _encode_block(rows: np.ndarray,
-                  top: np.ndarray | int = 255) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(codes, floor, scale, |row sum - 1|) for a block of float64 rows."""
-    floor, scale = _choose_floor(rows, top)
+def _encode_block(rows: np.ndarray, top: np.ndarray | int = 255,
+                  least: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, floor, scale, |row sum - 1|) for a block of float64 rows, at a step of at least `least`."""
+    floor, scale = _choose_floor(rows, top, least)
     codes = _rebalance(rows, _quantise(rows, floor, scale), floor, scale)
     return codes, floor, scale, np.abs(_decode(codes, floor, scale).sum(axis=-1) - 1.0)
 
 
-def _encode_with_retries(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _encode_with_retries(rows: np.ndarray, least: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(codes, floor, scale) of float64 rows, re-encoding rows whose sum is off with their maximum on lower codes."""
-    codes, floor, scale, err = _encode_block(rows)
+    codes, floor, scale, err = _encode_block(rows, least=least)
     retry = np.nonzero(err > ROW_SUM_RETRY)[0]
     if retry.size == 0:
         return codes, floor, scale
     sub = rows[retry]
     lowest = np.ceil(255 * sub.max(axis=-1) - 1e-9)  # scale must stay <= 1/255
     for top in TOP_CODES:
-        codes2, floor2, scale2, err2 = _encode_block(sub, np.maximum(top, lowest))
+        codes2, floor2, scale2, err2 = _encode_block(sub, np.maximum(top, lowest), least)
         better = err2 < err[retry]
         pick = retry[better]
         codes[pick], floor[pick], scale[pick], err[pick] = codes2[better], floor2[better], scale2[better], err2[better]
@@ -174,13 +202,16 @@ def quantise_rows(attention: np.ndarray, block: int = 4096) -> tuple[np.ndarray,
 def _quantise_blocks(rows: Callable[[int, int], np.ndarray], count: int, width: int,
                      block: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`quantise_rows` of `count` rows of `width` that `rows(start, stop)` gives a block at a time (the encoding
-    of a row depends on its block: the floor's steps run until the whole block converges)."""
+    of a row depends on its block: the floor's steps run until the whole block converges). Rows longer than
+    LONG_ROW get a step of at least COARSE_SCALE."""
+    least = float(COARSE_SCALE) if width > LONG_ROW else 0.0
     codes = np.empty((count, width), dtype=np.uint8)
     floor = np.empty(count, dtype=np.float32)
     scale = np.empty(count, dtype=np.float32)
     for start in range(0, count, block):
         part = slice(start, min(start + block, count))
-        codes[part], floor[part], scale[part] = _encode_with_retries(rows(part.start, part.stop).astype(np.float64))
+        codes[part], floor[part], scale[part] = _encode_with_retries(rows(part.start, part.stop).astype(np.float64),
+                                                                     least)
     return codes, floor, scale
 
 
@@ -193,20 +224,39 @@ def encode_attention(attention: np.ndarray) -> dict:
 
 def _encoded(codes: np.ndarray, floor: np.ndarray, scale: np.ndarray) -> dict:
     """The encoding's JSON-able form of codes [L, H, T, S] with each row's floor and scale."""
-    layers, heads = codes.shape[:2]
-    return {
-        "encoding": ENCODING,
-        "shape": list(codes.shape),
-        "q": [_b64(codes[layer, head].tobytes()) for layer in range(layers) for head in range(heads)],
-        "floor": _b64(floor.astype("<f4").tobytes()),
-        "scale": _b64(scale.astype("<f4").tobytes()),
-    }
+    layers, heads, _, width = codes.shape
+    compressed = width > LONG_ROW
+    encoded = {"encoding": ENCODING, "shape": list(codes.shape)}
+    if compressed:
+        encoded["compressed"] = COMPRESSION
+    encoded.update(
+        q=[_b64(deflate(codes[layer, head].tobytes()) if compressed else codes[layer, head].tobytes())
+           for layer in range(layers) for head in range(heads)],
+        floor=_b64(floor.astype("<f4").tobytes()),
+        scale=_b64(scale.astype("<f4").tobytes()),
+    )
+    return encoded
+
+
+def deflate(data: bytes) -> bytes:
+    """`data` in zlib's format (what DecompressionStream("deflate") reads), run-length matching only (Z_RLE): a
+    long row's codes are runs and a few small values, which Huffman codes well; on 1 MB of them that is 5 ms and
+    within 15% of zlib's best level, which takes 1.5 s. The same bytes always give the same output, so a split
+    payload joins back equal (reportgen.site.view_files)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
+    return packer.compress(data) + packer.flush()
+
+
+def chunk_codes(encoded: dict, text: str) -> bytes:
+    """A chunk's codes (base64 `text` of `encoded`'s q), inflated where the encoding says it is compressed."""
+    data = base64.b64decode(text)
+    return zlib.decompress(data) if encoded.get("compressed") == COMPRESSION else data
 
 
 def decode_attention(encoded: dict) -> np.ndarray:
     """Inverse of `encode_attention`, as the browser does it (float64); for tests and checks."""
     layers, heads, n, keys = encoded["shape"]
-    codes = np.stack([np.frombuffer(base64.b64decode(s), dtype=np.uint8) for s in encoded["q"]])
+    codes = np.stack([np.frombuffer(chunk_codes(encoded, text), dtype=np.uint8) for text in encoded["q"]])
     floor = np.frombuffer(base64.b64decode(encoded["floor"]), dtype="<f4")
     scale = np.frombuffer(base64.b64decode(encoded["scale"]), dtype="<f4")
     codes = codes.reshape(layers, heads, n, keys)

@@ -38,6 +38,7 @@ import copy
 import itertools
 import json
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -134,28 +135,38 @@ def pack_heads(encoded: dict) -> list[str]:
 
 
 def _packed_heads(encoded: dict) -> Iterator[str]:
-    """`pack_heads`, a head at a time."""
+    """`pack_heads`, a head at a time: a compressed encoding's chunk is the whole packed head deflated
+    (views.deflate), rows and all."""
     layers, heads, n, _ = encoded["shape"]
     fields = ("floor", "scale", "total") if "total" in encoded else ("floor", "scale")
     rows = [_b64_bytes(encoded[field]).reshape(layers * heads, 4 * n) for field in fields]
+    compressed = encoded.get("compressed") == views.COMPRESSION
     for index, text in enumerate(encoded["q"]):
-        block = b"".join([base64.b64decode(text), *(row[index].tobytes() for row in rows)])
-        yield base64.b64encode(block).decode("ascii")
+        block = b"".join([views.chunk_codes(encoded, text), *(row[index].tobytes() for row in rows)])
+        yield base64.b64encode(views.deflate(block) if compressed else block).decode("ascii")
 
 
-def unpack_heads(texts: list[str], shape: list[int], packed: str) -> dict:
-    """Inverse of `pack_heads`: the inline form (encoding, shape, q, floor, scale[, total]) from the per-head texts."""
+def unpack_heads(texts: list[str], shape: list[int], packed: str, compressed: str | None = None) -> dict:
+    """Inverse of `pack_heads`: the inline form (encoding, shape, q, floor, scale[, total]) from the per-head texts,
+    their codes deflated again where they came `compressed`."""
     layers, heads, n, keys = shape
     fields = _row_fields(packed)
-    blocks = np.stack([_b64_bytes(text) for text in texts])
+    if compressed not in (None, views.COMPRESSION):
+        raise ValueError(f"unknown compression: {compressed}")
+    inflate = zlib.decompress if compressed else bytes
+    blocks = np.stack([np.frombuffer(inflate(base64.b64decode(text)), dtype=np.uint8) for text in texts])
     if blocks.shape != (layers * heads, n * keys + 4 * n * len(fields)):
         raise ValueError(f"packed chunks of {blocks.shape} bytes do not fit the shape {list(shape)}")
     parts = np.split(blocks, [n * keys + 4 * n * at for at in range(len(fields))], axis=1)
 
-    def text(part: np.ndarray) -> str:
-        return base64.b64encode(np.ascontiguousarray(part).tobytes()).decode("ascii")
+    def text(part: np.ndarray, deflate: bool = False) -> str:
+        data = np.ascontiguousarray(part).tobytes()
+        return base64.b64encode(views.deflate(data) if deflate else data).decode("ascii")
 
-    out = {"encoding": views.ENCODING, "shape": list(shape), "q": [text(row) for row in parts[0]]}
+    out = {"encoding": views.ENCODING, "shape": list(shape)}
+    if compressed:
+        out["compressed"] = compressed
+    out["q"] = [text(row, bool(compressed)) for row in parts[0]]
     out.update((field, text(part)) for field, part in zip(fields, parts[1:], strict=True))
     return out
 
@@ -180,6 +191,8 @@ def _split_part(encoded: dict, prefix: str, key: str, folder: str, per_layer: bo
     the rest in files (`files`) handed to `sink` as they are packed."""
     packed = views.PACKED_CONTRIBUTIONS if "total" in encoded else views.PACKED_ATTENTION
     part = {"encoding": encoded["encoding"], "shape": list(encoded["shape"]), "packed": packed}
+    if "compressed" in encoded:
+        part["compressed"] = encoded["compressed"]
     chunks = zip(_head_names(prefix, encoded["shape"]), _packed_heads(encoded), strict=True)
     inline_count = inline_layers * encoded["shape"][1]
     if inline_count:
@@ -233,7 +246,7 @@ def _joined_part(part: dict, prefix: str, read: Callable[[str], str]) -> dict:
         chunks.update(_file_chunks(part["files"], read))
     texts = [chunks[name] for name in _head_names(prefix, part["shape"])]
     if "packed" in part:
-        return unpack_heads(texts, part["shape"], part["packed"])
+        return unpack_heads(texts, part["shape"], part["packed"], part.get("compressed"))
     joined = {name: value for name, value in part.items() if name not in ("files", "inline")}
     return {"encoding": joined.pop("encoding"), "shape": joined.pop("shape"), "q": texts, **joined}
 

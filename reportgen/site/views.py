@@ -40,8 +40,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from reportgen.site.attention_encoding import (
+    COARSE_SCALE,
+    COMPRESSION,
     ENCODING,
     FLOOR_STEPS,
+    LONG_ROW,
     MAX_FLOOR,
     NORMS_ENCODING,
     PACKED_ATTENTION,
@@ -49,9 +52,11 @@ from reportgen.site.attention_encoding import (
     ROW_SUM_RETRY,
     TOP_CODES,
     _decode,
+    chunk_codes,
     decode_attention,
     decode_contributions,
     decode_norm_contributions,
+    deflate,
     encode_attention,
     encode_contributions,
     encode_norms,
@@ -87,7 +92,8 @@ __all__ = [
     "seq2seq_groups", "standalone_page", "views_html", "ENCODING", "FLOOR_STEPS", "MAX_FLOOR", "NORMS_ENCODING",
     "PACKED_ATTENTION", "PACKED_CONTRIBUTIONS", "ROW_SUM_RETRY", "TOP_CODES", "decode_attention",
     "decode_contributions", "decode_norm_contributions", "encode_attention", "encode_contributions", "encode_norms",
-    "quantise_rows", "FLOAT32_SLACK", "QK_CODE_MAX", "QK_ENCODING", "decode_qk_layer", "decode_visible",
+    "quantise_rows", "COARSE_SCALE", "COMPRESSION", "LONG_ROW", "chunk_codes", "deflate",
+    "FLOAT32_SLACK", "QK_CODE_MAX", "QK_ENCODING", "decode_qk_layer", "decode_visible",
     "decoded_softmax", "dequantise_vectors", "masked_softmax", "pack12", "pack_visible", "qk_check", "qk_score_bound",
     "quantise_vectors", "unpack12",
 ]
@@ -110,7 +116,7 @@ QK_TERMS = {
 # The views' classic scripts under assets/javascripts, in load order (also the `extra_javascript`
 # order in mkdocs.yml, where charts.js comes right after the core, whose copy-link it uses).
 VIEW_SCRIPTS = ("views-core.js", "views-widget.js", "views-head.js", "views-model.js", "views-qk.js",
-                "views-start.js")
+                "views-heatmap.js", "views-start.js")
 PAYLOAD_VERSION = 1
 
 

@@ -9,7 +9,7 @@ const views = require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'ja
 
 const LIMITS = { layers: 6, heads: 12, tokens: 19 };
 const NOTHING = { view: null, layer: null, head: null, heads: null, token: null, key: null, filter: null, topk: null,
-  min: null, mode: null, problems: [] };
+  min: null, mode: null, win: null, problems: [] };
 
 test('formatHash writes the fields in a fixed order, lists with plain commas, and leaves out nulls', () => {
   const text = views.formatHash({ min: 0.02, topk: 5, filter: 'AB', key: 9, token: 4, head: [0, 3], layer: 2,
@@ -29,9 +29,10 @@ test('the link reportgen/site.py head_link writes is the head view of one head',
 
 test('parseHash reads back what formatHash wrote', () => {
   const state = { view: 'head', layer: 5, head: [0, 3, 11], token: null, key: 18, filter: 'BA', topk: 19, min: 0.5,
-    mode: 'contributions' };
+    mode: 'contributions', win: '2-9,0-18' };
   const parsed = views.parseHash('#' + views.formatHash(state), LIMITS);
-  assert.deepStrictEqual(parsed, { ...state, head: null, heads: [0, 3, 11], problems: [] }); // a list is not one head
+  assert.deepStrictEqual(parsed, { ...state, head: null, heads: [0, 3, 11], win: { q0: 2, q1: 10, k0: 0, k1: 19 },
+    problems: [] }); // a list is not one head
 });
 
 test('parseHash ignores anchors that are not ours', () => {

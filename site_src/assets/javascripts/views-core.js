@@ -213,6 +213,15 @@
   }
 
   /*
+   * Bytes in zlib's format (reportgen/site/attention_encoding.py deflate: a long input's chunks) inflated by the
+   * browser's own DecompressionStream, which runs from file:// too: a Promise of a Uint8Array.
+   */
+  function inflate(bytes) {
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('deflate'));
+    return new Response(stream).arrayBuffer().then(function (buffer) { return new Uint8Array(buffer); });
+  }
+
+  /*
    * One packed chunk's rows (reportgen/site/view_files.py pack_heads): after its codes (n x m bytes), `rows`
    * float32 arrays of n each, little-endian: floor, scale and, for contributions, each row's total.
    */
@@ -326,10 +335,19 @@
    * The same class reads a payload's contributions (prefix 'c-'): the per-row shares in the same
    * encoding, plus each row's total sum_j ||A[i, j] f(x_j)|| (rowTotals): inline a flat float32 array
    * like floor and scale, packed after each chunk's scale (PACKED_CONTRIBUTIONS).
+   *
+   * A long input's chunks are deflated (`compressed`: 'deflate'; reportgen/site/attention_encoding.py): a packed
+   * chunk whole, an inline one its codes. Inflating is asynchronous, so such a head is loaded only once ensure()
+   * has inflated it (`inflated`, kept while the page is open: the views draw a head again and again).
    */
   function Attention(encoded, prefix) {
     if (encoded.encoding !== 'u8-row-affine') throw new Error('unknown attention encoding: ' + encoded.encoding);
     if (encoded.packed && !PACKED_ROWS[encoded.packed]) throw new Error('unknown packing: ' + encoded.packed);
+    if (encoded.compressed && encoded.compressed !== 'deflate') {
+      throw new Error('unknown compression: ' + encoded.compressed);
+    }
+    this.compressed = Boolean(encoded.compressed);
+    this.inflated = new Map(); // compressed: (layer, head) id -> its chunk's bytes, inflated
     this.layers = encoded.shape[0];
     this.heads = encoded.shape[1];
     this.n = encoded.shape[2]; // query rows
@@ -359,7 +377,16 @@
   };
 
   Attention.prototype.isLoaded = function (layer, head) {
+    if (this.compressed) return this.inflated.has(layer * this.heads + head);
     return this.chunkText(layer, head) !== null;
+  };
+
+  // The (layer, head)'s chunk as bytes: decoded from base64, or as ensure() inflated it.
+  Attention.prototype.chunkBytes = function (layer, head) {
+    var bytes = this.compressed ? this.inflated.get(layer * this.heads + head) : null;
+    var text = this.compressed ? null : this.chunkText(layer, head);
+    if (!bytes && text === null) throw new Error('layer ' + layer + ' head ' + head + ' is not loaded yet');
+    return bytes || base64Bytes(text);
   };
 
   // Every (layer, head) as [layer, head] pairs: what the model view draws.
@@ -371,10 +398,28 @@
     return pairs;
   };
 
-  // Loads the [layer, head] pairs not loaded yet, then calls done(error or null).
+  // Loads the [layer, head] pairs not loaded yet (their files, then inflating them), then calls done(error or null).
   Attention.prototype.request = function (pairs, done) {
-    if (!this.files) return done(new Error('this page has no data for ' + this.names(pairs).join(', ')));
-    this.files.request(this.names(pairs), done);
+    var self = this;
+    var away = pairs.filter(function (pair) { return self.chunkText(pair[0], pair[1]) === null; });
+    var then = function (error) { return error || !self.compressed ? done(error) : self.inflate(pairs, done); };
+    if (!away.length) return then(null);
+    if (!this.files) return done(new Error('this page has no data for ' + this.names(away).join(', ')));
+    this.files.request(this.names(away), then);
+  };
+
+  // Inflates the chunks of the [layer, head] pairs not inflated yet, all at once, then calls done(error or null).
+  Attention.prototype.inflate = function (pairs, done) {
+    var self = this;
+    Promise.all(pairs.map(function (pair) {
+      var id = pair[0] * self.heads + pair[1];
+      if (self.inflated.has(id)) return null;
+      return inflate(base64Bytes(self.chunkText(pair[0], pair[1]))).then(function (bytes) {
+        self.inflated.set(id, bytes);
+      });
+    })).then(function () { done(null); }, function (error) {
+      done(new Error('The data of ' + self.names(pairs).join(', ') + ' could not be decompressed: ' + error.message));
+    });
   };
 
   Attention.prototype.names = function (pairs) {
@@ -401,8 +446,8 @@
     }
     var bytes = this.files ? this.files.missingFiles(this.names(missing)).length * this.files.bytes : 0;
     this.request(missing, done);
-    return 'Loading ' + (this.prefix === 'c-' ? 'the contributions of ' : '') + what + ' (' +
-      sizeText(bytes) + ')\u2026';
+    var whose = (this.prefix === 'c-' ? 'the contributions of ' : '') + what;
+    return bytes ? 'Loading ' + whose + ' (' + sizeText(bytes) + ')\u2026' : 'Decompressing ' + whose + '\u2026';
   };
 
   Attention.prototype.matrix = function (layer, head) {
@@ -413,10 +458,8 @@
       this.cache.set(id, matrix);
       return matrix;
     }
-    var text = this.chunkText(layer, head);
-    if (text === null) throw new Error('layer ' + layer + ' head ' + head + ' is not loaded yet');
     var n = this.n;
-    var bytes = base64Bytes(text);
+    var bytes = this.chunkBytes(layer, head);
     if (this.packed) {
       var rows = unpackHead(bytes, n, this.m, this.packed); // floor, scale[, total]
       matrix = decodeRows(bytes, rows[0], rows[1], 0, n, this.m);
@@ -609,6 +652,7 @@
   }
 
   views.deliver = deliver;
+  views.inflate = inflate;
   views.DataFiles = DataFiles;
   views.fileOf = fileOf;
   views.filesOf = filesOf;
@@ -744,8 +788,8 @@
    * `heads` is read as another spelling of `head`; it is never written. `mode` is left out for weights,
    * `attn` for a payload's first group (the encoder) and wherever the payload has no groups.
    */
-  var HASH_KEYS = ['view', 'layer', 'head', 'heads', 'token', 'key', 'filter', 'topk', 'min', 'mode'];
-  var HASH_ORDER = ['view', 'attn', 'layer', 'head', 'token', 'key', 'filter', 'topk', 'min', 'mode'];
+  var HASH_KEYS = ['view', 'layer', 'head', 'heads', 'token', 'key', 'filter', 'topk', 'min', 'mode', 'win'];
+  var HASH_ORDER = ['view', 'attn', 'layer', 'head', 'token', 'key', 'filter', 'topk', 'min', 'mode', 'win'];
 
   // Hash text (without '#') for `fields`, in HASH_ORDER; null or undefined fields are left out, lists joined by ','.
   function formatHash(fields) {
@@ -763,6 +807,24 @@
     if (raw === null || !/^\d+$/.test(raw)) return null;
     var value = parseInt(raw, 10);
     return value < limit ? value : null;
+  }
+
+  /*
+   * A long input's heatmap window (views-heatmap.js) in a link: win=Q0-Q1,K0-K1, the first and last query and key
+   * token shown (inclusive, as a reader counts them). As {q0, q1, k0, k1} with q1 and k1 one past the last (what
+   * the drawing loops over); null unless 0 <= first <= last < the tokens on that side.
+   */
+  function parseWindow(text, tokens, keys) {
+    var match = /^(\d+)-(\d+),(\d+)-(\d+)$/.exec(text || '');
+    if (!match) return null;
+    var at = match.slice(1).map(Number);
+    if (at[0] > at[1] || at[1] >= tokens || at[2] > at[3] || at[3] >= keys) return null;
+    return { q0: at[0], q1: at[1] + 1, k0: at[2], k1: at[3] + 1 };
+  }
+
+  // The link text of a window (parseWindow's inverse).
+  function windowText(win) {
+    return win.q0 + '-' + (win.q1 - 1) + ',' + win.k0 + '-' + (win.k1 - 1);
   }
 
   // Distinct heads below `limit`, ascending; anything else in the list is dropped.
@@ -794,6 +856,7 @@
     check('topk', fields.topk === null && params.get('topk') !== '0');
     check('min', fields.min === null);
     check('mode', fields.mode === null);
+    check('win', fields.win === null);
     if (limits.groups) check('attn', fields.attn === null);
     return problems;
   }
@@ -831,6 +894,7 @@
       topk: intParam(params, 'topk', keys + 1) || null, // 0 is no top-k
       min: params.get('min') !== '' && isFinite(min) && min >= 0 && min <= 1 ? min : null,
       mode: modeParam(params.get('mode'), limits),
+      win: parseWindow(params.get('win'), limits.tokens, keys),
     };
     if (limits.groups) fields.attn = hashGroup(raw, limits.groups);
     fields.problems = hashProblems(params, fields, headText, limits);
@@ -869,7 +933,8 @@
     return text === 'contributions' && limits.contributions === false ? null : text;
   }
 
-  var FIELD_WORDS = { filter: 'the pair filter', topk: 'top-k', min: 'a minimum weight of' };
+  var FIELD_WORDS = { filter: 'the pair filter', topk: 'top-k', min: 'a minimum weight of',
+    win: 'the window of queries and keys' };
 
   // "layers 0–5", or "only layer 0" where there is one.
   function spanText(noun, count) {
@@ -1020,7 +1085,7 @@
     NormContributions: NormContributions,
     pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,
     qkSoftmaxText: qkSoftmaxText,
-    formatHash: formatHash, parseHash: parseHash, hashGroup: hashGroup, groupOf: groupOf, hashNote: hashNote, headsText: headsText, readHash: readHash,
+    formatHash: formatHash, parseHash: parseHash, parseWindow: parseWindow, windowText: windowText, hashGroup: hashGroup, groupOf: groupOf, hashNote: hashNote, headsText: headsText, readHash: readHash,
     writeHash: writeHash,
     linkTo: linkTo, copyLink: copyLink, copyControl: copyControl, COPY_SHOWN_MS: COPY_SHOWN_MS,
     announceRender: announceRender,

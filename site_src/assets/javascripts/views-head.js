@@ -29,6 +29,7 @@
   proto.buildStage = function () {
     var stage = el('div', 'rgv-stage');
     stage.style.setProperty('--rgv-row', ROW_H + 'px');
+    if (views.isLong(this.n, this.m)) stage.appendChild(this.buildHeat()); // views-heatmap.js
     var pair = el('div', 'rgv-pair');
     this.left = el('div', 'rgv-col rgv-left');
     this.right = el('div', 'rgv-col rgv-right');
@@ -214,6 +215,7 @@
     this.svg.setAttribute('data-lines', String(count));
     if (active) this.showInline(active, weights);
     this.drawWeights(active, weights);
+    if (this.heat) this.drawHeat();
     this.status.textContent = this.describe(active, count);
   };
 

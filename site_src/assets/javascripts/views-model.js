@@ -249,6 +249,7 @@
     var allow = this.allowFn();
     var width = this.thumbSize.width;
     var height = this.thumbSize.height;
+    if (views.isLong(n, m)) return this.drawThumbHeat(canvas, matrix, h, key);
     var ctx = thumbContext(canvas, width, height);
     var step = height / n;
     var keyStep = height / m;
@@ -267,6 +268,18 @@
       }
     }
     ctx.globalAlpha = 1;
+    canvas.setAttribute('data-drawn', key);
+  };
+
+  // A long input's thumbnail: the whole head as a max-pooled heatmap, a cell per device pixel (views-heatmap.js).
+  proto.drawThumbHeat = function (canvas, matrix, h, key) {
+    var st = this.state;
+    var width = this.thumbSize.width;
+    var height = this.thumbSize.height;
+    var ratio = window.devicePixelRatio || 1;
+    var pooled = views.maxPool(matrix, this.m, { q0: 0, q1: this.n, k0: 0, k1: this.m }, Math.round(height * ratio),
+      Math.round(width * ratio), this.causal || this.isPair && st.filter !== 'all' ? this.allowFn() : null);
+    views.paintHeatmap(canvas, pooled, views.headColour(h, this.att.heads), width, height);
     canvas.setAttribute('data-drawn', key);
   };
 

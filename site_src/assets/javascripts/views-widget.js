@@ -93,6 +93,7 @@
       min: long ? LONG_MIN : 0,
       mode: 'weights',
       zoom: false,
+      win: null, // a long input's heatmap window (views-heatmap.js): null for the whole head
     };
   };
 
@@ -502,6 +503,7 @@
       topk: st.topk !== this.defaults.topk ? st.topk : null,
       min: st.min !== this.defaults.min ? st.min : null,
       mode: st.mode !== 'weights' ? st.mode : null,
+      win: st.win && this.heat ? views.windowText(st.win) : null,
     });
   };
 
@@ -560,6 +562,7 @@
     if (link.topk !== null) st.topk = link.topk;
     if (link.min !== null) st.min = link.min;
     if (link.mode !== null) st.mode = link.mode;
+    st.win = link.win;
     this.state = st;
     this.hover = null;
     if (rerender) this.holdPointer(); // a link followed on the page scrolls the view under the pointer

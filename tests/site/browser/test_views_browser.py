@@ -6,8 +6,10 @@ model's real runs; every external request is blocked and recorded (conftest.Brow
 
 from __future__ import annotations
 
+import itertools
 import shutil
 
+import numpy as np
 import pytest
 
 from reportgen.config import ExampleSpec
@@ -233,4 +235,95 @@ def test_head_colours_are_distinct(pages, open_page):
     colours = view.page.eval_on_selector_all(
         ".rgv-head-toggle", "els => els.map(e => getComputedStyle(e).getPropertyValue('--rgv-head').trim())")
     assert len(colours) == 12 and len(set(colours)) == 12
+    _clean(view)
+
+
+# ------------------------------------------------------------------ long inputs: heatmaps (issue 46)
+
+POOLED = """sel => { const c = document.querySelector(sel); const p = c && c.rgvPooled; if (!p) return null;
+  return {rows: p.rows, cols: p.cols, values: Array.from(p.values), q: Array.from(p.qEdges), k: Array.from(p.kEdges),
+          win: c.getAttribute('data-win'), width: c.width, height: c.height}; }"""
+
+
+def _max_pool(attention: np.ndarray, pooled: dict) -> np.ndarray:
+    """The model's max-pool over the blocks the page drew ([rows, cols]); checks the blocks split the window evenly."""
+    q, k = pooled["q"], pooled["k"]
+    for found, count in ((q, pooled["rows"]), (k, pooled["cols"])):
+        span = found[-1] - found[0]
+        assert found == [found[0] + (i * span) // count for i in range(count + 1)], found
+        assert all(b > a for a, b in itertools.pairwise(found)), "a cell covers at least one token"
+    return np.array([[attention[q[r]:q[r + 1], k[c]:k[c + 1]].max() for c in range(pooled["cols"])]
+                     for r in range(pooled["rows"])])
+
+
+def _assert_pools(attention: np.ndarray, pooled: dict) -> None:
+    drawn = np.array(pooled["values"]).reshape(pooled["rows"], pooled["cols"])
+    assert np.abs(drawn - _max_pool(attention, pooled)).max() <= MAX_ERR + 1e-6
+
+
+def test_a_long_inputs_heatmap_is_the_max_pool_of_the_models_attention_at_every_zoom(pages, open_page):
+    """Past 256 tokens the head view adds a heatmap of its first head: each cell the largest weight of its block,
+    within the 8-bit bound of what the model gave; + zooms (the window goes into the link), a click pins the
+    query under the pointer, and each pixel's opacity is the square root of its cell's weight."""
+    view = _open(open_page, _url(pages, "file", "long.html"))
+    page = view.page
+    model = pages["long"].attention
+    n = model.shape[-1]
+    whole = page.evaluate(POOLED, ".rgv-heat-map")
+    assert whole["win"] == f"0-{n - 1},0-{n - 1}" and whole["rows"] == whole["cols"] <= n
+    _assert_pools(model[0, 0], whole)
+    pixels = page.evaluate("""() => { const c = document.querySelector('.rgv-heat-map');
+        const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        return Array.from(data.filter((_, i) => i % 4 === 3)); }""")
+    alpha = np.array(pixels).reshape(whole["height"], whole["width"])
+    cells = np.array(whole["values"]).reshape(whole["rows"], whole["cols"])
+    rows = (np.arange(whole["height"]) * whole["rows"]) // whole["height"]  # nearest-neighbour scaling
+    cols = (np.arange(whole["width"]) * whole["cols"]) // whole["width"]
+    expected = np.rint(255 * np.sqrt(np.clip(cells[rows][:, cols], 0, 1)))
+    assert np.mean(alpha == expected) > 0.99 and np.abs(alpha - expected).max() <= 1, "opacity is sqrt(weight)"
+    canvas = page.locator(".rgv-heat-map")
+    canvas.focus()
+    for _ in range(3):
+        page.keyboard.press("+")
+    zoomed = page.evaluate(POOLED, ".rgv-heat-map")
+    q0, q1, k0, k1 = (int(v) for part in zoomed["win"].split(",") for v in part.split("-"))
+    assert q1 - q0 + 1 == n // 8 and k1 - k0 + 1 == n // 8 and f"win={zoomed['win']}" in page.evaluate("location.hash")
+    assert zoomed["rows"] == n // 8  # one cell per token: the window is narrower than the canvas
+    _assert_pools(model[0, 0], zoomed)
+    page.keyboard.press("ArrowDown")
+    moved = page.evaluate(POOLED, ".rgv-heat-map")
+    assert moved["q"][0] == q0 + n // 32 and moved["k"][0] == k0
+    _assert_pools(model[0, 0], moved)
+    box = canvas.bounding_box()
+    canvas.click(position={"x": box["width"] * 0.5, "y": box["height"] * 0.25})
+    pinned = moved["q"][0] + int(0.25 * (n // 8))
+    assert f"token={pinned}" in page.evaluate("location.hash")
+    assert {num["q"] for num in _nums(page)} == {pinned}  # the weights table shows that query's row
+    page.keyboard.press("0")
+    assert page.evaluate(POOLED, ".rgv-heat-map")["win"] == whole["win"]
+    assert "win=" not in page.evaluate("location.hash")
+    _clean(view)
+
+
+def test_a_link_to_a_window_lands_there_and_a_bad_one_says_so(pages, open_page):
+    view = _open(open_page, _url(pages, "file", "long.html") + "#view=head&layer=2&head=4&win=100-163,90-153")
+    pooled = view.page.evaluate(POOLED, ".rgv-heat-map")
+    assert pooled["win"] == "100-163,90-153" and pooled["q"][0] == 100 and pooled["k"][-1] == 154
+    _assert_pools(pages["long"].attention[2, 4], pooled)
+    _clean(view)
+    view = _open(open_page, _url(pages, "file", "long.html") + "#view=head&layer=2&head=4&win=163-100,0-9")
+    assert view.page.evaluate(POOLED, ".rgv-heat-map")["win"].startswith("0-")
+    assert "window of queries and keys" in view.page.inner_text(".rgv")
+    _clean(view)
+
+
+def test_a_long_inputs_model_view_draws_every_head_as_its_max_pool(pages, open_page):
+    view = _open(open_page, _url(pages, "file", "long.html") + "#view=model&layer=3")
+    page = view.page
+    selector = '.rgv-grid canvas[data-layer="3"][data-head="5"]'
+    page.locator(selector).scroll_into_view_if_needed()
+    page.wait_for_function(f"() => document.querySelector('{selector}').rgvPooled")
+    pooled = page.evaluate(POOLED, selector)
+    assert pooled["rows"] == pooled["height"] and pooled["cols"] == pooled["width"]  # a cell per device pixel
+    _assert_pools(pages["long"].attention[3, 5], pooled)
     _clean(view)

@@ -12,6 +12,7 @@ tokens, and runs a cold `reportgen build` (ablation off) in a fresh project:
   (the views' data-first-render-at, ms from navigation start), and the JS heap once the model view of all
   heads was drawn (Chromium's performance.memory, with --enable-precise-memory-info), after a garbage collection
   (what the page holds) and before it (heap_before_gc_mb);
+- view: the size of `reportgen view`'s single file of the same text (the project's config: its model, max_length);
 - beside them, the same example in bertviz's payload format (JSON of every weight, ~22 bytes a value).
 
 Cases: gpt2-small (12 layers x 12 heads, hidden 768) at 128, 512 and 1,024 tokens; llama (8 layers x 8 query
@@ -105,6 +106,16 @@ def build(project: Path, model: Path, tokens: int, code: Path = REPO) -> dict:
     return {"seconds": seconds, "peak_mb": usage.ru_maxrss / 1024}
 
 
+def view_file(project: Path, tokens: int, code: Path = REPO) -> dict:
+    """`reportgen view` of the same text with the project's config (its model and max_length): the file's MB."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    done = subprocess.run([sys.executable, "-m", "reportgen", "view", long_text(tokens), "--out", "view.html"],
+                          cwd=project, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{project}: reportgen view failed:\n{done.stderr[-3000:]}")
+    return {"view_mb": (project / "view.html").stat().st_size / 1e6}
+
+
 def site_bytes(site: Path) -> dict:
     """Bytes the example adds to the site (its pages and data files) and the whole site's."""
     mine = [site / "example-1.html", site / "example-1-qk.html", *sorted((site / "example-1-data").glob("*"))]
@@ -152,7 +163,8 @@ def main() -> int:
             model = make_model(shape, work / "models" / shape)
             project = work / "projects" / name
             subprocess.run(["rm", "-rf", str(project)], check=True)
-            row = {"case": name, **build(project, model, tokens, args.code.resolve()), **site_bytes(project / "site")}
+            row = {"case": name, **build(project, model, tokens, args.code.resolve()), **site_bytes(project / "site"),
+                   **view_file(project, tokens, args.code.resolve())}
             if not args.no_browser:
                 row.update(reader(project / "site"))
             layers = fields.get("n_layer", fields.get("num_hidden_layers"))

@@ -24,7 +24,7 @@ from pathlib import Path
 from reportgen import __version__
 from reportgen.site.htmlsafe import script_json
 from reportgen.site.sources import site_sources
-from reportgen.site.views import VIEW_SCRIPTS
+from reportgen.site.views import HEATMAP_SCRIPT, VIEW_SCRIPTS, needs_heatmaps
 
 # What a file written by `reportgen view` carries in its <head>: the marker that lets a later
 # `reportgen view --out` overwrite it, and nothing that reportgen did not write.
@@ -45,8 +45,9 @@ a { color: #0550ae; }
 
 
 @functools.cache
-def inline_assets() -> tuple[str, str]:
-    """(script, style): the views' scripts in their load order and views.css, minified.
+def inline_assets(heatmaps: bool = True) -> tuple[str, str]:
+    """(script, style): the views' scripts in their load order and views.css, minified; without `heatmaps`, less
+    views-heatmap.js, which only inputs past LONG_ROW tokens use (views.needs_heatmaps).
 
     Why minified: the seed pair's file must stay within 15% of bertviz's head view, and the
     scripts' comments are a third of the file (issue 29)."""
@@ -55,7 +56,7 @@ def inline_assets() -> tuple[str, str]:
 
     assets = site_sources()[0] / "assets"
     script = ";\n".join(rjsmin.jsmin((assets / "javascripts" / name).read_text(encoding="utf-8"))
-                        for name in VIEW_SCRIPTS)
+                        for name in VIEW_SCRIPTS if heatmaps or name != HEATMAP_SCRIPT)
     style = rcssmin.cssmin((assets / "stylesheets" / "views.css").read_text(encoding="utf-8"))
     if "</" in script or "</" in style:  # would end the element early; the sources never need it
         raise ValueError("a view script or style contains '</', which cannot go inside an HTML element")
@@ -73,7 +74,7 @@ def _label(payload: dict) -> str:
 def page_html(payload: dict, title: str, lines: list[str] = ()) -> str:
     """The single-file page of one input: its head and model views and, where the payload has them, its
     query/key view, with `lines` (plain text: the model, a truncation warning) under the title."""
-    script, views_style = inline_assets()
+    script, views_style = inline_assets(needs_heatmaps(payload))
     style = PAGE_STYLE + views_style
     policy = POLICY.format(script=_sha256(script), style=_sha256(style))
     label = _label(payload)

@@ -176,9 +176,9 @@ def pack_contributions(encoded: dict) -> list[str]:
     return pack_heads(encoded)
 
 
-def unpack_contributions(texts: list[str], shape: list[int]) -> dict:
+def unpack_contributions(texts: list[str], shape: list[int], compressed: str | None = None) -> dict:
     """Inverse of `pack_contributions`: the inline form (q, floor, scale, total) from the per-head texts."""
-    return unpack_heads(texts, shape, views.PACKED_CONTRIBUTIONS)
+    return unpack_heads(texts, shape, views.PACKED_CONTRIBUTIONS, compressed)
 
 
 def _head_names(prefix: str, shape: list[int]) -> list[str]:

@@ -87,8 +87,9 @@ if TYPE_CHECKING:  # the model-running side imports torch; the pages only need i
 # What the site, the tests and the benchmarks import from here: this module's own names, and the
 # encodings' (reportgen.site.attention_encoding, reportgen.site.qk_encoding).
 __all__ = [
-    "GROUP_NAMES", "PAYLOAD_VERSION", "QK_MAX_TOKENS", "QK_TERMS", "VIEW_SCRIPTS", "combined_payload",
-    "example_payload", "group_attention", "group_payload", "has_qk", "qk_html", "qk_payload", "qk_term_info",
+    "GROUP_NAMES", "HEATMAP_SCRIPT", "PAYLOAD_VERSION", "QK_MAX_TOKENS", "QK_TERMS", "VIEW_SCRIPTS", "combined_payload",
+    "example_payload", "group_attention", "group_payload", "has_qk", "needs_heatmaps", "qk_html", "qk_payload",
+    "qk_term_info",
     "seq2seq_groups", "standalone_page", "views_html", "ENCODING", "FLOOR_STEPS", "MAX_FLOOR", "NORMS_ENCODING",
     "PACKED_ATTENTION", "PACKED_CONTRIBUTIONS", "ROW_SUM_RETRY", "TOP_CODES", "decode_attention",
     "decode_contributions", "decode_norm_contributions", "encode_attention", "encode_contributions", "encode_norms",
@@ -117,7 +118,16 @@ QK_TERMS = {
 # order in mkdocs.yml, where charts.js comes right after the core, whose copy-link it uses).
 VIEW_SCRIPTS = ("views-core.js", "views-widget.js", "views-head.js", "views-model.js", "views-qk.js",
                 "views-heatmap.js", "views-start.js")
+HEATMAP_SCRIPT = "views-heatmap.js"  # needed by inputs of more than LONG_ROW tokens only (`needs_heatmaps`)
 PAYLOAD_VERSION = 1
+
+
+def needs_heatmaps(payload: dict) -> bool:
+    """Whether the views of `payload` draw heatmaps (views-core.js isLong): more than LONG_ROW query or key tokens
+    in some group of it."""
+    lengths = [len(payload.get("tokens", ()))]
+    lengths += [len(group.get(side, ())) for group in payload.get("groups", ()) for side in ("queries", "keys")]
+    return max(lengths) > LONG_ROW
 
 
 def _example_fields(run: ExampleRun) -> dict:

@@ -16,6 +16,7 @@ import math
 import re
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -25,6 +26,8 @@ from reportgen.model.qk import attention_from_qk, capture_qk
 from reportgen.model.run import run_example
 from reportgen.runs import ExampleRun
 from reportgen.site.views import (
+    COARSE_SCALE,
+    LONG_ROW,
     QK_MAX_TOKENS,
     decode_attention,
     decode_contributions,
@@ -83,6 +86,39 @@ def test_random_softmax_rows_within_bounds(n, temperature):
     assert np.abs(decoded - rows).max() <= MAX_ERR
     assert np.abs(decoded.sum(axis=-1) - 1).max() <= ROW_SUM_TOL
     assert decoded.min() >= 0
+
+
+def _causal_rows(n: int, spread: float, seed: int = 0) -> np.ndarray:
+    """[1, 2, n, n] causal softmax rows: a random decoder's nearly uniform rows at a small `spread`."""
+    rng = np.random.default_rng(seed)
+    scores = np.where(np.tril(np.ones((n, n), dtype=bool)), rng.normal(size=(1, 2, n, n)) * spread, -np.inf)
+    return _softmax(scores)
+
+
+@pytest.mark.parametrize("n, spread, shrinks", [(LONG_ROW + 1, 0.05, 5), (1024, 0.02, 20), (600, 3.0, 1)])
+def test_long_rows_are_coded_coarsely_within_the_bound_and_deflated(n, spread, shrinks):
+    """Rows past LONG_ROW keys: a step of at least COARSE_SCALE, every weight still within 0.5/255 and each row's
+    sum within the tolerance, the codes deflated; a random decoder's rows (nearly uniform) shrink manyfold."""
+    attention = _causal_rows(n, spread)
+    codes, floor, scale = quantise_rows(attention)
+    assert (scale >= COARSE_SCALE).all() and floor.max() <= MAX_ERR
+    encoded = json.loads(json.dumps(encode_attention(attention)))
+    assert encoded["compressed"] == "deflate"
+    assert [zlib.decompress(base64.b64decode(text)) for text in encoded["q"]] == [c.tobytes() for c in codes[0]]
+    decoded = decode_attention(encoded)
+    assert np.abs(decoded - attention).max() <= MAX_ERR
+    assert np.abs(decoded.sum(-1) - 1).max() <= ROW_SUM_TOL
+    deflated = sum(len(base64.b64decode(text)) for text in encoded["q"])
+    assert deflated * shrinks < codes.size, (deflated, codes.size)
+
+
+def test_rows_up_to_long_row_are_coded_as_before():
+    """At LONG_ROW keys nothing changes: no compression, and rows spread over all 256 codes at their own step."""
+    attention = _causal_rows(LONG_ROW, 0.05)
+    encoded = encode_attention(attention)
+    assert "compressed" not in encoded and len(base64.b64decode(encoded["q"][0])) == LONG_ROW ** 2
+    _, _, scale = quantise_rows(attention)
+    assert (scale < COARSE_SCALE).mean() > 0.5
 
 
 def test_round_trip_through_json_and_base64():
@@ -398,7 +434,7 @@ def _encoder_decoder_payload(n: int = 5, target: int = 4, layers: int = 2, heads
     return payload
 
 
-@pytest.mark.parametrize("case", ["short", "long", "encoder-decoder", "weights only", "one layer"])
+@pytest.mark.parametrize("case", ["short", "long", "encoder-decoder", "weights only", "one layer", "long rows"])
 def test_split_and_joined_again_is_the_payload_it_was(case, tmp_path, monkeypatch):
     """The round trip of a site's split (view_files.split_views, per layer or per head) through the page and its
     data files (read_page_payload): the payload as it was, key for key and byte for byte."""
@@ -406,16 +442,19 @@ def test_split_and_joined_again_is_the_payload_it_was(case, tmp_path, monkeypatc
 
     payload = {"short": lambda: example_payload(_norms_run(7)), "long": lambda: example_payload(_norms_run(7)),
                "encoder-decoder": _encoder_decoder_payload, "weights only": lambda: example_payload(_hostile_run(6)),
-               "one layer": lambda: example_payload(_norms_run(6, layers=1))}[case]()
+               "one layer": lambda: example_payload(_norms_run(6, layers=1)),
+               "long rows": lambda: example_payload(_norms_run(LONG_ROW + 1, layers=1, heads=2))}[case]()
     payload = json.loads(json.dumps(payload))
-    if case == "long":
+    if case == "long rows":  # deflated chunks: inflated, packed and deflated whole, and back
+        assert payload["attention"]["compressed"] == payload["contributions"]["compressed"] == "deflate"
+    if case in ("long", "long rows"):
         monkeypatch.setattr(view_files, "VIEWS_INLINE_LIMIT", 100)
     (tmp_path / "example-2.html").write_text(view_files.example_html(tmp_path, 2, payload), encoding="utf-8")
     joined = view_files.read_page_payload(tmp_path / "example-2.html")
     assert joined == payload and json.dumps(joined) == json.dumps(payload)
     files = sorted(path.name for path in (tmp_path / "example-2-data").glob("*.js"))
     layers, heads = payload["attention"]["shape"][:2]
-    if case == "long":
+    if case in ("long", "long rows"):
         assert len(files) == 2 * layers * heads and "l0h0.js" in files
     else:
         own = [f"l{layer}.js" for layer in range(1, layers)]  # layer 0's weights stay inline

@@ -33,6 +33,10 @@
   var SVG_NS = 'http://www.w3.org/2000/svg';
 
   views.LONG_INPUT = 64; // above this many tokens the views start sparse (top-k, threshold, one head)
+  // Above this many tokens the views add heatmaps (views-heatmap.js, which a single-file view of a shorter input
+  // leaves out): reportgen/site/attention_encoding.py LONG_ROW, where the rows are also deflated.
+  views.HEATMAP_FROM = 256;
+  views.isLong = function (n, m) { return Math.max(n, m) > views.HEATMAP_FROM; };
   views.FILTERS = ['all', 'AA', 'AB', 'BA', 'BB'];
   // What the head and model views draw: attention weights, or contributions (Kobayashi et al. 2020, the
   // per-row shares of ||A[i, j] f(x_j)||; reportgen/site/views.py encode_contributions). The first is the default.

@@ -1,5 +1,5 @@
 /*
- * reportgen attention views: heatmaps for long inputs (issue 46). Past HEATMAP_FROM tokens the lines from every
+ * reportgen attention views: heatmaps for long inputs (issue 46). Past views.HEATMAP_FROM tokens (views-core.js) the lines from every
  * query to its keys can no longer be told apart (a 1,024-token head view was 23,457 px tall, and a model view
  * thumbnail squashed 1,000 rows into its top edge), so each head is also drawn as a heatmap: queries down, keys
  * across, each pixel the LARGEST weight of the block of queries and keys it covers (max-pooling), so that a sharp
@@ -17,15 +17,9 @@
 (function (views) {
   'use strict';
 
-  var HEATMAP_FROM = 256; // tokens: past this, heatmaps (the same length as reportgen/site/attention_encoding.py LONG_ROW)
   var HEAT_PX = 480; // CSS px: the head view heatmap's side, narrowed to the width there is
   var MIN_SPAN = 8; // tokens: the smallest window a zoom goes to
   var PAN = 0.25; // of the window's span: how far an arrow key moves it
-
-  // Whether a group of n query and m key tokens gets heatmaps.
-  function isLong(n, m) {
-    return Math.max(n, m) > HEATMAP_FROM;
-  }
 
   // `count` + 1 bin edges splitting [start, start + span) as evenly as whole tokens allow.
   function edges(start, span, count) {
@@ -119,8 +113,8 @@
     return { q0: q[0], q1: q[1], k0: k[0], k1: k[1] };
   }
 
-  var exported = { HEATMAP_FROM: HEATMAP_FROM, isLong: isLong, maxPool: maxPool, heatAlpha: heatAlpha,
-    zoomWindow: zoomWindow, panWindow: panWindow, paintHeatmap: paint };
+  var exported = { maxPool: maxPool, heatAlpha: heatAlpha, zoomWindow: zoomWindow, panWindow: panWindow,
+    paintHeatmap: paint };
   Object.keys(exported).forEach(function (name) { views[name] = exported[name]; });
   if (!views.ViewsWidget) return; // Node's tests: the pure functions only
 
@@ -225,7 +219,8 @@
     this.heat.hidden = head === undefined;
     if (head === undefined) return;
     var win = this.heatWindow();
-    var side = Math.max(120, Math.min(HEAT_PX, this.stageRoot.clientWidth || HEAT_PX));
+    var room = this.headPanel.clientWidth || HEAT_PX; // the panel scrolls sideways; the heatmap fits its width
+    var side = Math.max(120, Math.min(HEAT_PX, room - 2)); // 2: its border
     var ratio = window.devicePixelRatio || 1;
     var pooled = maxPool(this.source().matrix(st.layer, head), this.m, win, Math.round(side * ratio),
       Math.round(side * ratio), this.causal || this.isPair && st.filter !== 'all' ? this.allowFn() : null);

@@ -84,7 +84,9 @@ def pages(tmp_path_factory) -> dict:
     weights_only = example_payload(pair)
     del weights_only["contributions"]  # as a model whose heads reportgen cannot locate
     long_payload = example_payload(long)
-    long_html = view_files.example_html(root, 7, long_payload)
+    with pytest.MonkeyPatch.context() as patch:  # deflated, its 2 x 4 heads are under the limit: put it over
+        patch.setattr(view_files, "VIEWS_INLINE_LIMIT", 1000)
+        long_html = view_files.example_html(root, 7, long_payload)
     assert (root / "example-7-data" / "c-l0h0.js").exists()  # over the inline limit: everything in files
     for name, body in {"pair.html": COLUMN.format(views_html(example_payload(pair))),
                        "weights-only.html": COLUMN.format(views_html(weights_only)),
@@ -234,7 +236,8 @@ def test_a_long_example_loads_its_contribution_files_only_when_they_are_shown(pa
     files = pages["root"] / "example-7-data"
     names = [f"c-l{layer}h{head}" for layer in range(2) for head in range(4)]
     texts = [view_files.read_data_script((files / f"{name}.js").read_text())[2] for name in names]
-    shares, _ = decode_contributions(view_files.unpack_contributions(texts, pages["long"]["contributions"]["shape"]))
+    encoded = pages["long"]["contributions"]
+    shares, _ = decode_contributions(view_files.unpack_contributions(texts, encoded["shape"], encoded["compressed"]))
     page.click('.rgv-left .rgv-tok[data-i="7"]')
     lines = page.eval_on_selector_all("line.rgv-line", "els => els.map(e => [+e.dataset.k, +e.dataset.w])")
     assert len(lines) > 200 and all(abs(w - shares[1, 2, 7, k]) < 1e-12 for k, w in lines)

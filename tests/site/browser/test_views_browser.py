@@ -327,3 +327,11 @@ def test_a_long_inputs_model_view_draws_every_head_as_its_max_pool(pages, open_p
     assert pooled["rows"] == pooled["height"] and pooled["cols"] == pooled["width"]  # a cell per device pixel
     _assert_pools(pages["long"].attention[3, 5], pooled)
     _clean(view)
+
+
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_a_long_inputs_heatmap_has_no_serious_accessibility_violation(pages, new_tab, viewport):
+    from tests.site.browser.test_accessibility_browser import serious_violations
+
+    ready = "() => document.querySelector('.rgv-heat-map') && document.querySelector('.rgv-heat-map').rgvPooled"
+    assert serious_violations(new_tab, pages["root"], viewport, pages=("long.html",), ready=ready) == []

@@ -208,3 +208,12 @@ def test_the_built_in_pairs_are_left_out_for_a_decoder_with_a_warning(tmp_path):
     assert [example["text"] for example in report["examples"]] == singles
     pairs = len(builtin_examples()) - len(singles)
     assert f"{pairs} built-in examples with a second sentence left out: a decoder reads one text" in report["warnings"]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_attention_is_taken_out_a_layer_at_a_time_as_the_model_gives_it(sites, family, monkeypatch):
+    """As for the encoders (tests/model/test_architectures.py): each layer's weights copied out by the hooks,
+    none kept by the model, the copy bit for bit transformers' own."""
+    from tests.model.capture_checks import check_layer_capture
+
+    check_layer_capture(sites[family][0], monkeypatch)

@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from reportgen.config import ExampleSpec
+from reportgen.model.attention_capture import layer_attention
 from reportgen.runs import ExampleRun
 
 # A token covers at most a word, and a word of over 100 characters is one [UNK] to WordPiece: the first
@@ -60,16 +61,21 @@ def run_example(model, tokenizer, spec: ExampleSpec, max_length: int, keep_qk: b
 
     inputs, tokens, words, segments, special, truncated = encode(tokenizer, spec, max_length)
     device = next(model.parameters()).device
+    feed = {name: tensor.to(device) for name, tensor in inputs.items()}
     with capture_qk(model, enabled=keep_qk) as capture, value_norms(model) as norms, torch.inference_mode():
-        outputs = model(**{name: tensor.to(device) for name, tensor in inputs.items()}, output_attentions=True)
+        with layer_attention(model, len(tokens)) as layers:
+            outputs = model(**feed, output_attentions=True)
+        if layers is not None and 0 < layers.count < len(layers.attention):  # some taken out, not all: run again
+            outputs = model(**feed, output_attentions=True)
+    extras = capture.extras() if keep_qk else {}
+    if layers is not None and layers.complete:
+        return ExampleRun(spec, tokens, words, segments, special, layers.attention, truncated, extras, norms.norms)
     if not outputs.attentions or outputs.attentions[0] is None:
         raise RuntimeError("the model returned no attention weights; "
                            "it must be loaded with attn_implementation='eager'")
-    layers = list(outputs.attentions)
-    del outputs  # the layers' tensors are then only in `layers`, each freed as it is copied
-    attention = _as_numpy(layers)
-    extras = capture.extras() if keep_qk else {}
-    return ExampleRun(spec, tokens, words, segments, special, attention, truncated, extras, norms.norms)
+    returned = list(outputs.attentions)
+    del outputs  # the layers' tensors are then only in `returned`, each freed as it is copied
+    return ExampleRun(spec, tokens, words, segments, special, _as_numpy(returned), truncated, extras, norms.norms)
 
 
 def _as_numpy(layers: list) -> np.ndarray:

@@ -525,3 +525,13 @@ if __name__ == "__main__":
         print(f"rewrote the support table in {README}")
     else:
         sys.stdout.write(render_support_table())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_attention_is_taken_out_a_layer_at_a_time_as_the_model_gives_it(family, checkpoints, monkeypatch):
+    """run_example copies each layer's weights out as the layer computes them (reportgen/model/attention_capture.py)
+    and the model keeps none of them: the copy is transformers' own attention, bit for bit."""
+    from tests.model.capture_checks import check_layer_capture
+
+    check_layer_capture(checkpoints.get(family), monkeypatch)

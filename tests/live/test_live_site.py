@@ -266,3 +266,31 @@ def test_float16_weights_are_stored_as_such_and_the_page_says_their_accuracy(tmp
     assert big and {entry["encoding"] for entry in big} == {"f16"}, tensors
     page = (site / "your-sentence.html").read_text(encoding="utf-8")
     assert "float16" in page and f"at most {live_page.TOLERANCE['float16']} for one attention weight" in page
+
+
+def test_a_run_reports_each_layer_and_stop_ends_it_and_starts_the_model_again(browser, live_site):
+    """The worker says when each layer is done (the progress bar and the status line); Stop, pressed while a run
+    is under way (submitted and stopped in one step, so the run cannot finish first), ends it without a result and
+    the model is ready again for the next text, which runs as any other."""
+    view = open_live(browser, live_site)
+    try:
+        page = view.page
+        layers = page.evaluate("() => window.reportgen.live.last.layers")
+        assert page.evaluate("() => window.reportgen.live.progress") == {"done": layers, "total": layers}
+        assert page.is_hidden(".rg-live-stop")
+        runs = page.evaluate("() => window.reportgen.live.runs")
+        page.fill("#rg-live-text", " ".join(["The committee approved the budget after a long debate."] * 20))
+        page.evaluate("""() => { document.querySelector('.rg-live-form').requestSubmit();
+            const stop = document.querySelector('.rg-live-stop');
+            if (stop.hidden) throw new Error('no Stop while the model runs');
+            stop.click(); }""")
+        assert page.evaluate("() => window.reportgen.live.stops") == 1
+        wait_until(page, "() => window.reportgen.live.ready", timeout=60_000)
+        assert "Stopped." in page.inner_text(".rg-live-status") and page.is_hidden(".rg-live-stop")
+        assert page.evaluate("() => window.reportgen.live.runs") == runs  # the stopped run gave nothing
+        submit(view, "The cat sat on the mat.", None)
+        assert page.evaluate("() => window.reportgen.live.last.tokens")[:4] == ["[CLS]", "the", "cat", "sat"]
+        assert page.evaluate("() => window.reportgen.live.progress")["done"] == layers
+        assert view.errors == [] and view.failed == []
+    finally:
+        view.page.context.close()

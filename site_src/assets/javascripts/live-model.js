@@ -18,7 +18,8 @@
  *
  * API (root.reportgenLiveModelApi; module.exports under Node, for tests/js/live-model.test.js):
  *   decodeWeights(spec, bytes)       -> model
- *   forward(model, ids, segments)    -> {attention: Float32Array [L*H*T*T] (layer, head, query, key),
+ *   forward(model, ids, segments[, onLayer(done, total)])
+ *                                     -> {attention: Float32Array [L*H*T*T] (layer, head, query, key),
  *                                        norms: Float32Array [L*H*T] (layer, head, key)}
  *   erf, gelu, geluTanh, softmaxRows, layerNorm, linear, riceRows, textToBytes: the parts, for the tests.
  */
@@ -365,7 +366,7 @@ function reportgenLiveModel(root) {
     return model;
   }
 
-  function forward(model, ids, segments) {
+  function forward(model, ids, segments, onLayer) {
     var spec = model.spec;
     var T = ids.length;
     var E = spec.embedding, D = spec.hidden, H = spec.heads, F = spec.intermediate, L = spec.layers;
@@ -401,6 +402,7 @@ function reportgenLiveModel(root) {
         attendHead(headSlice(q, T, D, off, hd), headSlice(k, T, D, off, hd), headSlice(v, T, D, off, hd), T, hd,
                    scaling, attention, (l * H + h) * T * T, context, D, off, gram, norms, (l * H + h) * T);
       }
+      if (onLayer) onLayer(l + 1, L); // the page's progress: a layer's attention and norms are in
       if (last) break;  // the last layer's feed-forward block changes neither the attention nor the norms
       var a = linear(context, T, D, wo, layer.output.bias, D);
       for (var n = 0; n < T * D; n++) a[n] += x[n];

@@ -16,8 +16,13 @@
  * What a reader types reaches the page only as text (the widget's rule: textContent, never innerHTML) and goes
  * nowhere else: nothing here sends anything over the network.
  *
+ * A long text takes seconds (17 s for 512 tokens on a laptop): the worker reports each layer as it is done, which
+ * the progress bar and the status line show, and Stop ends the run by ending the worker, then starts a new one
+ * with the same weights (a copy kept for it: the worker's own were handed over, not copied).
+ *
  * For tests and readers' own scripts, window.reportgen.live holds the state: `ready` (weights loaded),
- * `error`, `runs` (inputs computed so far) and `last`: the last input computed, {text, pair, tokens, ids,
+ * `error`, `runs` (inputs computed so far), `stops` (runs stopped), `progress` ({done, total} layers of the
+ * latest run) and `last`: the last input computed, {text, pair, tokens, ids,
  * segments, truncated, ms, layers, heads, values (Float32Array [layer][head][query][key] flat), norms, and
  * attention: the same as nested arrays [layer][head][query][key], built when first read}.
  */
@@ -37,7 +42,9 @@
   var status = root.querySelector('.rg-live-status');
   var holder = root.querySelector('.rg-live-views');
 
-  var live = { ready: false, error: null, runs: 0, last: null };
+  var stop = root.querySelector('.rg-live-stop');
+
+  var live = { ready: false, error: null, runs: 0, stops: 0, progress: null, last: null };
   window.reportgen = window.reportgen || {};
   window.reportgen.live = live;
 
@@ -115,7 +122,9 @@
           return;
         }
         var started = scope.performance.now();
-        var out = api.forward(model, message.ids, message.segments);
+        var out = api.forward(model, message.ids, message.segments, function (done, total) {
+          scope.postMessage({ kind: 'progress', id: message.id, done: done, total: total });
+        });
         scope.postMessage({ kind: 'result', id: message.id, attention: out.attention, norms: out.norms,
           ms: scope.performance.now() - started }, [out.attention.buffer, out.norms.buffer]);
       } catch (err) {
@@ -124,31 +133,45 @@
     };
   }
 
+  // The worker: started from a Blob of code, handed a copy of the weights (`kept` stays here for the next one).
   function workerEngine(bytes, ready, failed) {
     var source = '(' + window.reportgenLiveModel.toString() + ')(self);\n(' + workerMain.toString() + ')(self);\n';
     var url = URL.createObjectURL(new Blob([source], { type: 'text/javascript' }));
-    var worker = new Worker(url);
-    var waiting = {};
+    var kept = bytes.slice();
+    var worker = null;
+    var waiting = {}; // run id -> {done, progress}
     var next = 1;
-    worker.onmessage = function (event) {
-      var message = event.data;
-      if (message.kind === 'ready') return ready();
-      var done = waiting[message.id];
-      delete waiting[message.id];
-      if (message.kind === 'error' && !done) return failed(new Error(message.message));
-      if (done) done(message.kind === 'error' ? new Error(message.message) : null, message);
-    };
-    worker.onerror = function (event) {
-      event.preventDefault();
-      failed(new Error(event.message || 'the model\u2019s worker stopped'));
-    };
-    worker.postMessage({ kind: 'weights', spec: spec.model, buffer: bytes.buffer }, [bytes.buffer]);
+    function spawn(whenReady) {
+      worker = new Worker(url);
+      worker.onmessage = function (event) {
+        var message = event.data;
+        if (message.kind === 'ready') return whenReady();
+        var entry = waiting[message.id];
+        if (message.kind === 'progress') return entry && entry.progress && entry.progress(message.done, message.total);
+        delete waiting[message.id];
+        if (message.kind === 'error' && !entry) return failed(new Error(message.message));
+        if (entry) entry.done(message.kind === 'error' ? new Error(message.message) : null, message);
+      };
+      worker.onerror = function (event) {
+        event.preventDefault();
+        failed(new Error(event.message || 'the model\u2019s worker stopped'));
+      };
+      var copy = kept.slice();
+      worker.postMessage({ kind: 'weights', spec: spec.model, buffer: copy.buffer }, [copy.buffer]);
+    }
+    spawn(ready);
     return {
       inWorker: true,
-      run: function (ids, segments, done) {
+      run: function (ids, segments, done, progress) {
         var id = next++;
-        waiting[id] = done;
+        waiting[id] = { done: done, progress: progress };
         worker.postMessage({ kind: 'run', id: id, ids: ids, segments: segments });
+      },
+      // Ends the run under way (its callbacks are never called) and starts a worker anew; `restarted` once ready.
+      stop: function (restarted) {
+        worker.terminate();
+        waiting = {};
+        spawn(restarted);
       },
     };
   }
@@ -174,11 +197,11 @@
   }
 
   function startEngine(bytes) {
-    function ready() {
+    function ready(note) {
       live.ready = true;
       submit.disabled = false;
       bar.hidden = true;
-      say('The model is ready. Type a text and press \u201cShow attention\u201d.');
+      say((note || 'The model is ready.') + ' Type a text and press \u201cShow attention\u201d.');
       if (queued) {
         var input = queued;
         queued = null;
@@ -191,6 +214,15 @@
     }
     try {
       engine = workerEngine(bytes, ready, failed);
+      stop.addEventListener('click', function () {
+        if (stop.hidden) return;
+        stop.hidden = true;
+        live.ready = false; // a text asked for meanwhile waits for the new worker (queued)
+        live.stops++;
+        submit.disabled = true;
+        say('Stopped; the model is starting again\u2026');
+        engine.stop(function () { ready('Stopped.'); });
+      });
     } catch (err) { // no worker from a Blob here (an old browser, a stricter policy): the page runs it
       engine = pageEngine(bytes, ready); // `new Worker` threw before the bytes were handed over
     }
@@ -274,9 +306,14 @@
     input.text = text;
     input.pair = pair || null;
     submit.disabled = true;
-    say('Running the model on ' + input.ids.length + ' tokens\u2026');
+    var running = 'Running the model on ' + input.ids.length + ' tokens';
+    say(running + '\u2026');
+    live.progress = null;
+    stop.hidden = !engine.inWorker; // the page's own run cannot be interrupted
     engine.run(input.ids, input.segments, function (error, result) {
       submit.disabled = false;
+      stop.hidden = true;
+      bar.hidden = true;
       if (error) {
         live.error = error.message;
         say('The model could not run on this text: ' + error.message, true);
@@ -286,6 +323,13 @@
       var note = input.truncated ? ' Your text was truncated to ' + spec.max_tokens +
         ' tokens (the build\u2019s max_length), as the build truncates its examples.' : '';
       say('Showing ' + input.ids.length + ' tokens, computed here in ' + Math.round(result.ms) + ' ms.' + note);
+    }, function (done, total) {
+      live.progress = { done: done, total: total };
+      bar.max = total;
+      bar.value = done;
+      bar.setAttribute('aria-label', 'Layers computed');
+      bar.hidden = false;
+      say(running + ': layer ' + done + ' of ' + total + ' done\u2026');
     });
   }
 

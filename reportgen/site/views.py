@@ -20,7 +20,8 @@ S source tokens, encoded like any other) adds `target` and `groups`, one entry p
 GROUP_NAMES order:
 
     {"name": "encoder" | "decoder" | "cross", "queries": [tokens], "keys": [tokens],
-     "query_special": [0/1], "key_special": [0/1], "causal": true (decoder only),
+     "query_special": [0/1], "key_special": [0/1], "causal": true (decoder only: also at the top level of
+     a decoder's payload),
      "attention": <u8-row-affine>, "contributions": <norms-f32 of the keys>}
 
 where the encoder's entry has no attention or contributions of its own: the payload's top level holds them
@@ -88,8 +89,8 @@ if TYPE_CHECKING:  # the model-running side imports torch; the pages only need i
 # encodings' (reportgen.site.attention_encoding, reportgen.site.qk_encoding).
 __all__ = [
     "GROUP_NAMES", "HEATMAP_SCRIPT", "PAYLOAD_VERSION", "QK_MAX_TOKENS", "QK_TERMS", "VIEW_SCRIPTS", "combined_payload",
-    "example_payload", "group_attention", "group_payload", "has_qk", "needs_heatmaps", "qk_html", "qk_payload",
-    "qk_term_info",
+    "example_payload", "group_attention", "group_payload", "has_qk", "is_causal", "needs_heatmaps", "qk_html",
+    "qk_payload", "qk_term_info",
     "seq2seq_groups", "standalone_page", "views_html", "ENCODING", "FLOOR_STEPS", "MAX_FLOOR", "NORMS_ENCODING",
     "PACKED_ATTENTION", "PACKED_CONTRIBUTIONS", "ROW_SUM_RETRY", "TOP_CODES", "decode_attention",
     "decode_contributions", "decode_norm_contributions", "encode_attention", "encode_contributions", "encode_norms",
@@ -145,8 +146,19 @@ def _example_fields(run: ExampleRun) -> dict:
 
 
 def _views_fields(run: ExampleRun) -> dict:
-    """The example's fields and its attention: what every payload of the head and model views holds."""
-    return {**_example_fields(run), "kind": "views", "attention": encode_attention(run.attention)}
+    """The example's fields and its attention: what every payload of the head and model views holds; `causal`
+    where every weight above the diagonal is 0 (a decoder's), so that the views draw nothing there (the floor
+    would decode those weights to up to 0.5/255, and a long input's heatmap would tint its upper triangle)."""
+    fields = {**_example_fields(run), "kind": "views", "attention": encode_attention(run.attention)}
+    if is_causal(run.attention):
+        fields["causal"] = True
+    return fields
+
+
+def is_causal(attention: np.ndarray) -> bool:
+    """Whether every query of attention [L, H, T, T] gives its later keys weight 0 (a layer at a time)."""
+    above = np.triu(np.ones(attention.shape[-2:], dtype=bool), k=1)
+    return attention.shape[-1] > 1 and all(not layer[:, above].any() for layer in attention)
 
 
 def example_payload(run: ExampleRun) -> dict:

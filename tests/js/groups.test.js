@@ -60,6 +60,7 @@ test('groupOf gives a payload\'s own tokens on both sides where it has no groups
     name: null, queries: ['a', 'b'], keys: ['a', 'b'], querySpecial: [1, 0], keySpecial: [1, 0],
     attention: data.attention, contributions: undefined, causal: false,
   });
+  assert.strictEqual(views.groupOf({ ...data, causal: true }, null).causal, true); // a decoder's payload
 });
 
 test('groupOf reads an encoder-decoder\'s groups, the encoder from the top level', () => {

@@ -64,6 +64,7 @@ def test_a_decoders_view_holds_its_causal_attention_contributions_and_a_passing_
     assert run.attention[..., upper].max() == 0  # a token attends only to itself and what precedes it
     assert run.value_norms is not None and run.value_norms.shape == attention.shape[:3]
     payload = views.combined_payload(run)
+    assert payload["causal"] is True  # the views draw nothing above the diagonal
     decoded = views.decode_attention(payload["attention"])
     assert np.abs(decoded - attention).max() <= STEP + 1e-6
     check = payload["qk"]["check"]

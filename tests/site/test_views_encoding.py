@@ -112,6 +112,18 @@ def test_long_rows_are_coded_coarsely_within_the_bound_and_deflated(n, spread, s
     assert deflated * shrinks < codes.size, (deflated, codes.size)
 
 
+def test_a_payload_says_causal_where_no_query_weighs_a_later_key():
+    from reportgen.site.views import is_causal
+
+    causal = _causal_rows(20, 1.0)
+    assert is_causal(causal) and not is_causal(_softmax(np.zeros((1, 2, 20, 20))))
+    assert not is_causal(causal[..., :1, :1])  # one token: nothing to say
+    leaky = causal.copy()
+    leaky[0, 1, 3, 4] = 1e-9
+    assert not is_causal(leaky)
+    assert "causal" not in example_payload(_hostile_run(6))
+
+
 def test_rows_up_to_long_row_are_coded_as_before():
     """At LONG_ROW keys nothing changes: no compression, and rows spread over all 256 codes at their own step."""
     attention = _causal_rows(LONG_ROW, 0.05)

@@ -924,7 +924,8 @@
     var group = list.filter(function (entry) { return entry.name === name; })[0] || list[0];
     if (!group) {
       return { name: null, queries: data.tokens, keys: data.tokens, querySpecial: data.special,
-        keySpecial: data.special, attention: data.attention, contributions: data.contributions, causal: false };
+        keySpecial: data.special, attention: data.attention, contributions: data.contributions,
+        causal: Boolean(data.causal) }; // a decoder's payload: nothing above the diagonal
     }
     var own = Boolean(group.attention);
     return { name: group.name, queries: group.queries, keys: group.keys, querySpecial: group.query_special,

@@ -149,6 +149,12 @@
     return box;
   };
 
+  // What maxPool leaves out: the pairs the views do not draw (a pair filter, a causal group's upper triangle), or
+  // null where they draw every pair (no call per weight).
+  proto.poolAllow = function () {
+    return this.causal || (this.isPair && this.state.filter !== 'all') ? this.allowFn() : null;
+  };
+
   proto.heatWindow = function () {
     return this.state.win || { q0: 0, q1: this.n, k0: 0, k1: this.m };
   };
@@ -223,7 +229,7 @@
     var side = Math.max(120, Math.min(HEAT_PX, room - 2)); // 2: its border
     var ratio = window.devicePixelRatio || 1;
     var pooled = maxPool(this.source().matrix(st.layer, head), this.m, win, Math.round(side * ratio),
-      Math.round(side * ratio), this.causal || this.isPair && st.filter !== 'all' ? this.allowFn() : null);
+      Math.round(side * ratio), this.poolAllow());
     this.heatCanvas.style.width = this.heatCanvas.style.height = side + 'px';
     paint(this.heatCanvas, pooled, views.headColour(head, this.att.heads), side, side);
     this.heatCanvas.setAttribute('data-win', views.windowText(win));

@@ -273,12 +273,11 @@
 
   // A long input's thumbnail: the whole head as a max-pooled heatmap, a cell per device pixel (views-heatmap.js).
   proto.drawThumbHeat = function (canvas, matrix, h, key) {
-    var st = this.state;
     var width = this.thumbSize.width;
     var height = this.thumbSize.height;
     var ratio = window.devicePixelRatio || 1;
     var pooled = views.maxPool(matrix, this.m, { q0: 0, q1: this.n, k0: 0, k1: this.m }, Math.round(height * ratio),
-      Math.round(width * ratio), this.causal || this.isPair && st.filter !== 'all' ? this.allowFn() : null);
+      Math.round(width * ratio), this.poolAllow());
     views.paintHeatmap(canvas, pooled, views.headColour(h, this.att.heads), width, height);
     canvas.setAttribute('data-drawn', key);
   };

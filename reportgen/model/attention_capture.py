@@ -59,10 +59,11 @@ def _layout(config) -> tuple[int, int] | None:
 
 @contextmanager
 def layer_attention(model, tokens: int) -> Iterator[LayerAttention | None]:
-    """Hooks on every module of `model` for one forward of `tokens` tokens (batch 1), removed on exit; yields the
-    LayerAttention they fill, or None where the config gives no layers and heads."""
+    """Hooks on every module of `model` (an encoder or a decoder: reportgen.model.seq2seq runs encoder-decoders) for
+    one forward of `tokens` tokens (batch 1), removed on exit; yields the LayerAttention they fill, or None where
+    the config gives no layers and heads."""
     layout = _layout(model.config)
-    if layout is None or getattr(model.config, "is_encoder_decoder", False):
+    if layout is None:
         yield None
         return
     capture = LayerAttention(*layout, tokens)

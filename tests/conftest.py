@@ -85,7 +85,8 @@ def data(tmp_path_factory) -> Path:
 def _start_default_build(run_dir: Path) -> None:
     """Starts `reportgen build` of the embedded default in the background, once per run, so that the
     ~3 min build overlaps the tests that do not need it instead of holding up a worker that does.
-    Its output goes to build.log and its exit status to build.rc, which every worker can wait for."""
+    What it prints goes to build.log (stdout) and build.err (stderr), its exit status to build.rc, which every worker
+    can wait for."""
     from filelock import FileLock
 
     work = run_dir / "default-build"
@@ -93,7 +94,8 @@ def _start_default_build(run_dir: Path) -> None:
         if work.exists():
             return
         work.mkdir()
-        command = '"$0" -m reportgen build > build.log 2>&1; echo $? > build.rc.part && mv build.rc.part build.rc'
+        command = ('"$0" -m reportgen build > build.log 2> build.err; '
+                   'echo $? > build.rc.part && mv build.rc.part build.rc')
         subprocess.Popen(["sh", "-c", command, sys.executable], cwd=work, start_new_session=True)
 
 
@@ -189,7 +191,7 @@ def default_site(tmp_path_factory) -> Path:
         assert time.monotonic() < deadline, "the default build did not finish in 30 min"
         time.sleep(1)
     status = (work / "build.rc").read_text().strip()
-    assert status == "0", f"reportgen build exited {status}:\n" + (work / "build.log").read_text()[-3000:]
+    assert status == "0", f"reportgen build exited {status}:\n" + (work / "build.err").read_text()[-3000:]
     return work / "site"
 
 

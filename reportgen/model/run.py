@@ -65,11 +65,12 @@ def run_example(model, tokenizer, spec: ExampleSpec, max_length: int, keep_qk: b
     with capture_qk(model, enabled=keep_qk) as capture, value_norms(model) as norms, torch.inference_mode():
         with layer_attention(model, len(tokens)) as layers:
             outputs = model(**feed, output_attentions=True)
-        if layers is not None and 0 < layers.count < len(layers.attention):  # some taken out, not all: run again
-            outputs = model(**feed, output_attentions=True)
     extras = capture.extras() if keep_qk else {}
     if layers is not None and layers.complete:
         return ExampleRun(spec, tokens, words, segments, special, layers.attention, truncated, extras, norms.norms)
+    if layers is not None and layers.count:  # some layers taken out, not all: the weights again, with no hook
+        with torch.inference_mode():  # (outside value_norms and capture_qk, which would record a second pass)
+            outputs = model(**feed, output_attentions=True)
     if not outputs.attentions or outputs.attentions[0] is None:
         raise RuntimeError("the model returned no attention weights; "
                            "it must be loaded with attn_implementation='eager'")

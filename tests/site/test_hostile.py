@@ -7,9 +7,9 @@ strings, example texts, the ablation data file (path, column names, texts, label
 model's label names), the corpus (path, columns, texts), the model and comparison directories
 and a file inside the model directory.
 
-Each group of payloads (GROUPS) gets one build on a tiny random classifier, with every field
-carrying its own copy of each payload, numbered `alert(<field><payload>)` so that a dialog or an
-attribute names the field and payload that got through. Every page of each site is opened in Chromium from
+One build on a tiny random classifier, with every field carrying its own copy of each payload (ORDERS),
+numbered `alert(<field><payload>)` so that a dialog or an attribute names the field and payload that got
+through. Every page of the site is opened in Chromium from
 file:// with a dialog listener: no dialog, no element with an on* attribute, no javascript:/data:/vbscript:
 link or source, no script element holding a payload, no error; and each field's text shown
 literally where the site displays it. site_url is a URL, not text: each payload, as a URL path
@@ -28,10 +28,6 @@ import pytest
 import yaml
 
 from tests.helpers import CHARTS_DRAWN, ROOT, check_report, next_frames, wait_until
-
-# The tests of each group run as a group of their own on the pytest-xdist workers (conftest.py):
-# each group of payloads is a build and a browser tour of its own (minutes).
-SPLIT_BY = "group"
 
 PAYLOADS = [
     "<img src=x onerror=alert({n})>",
@@ -68,17 +64,22 @@ def hostile(field: str, payload: int) -> str:
     return PAYLOADS[payload].format(n=code(field, payload))
 
 
-# One build per group of payloads, each field carrying the group's payloads one after the other
-# (each with its own number): HTML, then a Markdown paragraph with a script after a blank line; a
-# "javascript:" address, then Markdown. The HTML tag and the address each start their field's text,
-# where Markdown and a link read them differently. Ten builds, one per payload, took six minutes of
-# the test run; two say the same (a build and a browser tour each, ~45 s of CPU), and a dialog still
-# names its field and payload. A group's text stays under 255 bytes, a file name's limit (paths carry it).
-GROUPS = [(0, 1, 2, 3, 9), (8, 4, 5, 6, 7)]
+# One build, every field carrying all ten payloads one after the other (each with its own number). Where a
+# payload stands matters where Markdown or a link reads the start of a text differently: the HTML tag and the
+# "javascript:" address each start the text of every other field (ORDERS, alternating down FIELDS), the Markdown
+# paragraph with a script after a blank line ends it. One build says what ten did (a build and a browser tour
+# each: ten took six minutes of the test run, two groups of five 276 s of CPU), and a dialog still names its
+# field and payload. Each path component of a field's text stays under 255 bytes, a file name's limit (the
+# script end tags' "/" make directories of path fields, as any "/" in a path does).
+ORDERS = [(0, 1, 2, 3, 9, 8, 4, 5, 6, 7), (8, 4, 5, 6, 7, 0, 1, 2, 3, 9)]
 
 
-def hostile_group(field: str, group: tuple[int, ...]) -> str:
-    return " ".join(hostile(field, k) for k in group)
+def order_of(field: str) -> tuple[int, ...]:
+    return ORDERS[FIELDS.index(field) % len(ORDERS)]
+
+
+def hostile_text(field: str) -> str:
+    return " ".join(hostile(field, k) for k in order_of(field))
 
 
 def fold(text: str) -> str:
@@ -89,8 +90,9 @@ def fold(text: str) -> str:
 def test_matrix_size():
     assert len(PAYLOADS) * len(FIELDS) == 210
     assert len({p.format(n=1) for p in PAYLOADS}) == len(PAYLOADS)
-    assert sorted(k for group in GROUPS for k in group) == list(range(len(PAYLOADS)))
-    assert max(len(hostile_group(field, group).encode()) for field in FIELDS for group in GROUPS) < 255
+    assert all(sorted(order) == list(range(len(PAYLOADS))) for order in ORDERS)
+    assert {order_of(field)[0] for field in FIELDS} == {0, 8}  # the HTML tag and the address each start some
+    assert max(len(part.encode()) for field in FIELDS for part in hostile_text(field).split("/")) < 255 - 10
 
 
 # -- the mechanism, without a build ---------------------------------------------------------------
@@ -269,10 +271,9 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
 
 
-def project(root: Path, group: tuple[int, ...],
-            classifiers: tuple[Path, Path]) -> tuple[Path, dict[str, str], str | None]:
-    """Files and config of the build for a group of payloads: (config path, field -> its text, site_url used)."""
-    text = {field: hostile_group(field, group) for field in FIELDS}
+def project(root: Path, classifiers: tuple[Path, Path]) -> tuple[Path, dict[str, str], str | None]:
+    """Files and config of the build: (config path, field -> its text, site_url used)."""
+    text = {field: hostile_text(field) for field in FIELDS}
     label = text["label names"]
     place(classifiers[0], root / "models" / text["model directory"], label)
     place(classifiers[1], root / "compare" / text["compare model directory"], label)
@@ -287,8 +288,8 @@ def project(root: Path, group: tuple[int, ...],
     write_jsonl(root / "corpus" / f"{text['corpus path']}.jsonl",
                 [{text["corpus column"]: text["corpus texts"], text["corpus pair column"]: "the mat."}] * 2)
     (root / f"site-{text['output']}").parent.mkdir(parents=True, exist_ok=True)
-    # site_url is a URL, not text: the first of the group's payloads that makes a valid address.
-    urls = [f"https://example.com/{hostile('site_url', k)}/" for k in group]
+    # site_url is a URL, not text: the first payload that makes a valid address.
+    urls = [f"https://example.com/{hostile('site_url', k)}/" for k in order_of("site_url")]
     site_url = next((url for url in urls if accepted_site_url(url)), None)
     config = {
         "title": text["title"], "site_url": site_url, "model": f"./models/{text['model directory']}",
@@ -305,7 +306,7 @@ def project(root: Path, group: tuple[int, ...],
                                                           "whole_layers": False, "importance": False}},
         "compare": {"model": f"./compare/{text['compare model directory']}", "name": text["compare name"]},
     }
-    path = root / f"payloads-{group[0]}.yaml"
+    path = root / "payloads.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), encoding="utf-8")
     return path, text, site_url
 
@@ -376,14 +377,13 @@ def element_text(page, url: str, selector: str) -> str:
 @pytest.mark.slow
 # max_length 64 keeps every example's query/key page; the longest payloads are cut to it.
 @pytest.mark.filterwarnings("ignore:example 1 was truncated to 64 tokens:UserWarning")
-@pytest.mark.parametrize("group", GROUPS, ids=[f"payloads-{'-'.join(map(str, g))}" for g in GROUPS])
-def test_payload_in_every_field_is_shown_literally_and_never_runs(group, tmp_path, classifiers, browser):
+def test_payload_in_every_field_is_shown_literally_and_never_runs(tmp_path, classifiers, browser):
     from reportgen.config import load_config
     from reportgen.pipeline import build
     from tests.helpers import BrowserPage
 
-    config_path, text, site_url = project(tmp_path, group, classifiers)
-    for k in group:
+    config_path, text, site_url = project(tmp_path, classifiers)
+    for k in range(len(PAYLOADS)):
         check_site_url_refusals(tmp_path, k, site_url)
     build(load_config(config_path))
     site = tmp_path / f"site-{text['output']}"

@@ -86,3 +86,22 @@ test('parseHash gives the window and names a bad one among its problems', () => 
   assert.strictEqual(views.formatHash({ view: 'head', layer: 2, win: '100-163,90-153' }),
     'view=head&layer=2&win=100-163,90-153');
 });
+
+test('axis labels: every token where each has room, else every step-th, each centred on its token', () => {
+  const every = views.axisLabels(100, 116, 480); // 30 px a token
+  assert.deepStrictEqual(every.map((l) => l.index), Array.from({ length: 16 }, (_, i) => 100 + i));
+  assert.strictEqual(every[0].at, 15);
+  assert.strictEqual(every[15].at, 465);
+  const whole = views.axisLabels(0, 1024, 480); // 0.47 px a token: a label every 30 tokens
+  const step = Math.ceil(1024 * views.LABEL_PX / 480);
+  assert.deepStrictEqual(whole.map((l) => l.index), Array.from({ length: Math.ceil(1024 / step) }, (_, i) => i * step));
+  for (const [a, b] of whole.slice(1).map((l, i) => [whole[i], l])) {
+    assert.ok(b.at - a.at >= views.LABEL_PX - 1e-9, `${a.at} then ${b.at}`);
+  }
+  const shifted = views.axisLabels(37, 1024, 480); // first at a multiple of its step, inside the window
+  const its = Math.ceil((1024 - 37) * views.LABEL_PX / 480);
+  assert.strictEqual(shifted[0].index, Math.ceil(37 / its) * its);
+  assert.strictEqual(shifted[1].index - shifted[0].index, its);
+  assert.ok(shifted.every((l) => l.at > 0 && l.at < 480));
+  assert.deepStrictEqual(views.axisLabels(5, 5, 480), []);
+});

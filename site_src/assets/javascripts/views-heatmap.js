@@ -11,7 +11,8 @@
  * and pans (buttons, or the keyboard on the heatmap: + and - zoom, the arrows pan, 0 shows the whole head) and
  * goes into the link (win=Q0-Q1,K0-K1: views-core.js parseWindow). Pointing at it says which query and key are
  * under the pointer and the largest weight of that pixel's block; a click, or Enter, pins that query, so the
- * lines and the weights table below show its row. Test hook: each drawn canvas keeps what it drew (rgvPooled:
+ * lines and the weights table below show its row. Token labels run down its left (queries) and across its top
+ * (keys): every token's where each has room, else every step-th (axisLabels). Test hook: each drawn canvas keeps what it drew (rgvPooled:
  * views-heatmap.js maxPool's result and the window).
  */
 (function (views) {
@@ -20,6 +21,7 @@
   var HEAT_PX = 480; // CSS px: the head view heatmap's side, narrowed to the width there is
   var MIN_SPAN = 8; // tokens: the smallest window a zoom goes to
   var PAN = 0.25; // of the window's span: how far an arrow key moves it
+  var LABEL_PX = 14; // CSS px: the least room a token label takes along its axis (a line of 0.8rem text)
 
   // `count` + 1 bin edges splitting [start, start + span) as evenly as whole tokens allow.
   function edges(start, span, count) {
@@ -113,8 +115,24 @@
     return { q0: q[0], q1: q[1], k0: k[0], k1: k[1] };
   }
 
+  /*
+   * The token labels that fit along an axis of `px` CSS px showing tokens [start, end): every token where each has
+   * LABEL_PX or more, else every step-th (the smallest step that leaves LABEL_PX a label), first at a multiple of
+   * the step. Each is {index, at}: `at` the px of the token's centre from the axis's start.
+   */
+  function axisLabels(start, end, px) {
+    var span = end - start;
+    if (span <= 0 || px <= 0) return [];
+    var step = Math.max(1, Math.ceil(span * LABEL_PX / px));
+    var out = [];
+    for (var i = Math.ceil(start / step) * step; i < end; i += step) {
+      out.push({ index: i, at: (i - start + 0.5) * px / span });
+    }
+    return out;
+  }
+
   var exported = { maxPool: maxPool, heatAlpha: heatAlpha, zoomWindow: zoomWindow, panWindow: panWindow,
-    paintHeatmap: paint };
+    paintHeatmap: paint, axisLabels: axisLabels, LABEL_PX: LABEL_PX };
   Object.keys(exported).forEach(function (name) { views[name] = exported[name]; });
   if (!views.ViewsWidget) return; // Node's tests: the pure functions only
 
@@ -136,14 +154,18 @@
       bar.appendChild(control);
     });
     this.heatWhere = bar.appendChild(el('span', 'rgv-heat-where'));
-    this.heatCanvas = el('canvas', 'rgv-heat-map');
+    var plot = el('div', 'rgv-heat-plot');
+    this.heatKeys = plot.appendChild(el('div', 'rgv-heat-keys'));
+    this.heatQueries = plot.appendChild(el('div', 'rgv-heat-queries'));
+    this.heatCanvas = plot.appendChild(el('canvas', 'rgv-heat-map'));
+    [this.heatKeys, this.heatQueries].forEach(function (axis) { axis.setAttribute('aria-hidden', 'true'); });
     this.heatCanvas.tabIndex = 0;
     this.heatCanvas.setAttribute('role', 'img');
     this.heatReadout = el('p', 'rgv-heat-readout', 'Point at the heatmap to read a weight; click to pin a query.');
     this.heatReadout.setAttribute('aria-live', 'polite');
     this.listenToHeat(this.heatCanvas);
     box.appendChild(bar);
-    box.appendChild(this.heatCanvas);
+    box.appendChild(plot);
     box.appendChild(this.heatReadout);
     this.heat = box;
     return box;
@@ -218,6 +240,19 @@
     });
   };
 
+  // The token labels of one axis of the heatmap (axisLabels), each "index token", centred on its token's row or
+  // column (`side`: 'top' for the queries down the left, 'left' for the keys across the top). The labels repeat
+  // what the readout says of any token (they are hidden from screen readers, which the readout serves).
+  proto.labelHeat = function (axis, tokens, start, end, px, side) {
+    axis.textContent = '';
+    axisLabels(start, end, px).forEach(function (label) {
+      var tag = axis.appendChild(el('span', 'rgv-heat-label', label.index + ' ' + tokens[label.index]));
+      tag.setAttribute('data-index', label.index);
+      tag.style[side] = label.at + 'px';
+    });
+    axis.style[side === 'top' ? 'height' : 'width'] = px + 2 + 'px';
+  };
+
   // Draws the first selected head over the window (drawStage calls it).
   proto.drawHeat = function () {
     var st = this.state;
@@ -226,13 +261,15 @@
     if (head === undefined) return;
     var win = this.heatWindow();
     var room = this.headPanel.clientWidth || HEAT_PX; // the panel scrolls sideways; the heatmap fits its width
-    var side = Math.max(120, Math.min(HEAT_PX, room - 2)); // 2: its border
+    var side = Math.max(120, Math.min(HEAT_PX, room - 2 - this.heatQueries.offsetWidth)); // 2: its border
     var ratio = window.devicePixelRatio || 1;
     var pooled = maxPool(this.source().matrix(st.layer, head), this.m, win, Math.round(side * ratio),
       Math.round(side * ratio), this.poolAllow());
     this.heatCanvas.style.width = this.heatCanvas.style.height = side + 'px';
     paint(this.heatCanvas, pooled, views.headColour(head, this.att.heads), side, side);
     this.heatCanvas.setAttribute('data-win', views.windowText(win));
+    this.labelHeat(this.heatQueries, this.queryTokens, win.q0, win.q1, side, 'top');
+    this.labelHeat(this.heatKeys, this.keyTokens, win.k0, win.k1, side, 'left');
     var words = 'queries ' + win.q0 + '\u2013' + (win.q1 - 1) + ' \u00d7 keys ' + win.k0 + '\u2013' + (win.k1 - 1);
     this.heatWhere.textContent = 'Layer ' + st.layer + ', head ' + head + ': ' + words;
     this.heatCanvas.setAttribute('aria-label', 'Heatmap of layer ' + st.layer + ' head ' + head + ' (' +

@@ -305,11 +305,43 @@ def test_a_long_inputs_heatmap_is_the_max_pool_of_the_models_attention_at_every_
     _clean(view)
 
 
+LABELS = """axis => { const canvas = document.querySelector('.rgv-heat-map').getBoundingClientRect();
+  return [...document.querySelectorAll(`.rgv-heat-${axis} .rgv-heat-label`)].map(label => {
+    const box = label.getBoundingClientRect();
+    return {index: +label.dataset.index, text: label.textContent, visible: box.width > 0 && box.height > 0,
+            at: axis === 'queries' ? (box.top + box.bottom) / 2 - canvas.top : (box.left + box.right) / 2 - canvas.left,
+            side: canvas.width - 2, end: axis === 'queries' ? box.right - canvas.left : box.bottom - canvas.top}; }); }"""
+
+
+def _assert_labels(page, tokens: list[str], axis: str, start: int, end: int) -> None:
+    """The labels of one axis: at least one, "index token", centred on their token's row or column of the canvas
+    (within 1.5 px), at least a label's room apart, and beside the canvas, not over it."""
+    labels = page.evaluate(LABELS, axis)
+    assert labels and all(label["visible"] for label in labels), labels
+    side = labels[0]["side"]
+    for label in labels:
+        assert start <= label["index"] < end and label["text"] == f"{label['index']} {tokens[label['index']]}"
+        assert abs(label["at"] - 1 - (label["index"] - start + 0.5) * side / (end - start)) <= 1.5, label
+        assert label["end"] <= 1, label  # queries end left of the canvas, keys above it
+    assert all(b["at"] - a["at"] >= 13.5 for a, b in itertools.pairwise(labels)), labels
+
+
 def test_a_link_to_a_window_lands_there_and_a_bad_one_says_so(pages, open_page):
     view = _open(open_page, _url(pages, "file", "long.html") + "#view=head&layer=2&head=4&win=100-163,90-153")
     pooled = view.page.evaluate(POOLED, ".rgv-heat-map")
     assert pooled["win"] == "100-163,90-153" and pooled["q"][0] == 100 and pooled["k"][-1] == 154
     _assert_pools(pages["long"].attention[2, 4], pooled)
+    tokens = pages["long"].tokens
+    _assert_labels(view.page, tokens, "queries", 100, 164)
+    _assert_labels(view.page, tokens, "keys", 90, 154)
+    view.page.locator(".rgv-heat-map").focus()
+    for _ in range(3):  # 8 tokens, as far as a zoom goes: a label for every token
+        view.page.keyboard.press("+")
+    win = view.page.evaluate(POOLED, ".rgv-heat-map")["win"]
+    q0, q1, k0, k1 = (int(v) for part in win.split(",") for v in part.split("-"))
+    assert q1 - q0 == k1 - k0 == 7
+    _assert_labels(view.page, tokens, "queries", q0, q1 + 1)
+    assert [label["index"] for label in view.page.evaluate(LABELS, "keys")] == list(range(k0, k1 + 1))
     _clean(view)
     view = _open(open_page, _url(pages, "file", "long.html") + "#view=head&layer=2&head=4&win=163-100,0-9")
     assert view.page.evaluate(POOLED, ".rgv-heat-map")["win"].startswith("0-")

@@ -310,7 +310,8 @@ LABELS = """axis => { const canvas = document.querySelector('.rgv-heat-map').get
     const box = label.getBoundingClientRect();
     return {index: +label.dataset.index, text: label.textContent, visible: box.width > 0 && box.height > 0,
             at: axis === 'queries' ? (box.top + box.bottom) / 2 - canvas.top : (box.left + box.right) / 2 - canvas.left,
-            side: canvas.width - 2, end: axis === 'queries' ? box.right - canvas.left : box.bottom - canvas.top}; }); }"""
+            side: canvas.width - 2,
+            end: axis === 'queries' ? box.right - canvas.left : box.bottom - canvas.top}; }); }"""
 
 
 def _assert_labels(page, tokens: list[str], axis: str, start: int, end: int) -> None:

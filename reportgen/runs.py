@@ -10,12 +10,121 @@ data it needs (Kobayashi, Kuribayashi, Yokoi and Inui 2020: ||A[i, j] f(x_j)|| =
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 import numpy as np
 
 from reportgen.config import ExampleSpec
+
+# -- attention kept in a file ------------------------------------------------------------------------------------
+# A model run's attention [layers, heads, T, T] kept in a file and read a layer (or a head) at a time.
+#
+# Why: at 4,096 tokens a Llama-shaped model's attention is 8 x 8 x 4,096^2 float32, 4.3 GB, and a build with a
+# few examples of 1,024 tokens on GPT-2-small's 12 x 12 heads held 600 MB for each (issue 46). The model stage
+# writes each layer to a file as the model computes it (reportgen.model.attention_capture) and the cache keeps the
+# run's entry (reportgen.cache.store), so a run need not hold its attention at all: `StoredAttention` reads it
+# from that file when an analysis asks for a layer, and the analyses take it a layer at a time. Memory is then
+# bounded by one layer, not by the model or the number of examples.
+#
+# It answers what the analyses ask of a [L, H, T, T] array: `shape`, `ndim`, `dtype`, `len`, iteration over
+# layers, and indexing whose first index is a layer (`a[3]`, `a[3, 5]`, `a[3, 5, 10:20]`) or any index applied
+# to every layer (`a[..., q, k]`, `a[:, :, 0]`), which reads one layer at a time. `np.asarray` reads it whole,
+# for small inputs and tests.
+SPOOL_BYTES = 64 << 20  # attention larger than this is kept in a file (GPT-2-small's 12 x 12 heads past 340 tokens)
+ATTENTION_DTYPE = np.dtype("<f4")
+
+
+def kept_in_file(nbytes: int) -> bool:
+    """Whether attention of `nbytes` is kept in a file (StoredAttention) rather than in memory."""
+    return nbytes > SPOOL_BYTES
+
+
+class StoredAttention:
+    """float32 [L, H, T, T] (or [L, H, T, S]) stored C-contiguous at `offset` bytes into the open file `handle`: an
+    unnamed temp file (gone when it is closed) or a cache entry (the file that was checked, whatever replaces it
+    under its name meanwhile)."""
+
+    def __init__(self, shape: tuple[int, ...], handle: BinaryIO, offset: int = 0) -> None:
+        self.shape = tuple(int(n) for n in shape)
+        self.handle, self.offset = handle, int(offset)
+
+    dtype = ATTENTION_DTYPE
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape)))
+    nbytes = property(lambda self: self.size * ATTENTION_DTYPE.itemsize)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"StoredAttention({self.shape}, {getattr(self.handle, 'name', 'a temp file')})"
+
+    def layer(self, index: int) -> np.ndarray:
+        """Layer `index` [H, T, T], read from the file."""
+        return self._read(index * int(np.prod(self.shape[1:])), self.shape[1:])
+
+    def head(self, layer: int, head: int) -> np.ndarray:
+        """One head [T, T] of one layer, read from the file."""
+        return self._read((layer * self.shape[1] + head) * int(np.prod(self.shape[2:])), self.shape[2:])
+
+    def maps(self, start: int, stop: int) -> np.ndarray:
+        """Heads start..stop-1 of all the model's, counted layer after layer, as [stop - start, T, T]: what
+        `reshape(L * H, T, T)[start:stop]` gives an array."""
+        return self._read(start * int(np.prod(self.shape[2:])), (max(0, stop - start), *self.shape[2:]))
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows start..stop-1 of all the model's, counted head after head, as [stop - start, T]: what
+        `reshape(-1, T)[start:stop]` gives an array."""
+        return self._read(start * self.shape[-1], (max(0, stop - start), self.shape[-1]))
+
+    def _read(self, element: int, shape: tuple[int, ...]) -> np.ndarray:
+        """The weights from the `element`-th on (counted through the whole [L, H, T, T]), as `shape`."""
+        out = np.empty(shape, dtype=ATTENTION_DTYPE)
+        self._read_bytes(memoryview(out.reshape(-1)).cast("B"), self.offset + element * ATTENTION_DTYPE.itemsize)
+        return out
+
+    def _read_bytes(self, view: memoryview, start: int) -> None:
+        done = 0
+        while done < len(view):
+            got = os.preadv(self.handle.fileno(), [view[done:]], start + done)
+            if got <= 0:
+                raise OSError(f"attention file ends {len(view) - done} bytes early")
+            done += got
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return (self.layer(index) for index in range(len(self)))
+
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        first, rest = key[0], key[1:]
+        if isinstance(first, (int, np.integer)):
+            index = int(first) + (len(self) if first < 0 else 0)
+            if not 0 <= index < len(self):
+                raise IndexError(f"layer {first} of {len(self)}")
+            if rest and isinstance(rest[0], (int, np.integer)) and 0 <= rest[0] < self.shape[1]:
+                return self.head(index, int(rest[0]))[rest[1:]]
+            return self.layer(index)[rest]
+        if first is Ellipsis:  # the rest indexes the last axes of every layer
+            return np.stack([layer[key] for layer in self])
+        if isinstance(first, slice):
+            return np.stack([self.layer(index)[rest] for index in range(*first.indices(len(self)))])
+        raise TypeError(f"StoredAttention takes a layer, a slice of layers or ... first, not {first!r}")
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = self._read(0, self.shape)
+        return whole if dtype is None else whole.astype(dtype)
+
+    def astype(self, dtype) -> np.ndarray:
+        return np.asarray(self, dtype=dtype)
+
+    def close(self) -> None:
+        """Closes the file this reads from (a temp file's space is then freed)."""
+        self.handle.close()
+
+    __del__ = close  # the file is closed with the last reference to it, without a ResourceWarning
 
 
 @dataclass
@@ -27,7 +136,7 @@ class ExampleRun:
     word_ids: np.ndarray  # [T] int, a word index unique across segments; -1 for special tokens
     segment_ids: np.ndarray  # [T] int, 0 = sentence A, 1 = sentence B, -1 = special token
     special: np.ndarray  # [T] bool, [CLS]/[SEP]/<s>/</s>...
-    attention: np.ndarray  # [L, H, T, T] float32
+    attention: np.ndarray | StoredAttention  # [L, H, T, T] float32, in memory or in a file (StoredAttention)
     truncated: bool = False
     extras: dict[str, np.ndarray] = field(default_factory=dict)  # e.g. queries/keys for the q/k view
     # [L, H, T] float32: ||f(x_j)||, what each key token's value becomes through each head

@@ -27,7 +27,9 @@ import json
 import os
 import re
 import stat
+import struct
 import warnings
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 
 from reportgen.errors import OutputError
+from reportgen.runs import StoredAttention, kept_in_file
 
 if TYPE_CHECKING:  # the site stage stores its drawings here too (reportgen.site.export_cache) and loads no analysis
     from reportgen.config import ExampleSpec
@@ -275,20 +278,62 @@ class Cache:
         self.write_bytes(path, buf.getvalue())
 
     def get_run(self, key: str, spec: ExampleSpec) -> ExampleRun | None:
+        """The run stored by `put_run`; None when missing or damaged. Its attention stays in the entry's file
+        (a StoredAttention, read a layer at a time) when it is larger than SPOOL_BYTES, else it is read in."""
         from reportgen.runs import ExampleRun
 
-        payload = self.read_bytes(self._path("runs", key, ".npz"))
-        if payload is None:
+        path = self._path("runs", key, ".npz")
+        handle = self.open_verified(path)
+        if handle is None:
             return None
-        data = np.load(io.BytesIO(payload), allow_pickle=False)
-        meta = json.loads(str(data["meta"]))
-        extras = {name[len("x_"):]: data[name] for name in data.files if name.startswith("x_")}
-        return ExampleRun(
-            spec, meta["tokens"], data["word_ids"], data["segment_ids"], data["special"],
-            data["attention"], meta["truncated"], extras,
-            data["value_norms"] if "value_norms" in data.files else None,
-            _seq2seq_of(meta, data),
-        )
+        try:
+            handle.seek(DIGEST_CHARS + 1)
+            data = np.load(_Payload(handle, DIGEST_CHARS + 1), allow_pickle=False)
+            meta = json.loads(str(data["meta"]))
+            attention = _stored_member(handle, data, "attention")
+            attention = data["attention"] if attention is None else attention
+            extras = {name[len("x_"):]: data[name] for name in data.files if name.startswith("x_")}
+            run = ExampleRun(
+                spec, meta["tokens"], data["word_ids"], data["segment_ids"], data["special"],
+                attention, meta["truncated"], extras,
+                data["value_norms"] if "value_norms" in data.files else None,
+                _seq2seq_of(meta, data, attention),
+            )
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+            handle.close()
+            self.damaged(path, f"not a stored run: {exc}")
+            return None
+        if not isinstance(attention, StoredAttention):
+            handle.close()
+        return run
+
+    def open_verified(self, path: Path, touch: bool = True) -> BinaryIO | None:
+        """The entry's file, open, once its sha256 is checked by reading it through (never all in memory); None
+        when it is not there or is damaged (warned). The caller reads the payload from DIGEST_CHARS + 1 on."""
+        path = Path(path)
+        try:
+            if not self._check_entry(path):
+                return None
+            handle = open(path, "rb")
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise self._error(path, exc, "read") from None
+        try:
+            expected = handle.read(DIGEST_CHARS + 1)
+            digest = hashlib.sha256()
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        except OSError as exc:
+            handle.close()
+            raise self._error(path, exc, "read") from None
+        if expected != digest.hexdigest().encode() + b"\n":
+            handle.close()
+            self.damaged(path, "checksum mismatch")
+            return None
+        if touch:
+            self.touch(path)
+        return handle
 
     def put_run(self, key: str, run: ExampleRun) -> None:
         meta = {"tokens": run.tokens, "truncated": run.truncated}
@@ -296,12 +341,45 @@ class Cache:
         if run.seq2seq is not None:
             pair_meta, pair_arrays = _seq2seq_parts(run.seq2seq)
             meta["seq2seq"], arrays = pair_meta, {**arrays, **pair_arrays}
-        meta = json.dumps(meta)
         if run.value_norms is not None:
             arrays["value_norms"] = run.value_norms
-        self.write_with(self._path("runs", key, ".npz"), lambda handle: np.savez(
-            handle, meta=np.array(meta), word_ids=run.word_ids, segment_ids=run.segment_ids, special=run.special,
-            attention=run.attention, **arrays))
+        arrays = {"meta": np.array(json.dumps(meta)), "word_ids": run.word_ids, "segment_ids": run.segment_ids,
+                  "special": run.special, "attention": run.attention, **arrays}
+        self.write_with(self._path("runs", key, ".npz"), lambda handle: _write_npz(handle, arrays))
+
+
+def _write_npz(handle: BinaryIO, arrays: dict) -> None:
+    """`arrays` as np.savez writes them (a zip of .npy files, stored, not compressed), a StoredAttention among them
+    copied a layer at a time: what np.load reads, and where a stored member's data lies whole in the file."""
+    with zipfile.ZipFile(handle, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for name, value in arrays.items():
+            with archive.open(f"{name}.npy", mode="w", force_zip64=True) as member:
+                if isinstance(value, StoredAttention):
+                    header = {"descr": value.dtype.str, "fortran_order": False, "shape": value.shape}
+                    np.lib.format.write_array_header_2_0(member, header)
+                    for layer in value:
+                        member.write(memoryview(np.ascontiguousarray(layer)).cast("B"))
+                else:
+                    np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+
+
+def _stored_member(handle: BinaryIO, data, name: str) -> StoredAttention | None:
+    """The float32 member `name` of the open entry `data` (an NpzFile over `handle`'s payload) as a
+    StoredAttention over `handle`, where it is larger than SPOOL_BYTES and stored uncompressed; else None."""
+    info = data.zip.getinfo(f"{name}.npy")
+    if info.compress_type != zipfile.ZIP_STORED or not kept_in_file(info.file_size):
+        return None
+    start = DIGEST_CHARS + 1 + info.header_offset
+    handle.seek(start)
+    local = handle.read(30)  # the member's local header: its name's and extra field's lengths at 26 and 28
+    name_length, extra_length = struct.unpack("<HH", local[26:30])
+    handle.seek(start + 30 + name_length + extra_length)
+    version = np.lib.format.read_magic(handle)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran_order, dtype = read_header(handle)
+    if fortran_order or dtype != np.dtype("<f4") or len(shape) != 4:
+        return None
+    return StoredAttention(shape, handle, handle.tell())
 
 
 # the encoder's attention is the run's own `attention`, stored once
@@ -317,7 +395,7 @@ def _seq2seq_parts(pair_run) -> tuple[dict, dict[str, np.ndarray]]:
     return meta, arrays
 
 
-def _seq2seq_of(meta: dict, data):
+def _seq2seq_of(meta: dict, data, encoder_attention):
     """The encoder-decoder run that `_seq2seq_parts` stored, or None for any other model's run."""
     if "seq2seq" not in meta:
         return None
@@ -325,7 +403,7 @@ def _seq2seq_of(meta: dict, data):
 
     arrays = {name: data[f"s_{name}"] if f"s_{name}" in data.files else None for name in SEQ2SEQ_ARRAYS}
     norms = {name[len("s_norms_"):]: data[name] for name in data.files if name.startswith("s_norms_")}
-    return Seq2SeqRun(**meta["seq2seq"], encoder_attention=data["attention"], **arrays, value_norms=norms or None)
+    return Seq2SeqRun(**meta["seq2seq"], encoder_attention=encoder_attention, **arrays, value_norms=norms or None)
 
 
 class _Payload:

@@ -12,21 +12,35 @@ look at what a module returns, not at its name: a tuple whose second item is a [
 input's tokens, not yet seen. Wrappers that pass the weights on (BertAttention) see the empty tensor and are
 skipped; a model whose modules return no such tensor is captured by none (`complete` is False) and the caller
 reads the model's outputs as before.
+
+A capture of more than SPOOL_BYTES goes to an unnamed temp file (in TMPDIR) as each layer comes, not into memory:
+the run's attention is then a `reportgen.stored_attention.StoredAttention` that the analyses read a layer at a
+time, and the model stage moves it into the run's cache entry. At 4,096 tokens on a Llama-shaped 8 x 8 heads the
+whole is 4.3 GB; a build holds one layer of it (537 MB).
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
 
+from reportgen.runs import StoredAttention, kept_in_file
+
 
 class LayerAttention:
-    """The float32 [layers, heads, tokens, tokens] the hooks fill, a layer per call, in the order the layers run."""
+    """The float32 [layers, heads, tokens, tokens] the hooks fill, a layer per call, in the order the layers run:
+    an array, or past SPOOL_BYTES (reportgen.runs) a StoredAttention over a temp file."""
 
     def __init__(self, layers: int, heads: int, tokens: int) -> None:
-        self.attention = np.empty((layers, heads, tokens, tokens), dtype=np.float32)
+        shape = (layers, heads, tokens, tokens)
+        if kept_in_file(4 * layers * heads * tokens * tokens):
+            self.attention = StoredAttention(shape, tempfile.TemporaryFile(prefix="reportgen-attention-"))
+        else:
+            self.attention = np.empty(shape, dtype=np.float32)
         self.count = 0
         self._empty = None
 
@@ -43,11 +57,23 @@ class LayerAttention:
         weights = output[1]
         if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != (1, *self.attention.shape[1:]):
             return None
-        self.attention[self.count] = weights[0].detach().float().cpu().numpy()
+        layer = weights[0].detach().float().cpu().numpy()
+        if isinstance(self.attention, StoredAttention):
+            _write_at(self.attention.handle.fileno(), np.ascontiguousarray(layer, dtype="<f4"),
+                      self.count * layer.nbytes)
+        else:
+            self.attention[self.count] = layer
+        del layer
         self.count += 1
         if self._empty is None:
             self._empty = weights.new_empty(0)
         return (output[0], self._empty, *output[2:])
+
+
+def _write_at(fd: int, array: np.ndarray, start: int) -> None:
+    view, done = memoryview(array.reshape(-1)).cast("B"), 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], start + done)
 
 
 def _layout(config) -> tuple[int, int] | None:

@@ -50,15 +50,17 @@ and summed; the only Python loops are over the sequences given. Imports numpy on
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from reportgen.runs import MIN_INDUCTION_N, induction_input, induction_tokens  # noqa: F401 - the input it reads
+from reportgen.runs import MIN_INDUCTION_N, StoredAttention, induction_input, induction_tokens  # noqa: F401 - the input it reads
 
 CAUSAL_TOLERANCE = 1e-6  # largest |weight| above the diagonal accepted as float noise
 CHECK_CELLS = 1 << 24  # weights check_causal reads at once (64 MB of float32)
+ENTROPY_CELLS = 1 << 22  # a head larger than this (2,048 tokens) has its entropy taken alone: 4 temporaries of it
 
 AttentionInput = np.ndarray | Sequence[np.ndarray]
 TokenIdsInput = np.ndarray | Sequence[Any]
@@ -78,6 +80,14 @@ def check_causal(attention: np.ndarray) -> None:
     """
     if attention.ndim < 2 or attention.shape[-1] != attention.shape[-2]:
         raise ValueError(f"attention must be [..., T, T] (query by key), not {attention.shape}")
+    if isinstance(attention, StoredAttention):  # a layer at a time, read from its file
+        for index, layer in enumerate(attention):
+            try:
+                check_causal(layer)
+            except ValueError as problem:
+                where = re.sub(r" \(at \((\d+),\)\)", rf" (layer {index}, head \1)", str(problem), count=1)
+                raise ValueError(where) from None
+        return
     length = attention.shape[-1]
     maps = attention.reshape(-1, length, length)
     step = max(1, CHECK_CELLS // (length * length))
@@ -112,8 +122,11 @@ def _sequences(attention: AttentionInput) -> tuple[list[np.ndarray], bool]:
             sequences, single = list(attention), False
         else:
             raise ValueError(f"attention must be [L, H, T, T] or [B, L, H, T, T], not {attention.shape}")
-    elif isinstance(attention, (list, tuple)):
-        sequences, single = [np.asarray(one) for one in attention], False
+    elif isinstance(attention, StoredAttention):
+        sequences, single = [attention], True
+    elif isinstance(attention, (list, tuple)):  # a long input's StoredAttention stays in its file
+        sequences = [one if isinstance(one, StoredAttention) else np.asarray(one) for one in attention]
+        single = False
         for one in sequences:
             if one.ndim != 4:
                 raise ValueError(f"each sequence's attention must be [L, H, T, T], not {one.shape}")
@@ -294,6 +307,8 @@ def _entropy_sum(attention: np.ndarray) -> np.ndarray:
     """[L, H] float64: the sum over q >= 1 of -sum_k A[q, k] ln A[q, k], with 0 ln 0 = 0."""
     if attention.ndim == 4:  # a layer at a time: these temporaries are four copies of what they are given
         return np.stack([_entropy_sum(layer) for layer in attention])
+    if attention.ndim == 3 and attention[0].size > ENTROPY_CELLS:  # and a head at a time when a head is large
+        return np.array([_entropy_sum(head) for head in attention])
     length = attention.shape[-1]
     rows = np.clip(attention[..., 1:, :] * np.tri(length, dtype=bool)[1:], 0.0, None)  # drop the noise above
     logs = np.log(rows, out=np.zeros_like(rows), where=rows > 0)

@@ -69,7 +69,7 @@ from reportgen.patterns.words import (
     word_level_run,
     word_strings,
 )
-from reportgen.runs import ExampleRun
+from reportgen.runs import ExampleRun, StoredAttention
 
 # Statistics in a fixed order; KEY_SET_STATS are one weighted sum of attention each, over a
 # set of keys per query (see _key_set_weights). WORD_STATS are measured between pieces, always
@@ -252,7 +252,10 @@ class ExampleWeights:
         return cls(run, unit, word_level, _key_set_weights(unit), word_structure_weights(run.word_ids))
 
     def values(self, attention: np.ndarray) -> np.ndarray:
-        """All STATS as [S, L, H] for attention [L, H, T, T] on the example's pieces."""
+        """All STATS as [S, L, H] for attention [L, H, T, T] on the example's pieces (a StoredAttention, a long
+        input's, a layer at a time: every statistic is a head's own, so the layers' values are the whole's)."""
+        if isinstance(attention, StoredAttention):
+            return self.values_by_layer(attention)
         if attention is self.run.attention:
             unit_attention = self.unit.attention
         elif self.word_level:

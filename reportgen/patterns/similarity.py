@@ -19,10 +19,14 @@ def js_divergence_sums(attention: np.ndarray, max_block: int = 1 << 22) -> np.nd
     """
     layers, heads, length, _ = attention.shape
     count = layers * heads
-    maps = attention.reshape(count, length, length)
+    if isinstance(attention, np.ndarray):
+        maps = attention.reshape(count, length, length)
+        read = lambda first, stop: maps[first:stop]  # noqa: E731 - the two sources read alike
+    else:  # a StoredAttention (a long input's), read from its file a block at a time
+        read = attention.maps
 
     def smoothed(first: int, stop: int) -> np.ndarray:  # a block of heads at a time: never the whole model's copy
-        return (0.999 * maps[first:stop] + 0.001 / length).astype(np.float32)
+        return (0.999 * read(first, stop) + 0.001 / length).astype(np.float32)
 
     cross = np.zeros((count, count))
     block = max(1, max_block // (count * length * length))

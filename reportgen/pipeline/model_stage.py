@@ -18,7 +18,7 @@ from reportgen.kinds import ModelKind, kind_of
 from reportgen.model import loading
 from reportgen.model.loading import ModelInfo
 from reportgen.progress import Callback, silent
-from reportgen.runs import ExampleRun, LiveModel
+from reportgen.runs import ExampleRun, LiveModel, StoredAttention
 from reportgen.site import views
 
 RUN_VERSION = 2  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions)
@@ -115,6 +115,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
             if runs[i].n_tokens > views.QK_MAX_TOKENS:  # the q/k page is built only for short examples
                 runs[i].extras.clear()
             cache.put_run(keys[i], runs[i])
+            runs[i] = _from_entry(cache, keys[i], runs[i])
             progress("Running examples", done, len(missing))
     notes += [length_note] if length_note else []
     notes += [f"example {i + 1} was truncated to {max_length} tokens (config field 'max_length')"
@@ -124,6 +125,18 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     info = {**info, "name": name, "path": str(path)}
     return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, path,
                       fingerprint, file_hashes, load, max_length, kind, notes)
+
+
+def _from_entry(cache: Cache, key: str, run: ExampleRun) -> ExampleRun:
+    """A run whose attention went to a temp file (reportgen.model.attention_capture: a long input) read from its
+    cache entry instead, the temp file closed and freed: a build then keeps one copy of it on disk, none in memory."""
+    if not isinstance(run.attention, StoredAttention):
+        return run
+    stored = cache.get_run(key, run.spec)
+    if stored is None or not isinstance(stored.attention, StoredAttention):
+        return run
+    run.attention.close()
+    return stored
 
 
 def check_before_work(config: Config, path: Path, model_spec: str | None) -> None:

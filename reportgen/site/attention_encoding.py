@@ -53,6 +53,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from reportgen.runs import StoredAttention
+
 ENCODING = "u8-row-affine"
 NORMS_ENCODING = "norms-f32"
 # A packed chunk's bytes, per head (reportgen.site.view_files): codes uint8 [T*S], then floor and scale (float32
@@ -184,6 +186,9 @@ def _encode_with_retries(rows: np.ndarray, least: float = 0.0) -> tuple[np.ndarr
     return codes, floor, scale
 
 
+BLOCK_CELLS = 4096 * 1024  # weights encoded at once (_quantise_blocks)
+
+
 def quantise_rows(attention: np.ndarray, block: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(codes uint8 [..., T], floor float32 [...], scale float32 [...]) for rows along the last axis.
 
@@ -193,17 +198,28 @@ def quantise_rows(attention: np.ndarray, block: int = 4096) -> tuple[np.ndarray,
     rows at a time to bound memory at 512 tokens (18.9M weights on a 6x12 model).
     """
     shape = attention.shape
-    flat = attention.reshape(-1, shape[-1])
-    codes, floor, scale = _quantise_blocks(lambda start, stop: flat[start:stop], len(flat), shape[-1], block)
+    count = int(np.prod(shape[:-1]))
+    codes, floor, scale = _quantise_blocks(_rows_of(attention), count, shape[-1], block)
     return codes.reshape(shape), floor.reshape(shape[:-1]), scale.reshape(shape[:-1])
+
+
+def _rows_of(attention) -> Callable[[int, int], np.ndarray]:
+    """rows(start, stop): rows start..stop-1 of attention [..., S] as [stop - start, S], from an array or from a
+    StoredAttention's file (a long input's, never read whole)."""
+    if isinstance(attention, StoredAttention):
+        return attention.rows
+    flat = attention.reshape(-1, attention.shape[-1])
+    return lambda start, stop: flat[start:stop]
 
 
 def _quantise_blocks(rows: Callable[[int, int], np.ndarray], count: int, width: int,
                      block: int = 4096) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`quantise_rows` of `count` rows of `width` that `rows(start, stop)` gives a block at a time (the encoding
     of a row depends on its block: the floor's steps run until the whole block converges). Rows longer than
-    LONG_ROW get a step of at least COARSE_SCALE."""
+    LONG_ROW get a step of at least COARSE_SCALE. A block holds at most BLOCK_CELLS weights (rows of more than
+    1,024 keys come fewer at a time), so its float64 temporaries stay near 32 MB each whatever the length."""
     least = float(COARSE_SCALE) if width > LONG_ROW else 0.0
+    block = max(1, min(block, BLOCK_CELLS // max(1, width)))
     codes = np.empty((count, width), dtype=np.uint8)
     floor = np.empty(count, dtype=np.float32)
     scale = np.empty(count, dtype=np.float32)
@@ -270,14 +286,15 @@ def encode_contributions(attention: np.ndarray, norms: np.ndarray) -> dict:
     from reportgen.runs import row_shares
 
     shape = attention.shape
-    rows, per_map = attention.reshape(-1, shape[-1]), norms.reshape(-1, shape[-1])
-    totals = np.empty(len(rows), dtype=np.float32)
+    rows, per_map = _rows_of(attention), norms.reshape(-1, shape[-1])
+    count = int(np.prod(shape[:-1]))
+    totals = np.empty(count, dtype=np.float32)
 
     def block(start: int, stop: int) -> np.ndarray:
-        share, totals[start:stop] = row_shares(rows[start:stop], per_map[np.arange(start, stop) // shape[-2]])
+        share, totals[start:stop] = row_shares(rows(start, stop), per_map[np.arange(start, stop) // shape[-2]])
         return share
 
-    codes, floor, scale = _quantise_blocks(block, len(rows), shape[-1])
+    codes, floor, scale = _quantise_blocks(block, count, shape[-1])
     encoded = _encoded(codes.reshape(shape), floor.reshape(shape[:-1]), scale.reshape(shape[:-1]))
     encoded["total"] = _b64(totals.astype("<f4").tobytes())
     return encoded

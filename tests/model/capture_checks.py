@@ -16,7 +16,8 @@ TEXT = ExampleSpec(text="the cat sat on the mat and the dog sat on the log", pai
 
 def check_layer_capture(model_dir: Path, monkeypatch) -> None:
     """run_example on `model_dir`: every layer captured by the hooks (none left to the model's outputs, which
-    held empty tensors), and the attention equal to transformers' eager attention for the same input."""
+    held empty tensors), and the attention equal to transformers' eager attention for the same input, whether
+    it is kept in memory or, as a long input's is, in a file."""
     import torch
     from transformers import AutoModel
 
@@ -45,4 +46,10 @@ def check_layer_capture(model_dir: Path, monkeypatch) -> None:
     accepted = inspect.signature(reference.forward).parameters
     with torch.inference_mode():
         expected = reference(**{k: v for k, v in inputs.items() if k in accepted}, output_attentions=True).attentions
-    assert np.array_equal(run.attention, torch.stack(expected)[:, 0].float().numpy())
+    expected = torch.stack(expected)[:, 0].float().numpy()
+    assert np.array_equal(run.attention, expected)
+    # A long input's capture goes to a temp file a layer at a time (SPOOL_BYTES): the same weights, bit for bit.
+    monkeypatch.setattr("reportgen.runs.SPOOL_BYTES", 0)
+    spooled = model_run.run_example(model, tokenizer, TEXT, 64)
+    assert type(spooled.attention).__name__ == "StoredAttention" and captures[-1].complete
+    assert np.array_equal(np.asarray(spooled.attention), expected)

@@ -122,3 +122,24 @@ def test_the_views_encode_a_stored_run_byte_for_byte():
     assert encode_contributions(stored(ARRAY), norms) == encode_contributions(ARRAY, norms)
     long_rows = rows_summing_to_one((1, 2, 300, 300), seed=4)  # coded coarsely and deflated
     assert encode_attention(stored(long_rows)) == encode_attention(long_rows)
+
+
+def test_a_long_capture_goes_to_the_builds_folder_and_a_folder_it_cannot_use_is_one_line(tmp_path, monkeypatch):
+    import os
+
+    from reportgen.errors import OutputError
+    from reportgen.model.attention_capture import LayerAttention, spooling_to
+
+    monkeypatch.setattr("reportgen.runs.SPOOL_BYTES", 0)
+    with spooling_to(tmp_path / "cache" / "runs"):
+        capture = LayerAttention(2, 3, 5)
+    assert isinstance(capture.attention, StoredAttention)
+    assert os.readlink(f"/proc/self/fd/{capture.attention.handle.fileno()}").startswith(str(tmp_path / "cache" / "runs"))
+    (tmp_path / "a-file").write_text("not a folder")
+    with spooling_to(tmp_path / "a-file" / "runs"), pytest.raises(OutputError) as refused:
+        LayerAttention(2, 3, 5)
+    message = str(refused.value)
+    assert message.startswith(f"a long input's attention cannot be written to {tmp_path / 'a-file' / 'runs'} (")
+    assert "cache_dir" in message and "\n" not in message
+    monkeypatch.setattr("reportgen.runs.SPOOL_BYTES", 64 << 20)
+    assert isinstance(LayerAttention(2, 3, 5).attention, np.ndarray)  # a short input's stays in memory

@@ -13,10 +13,12 @@ input's tokens, not yet seen. Wrappers that pass the weights on (BertAttention) 
 skipped; a model whose modules return no such tensor is captured by none (`complete` is False) and the caller
 reads the model's outputs as before.
 
-A capture of more than SPOOL_BYTES goes to an unnamed temp file (in TMPDIR) as each layer comes, not into memory:
-the run's attention is then a `reportgen.stored_attention.StoredAttention` that the analyses read a layer at a
-time, and the model stage moves it into the run's cache entry. At 4,096 tokens on a Llama-shaped 8 x 8 heads the
-whole is 4.3 GB; a build holds one layer of it (537 MB).
+A capture of more than SPOOL_BYTES goes to an unnamed temp file as each layer comes, not into memory: the run's
+attention is then a `reportgen.runs.StoredAttention` that the analyses read a layer at a time, and the model stage
+moves it into the run's cache entry. At 4,096 tokens on a Llama-shaped 8 x 8 heads the whole is 4.3 GB; a build
+holds one layer of it (537 MB). The temp file goes where `spooling_to` says (a build: its cache directory, on the
+disk the entry goes to; /tmp is often memory) or else to TMPDIR; a folder it cannot be written in ends the build
+with one line (OutputError) naming the folder.
 """
 
 from __future__ import annotations
@@ -25,10 +27,42 @@ import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
 
 import numpy as np
 
+from reportgen.errors import OutputError
 from reportgen.runs import StoredAttention, kept_in_file
+
+_SPOOL_FOLDER: ContextVar[Path | None] = ContextVar("spool_folder", default=None)
+
+
+@contextmanager
+def spooling_to(folder: Path) -> Iterator[None]:
+    """Long inputs' temp files go to `folder` (made if missing) within this block (the build's cache directory)."""
+    token = _SPOOL_FOLDER.set(Path(folder))
+    try:
+        yield
+    finally:
+        _SPOOL_FOLDER.reset(token)
+
+
+def _temp_file():
+    folder = _SPOOL_FOLDER.get()
+    try:
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+        return tempfile.TemporaryFile(prefix="reportgen-attention-", dir=folder)
+    except OSError as exc:
+        raise _spool_error(folder, exc) from None
+
+
+def _spool_error(folder: Path | None, exc: OSError) -> OutputError:
+    where = folder if folder is not None else Path(tempfile.gettempdir())
+    hint = "set cache_dir to another directory (config field 'cache_dir')" if folder is not None else "set TMPDIR"
+    return OutputError(f"a long input's attention cannot be written to {where} ({exc.strerror or exc}); free space "
+                       f"there or {hint}")
 
 
 class LayerAttention:
@@ -38,7 +72,7 @@ class LayerAttention:
     def __init__(self, layers: int, heads: int, tokens: int) -> None:
         shape = (layers, heads, tokens, tokens)
         if kept_in_file(4 * layers * heads * tokens * tokens):
-            self.attention = StoredAttention(shape, tempfile.TemporaryFile(prefix="reportgen-attention-"))
+            self.attention = StoredAttention(shape, _temp_file())
         else:
             self.attention = np.empty(shape, dtype=np.float32)
         self.count = 0
@@ -59,8 +93,11 @@ class LayerAttention:
             return None
         layer = weights[0].detach().float().cpu().numpy()
         if isinstance(self.attention, StoredAttention):
-            _write_at(self.attention.handle.fileno(), np.ascontiguousarray(layer, dtype="<f4"),
-                      self.count * layer.nbytes)
+            try:
+                _write_at(self.attention.handle.fileno(), np.ascontiguousarray(layer, dtype="<f4"),
+                          self.count * layer.nbytes)
+            except OSError as exc:  # a full disk: said in one line, not through the model's forward
+                raise _spool_error(_SPOOL_FOLDER.get(), exc) from None
         else:
             self.attention[self.count] = layer
         del layer

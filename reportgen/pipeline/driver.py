@@ -16,7 +16,7 @@ from typing import Any
 from reportgen.cache import usage
 from reportgen.cache.store import Cache, claim
 from reportgen.config import Config
-from reportgen.model import loading
+from reportgen.model import attention_capture, loading
 from reportgen.pipeline.analyses import ablation_watch, run_ablation, run_comparison, run_patterns
 from reportgen.pipeline.assemble import data_files, describe_examples, example_views, make_manifest, make_report
 from reportgen.pipeline.model_stage import live_model, run_model
@@ -50,7 +50,8 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     claim(config.cache_dir)  # a folder of reportgen's own: never the home folder or the project's
     with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle, decoders=True,
                                                                  encoder_decoders=True),
-          usage.recording(config), _ray_cluster(ray), output.standing_in(target)):
+          usage.recording(config), _ray_cluster(ray), output.standing_in(target),
+          attention_capture.spooling_to(Path(config.cache_dir) / "runs")):
         return _build(config, target, reproducible, progress, written)
 
 

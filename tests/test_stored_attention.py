@@ -134,7 +134,8 @@ def test_a_long_capture_goes_to_the_builds_folder_and_a_folder_it_cannot_use_is_
     with spooling_to(tmp_path / "cache" / "runs"):
         capture = LayerAttention(2, 3, 5)
     assert isinstance(capture.attention, StoredAttention)
-    assert os.readlink(f"/proc/self/fd/{capture.attention.handle.fileno()}").startswith(str(tmp_path / "cache" / "runs"))
+    opened = os.readlink(f"/proc/self/fd/{capture.attention.handle.fileno()}")
+    assert opened.startswith(str(tmp_path / "cache" / "runs"))
     (tmp_path / "a-file").write_text("not a folder")
     with spooling_to(tmp_path / "a-file" / "runs"), pytest.raises(OutputError) as refused:
         LayerAttention(2, 3, 5)

@@ -22,10 +22,12 @@ CELLS = [
     "scores = rng.normal(size=(2, 1, 3, 5, 5))\n"
     "weights = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)\n"
     'reportgen.head_view(list(weights), ["[CLS]", "a", "b", "c", "[SEP]"])',
+    # a long input (issue 46): past 256 tokens the head view adds its heatmap, its rows deflated
+    'reportgen.show(" ".join(["The cat sat on the mat, and the dog slept by the door."] * 24))',
     # a mistake: one line, as the command line says it
     'reportgen.show("   ")',
 ]
-VIEWS = 4  # outputs with a view: cells 1 to 4
+VIEWS = 5  # outputs with a view: cells 1 to 5
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,8 @@ def test_each_view_cell_shows_its_view_inline(executed):
     assert all(len(outputs) == 1 for outputs in shown), shown
     kinds = [re.search(r'<div class="rgv" data-rgv="(\w+)"[^>]*>', outputs[0]).group(0) for outputs in shown]
     assert 'data-rgv="views"' in kinds[0] and 'data-rgv-view="model"' in kinds[1]
-    assert 'data-rgv="qk"' in kinds[2] and 'data-rgv="views"' in kinds[3]
+    assert 'data-rgv="qk"' in kinds[2] and 'data-rgv="views"' in kinds[3] and 'data-rgv="views"' in kinds[4]
+    assert '"compressed":"deflate"' in shown[4][0].replace(" ", "")  # the long input's rows, deflated
     for outputs in shown:
         assert not re.search(r'\ssrc=|require\(|https?://', outputs[0].split("<script>")[0])
 
@@ -94,3 +97,15 @@ def test_the_exported_notebook_draws_every_view_offline(executed, open_page):
                           ".startsWith('view=model')")
     assert view.page.evaluate("() => document.querySelectorAll('.rgv')[3].getAttribute('data-rgv-state')"
                               ".startsWith('view=head')")
+    # the long input's heatmap: drawn over the whole head (its tokens labelled), and zoomed by its own keys
+    long = "document.querySelectorAll('.rgv')[4]"
+    heat = f"{long}.querySelector('.rgv-heat-map')"
+    wait_until(view.page, f"() => {heat} && {heat}.rgvPooled")
+    whole = view.page.evaluate(f"() => {heat}.getAttribute('data-win')")
+    assert whole.startswith("0-") and int(whole.split(",")[0].split("-")[1]) > 256, whole
+    assert view.page.evaluate(f"() => {long}.querySelectorAll('.rgv-heat-queries .rgv-heat-label').length") > 5
+    view.page.locator(".rgv").nth(4).locator(".rgv-heat-map").focus()
+    view.page.keyboard.press("+")
+    zoomed = view.page.evaluate(f"() => {heat}.getAttribute('data-win')")
+    assert zoomed != whole, zoomed
+    assert view.page.evaluate("() => location.hash") == ""  # the window stays in the view, not the page's address

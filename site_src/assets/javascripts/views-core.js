@@ -327,6 +327,8 @@
     return bytes >= 1e6 ? (bytes / 1e6).toFixed(1) + ' MB' : Math.max(1, Math.round(bytes / 1e3)) + ' KB';
   }
 
+  var DECODED_BYTES = 256 * 1024 * 1024; // the decoded heads a long input's Attention keeps (matrix())
+
   /*
    * The attention of a payload. One base64 chunk per (layer, head), decoded on first use; long inputs keep
    * only a few decoded heads (2 MB each at 512 tokens). The chunks are either all inline in `q` (a notebook's
@@ -366,7 +368,10 @@
     this.totals = encoded.total && !this.packed ? base64Float32(encoded.total) : null;
     this.headTotals = new Map(); // packed: (layer, head) id -> its rows' totals, kept when the matrix is decoded
     this.cache = new Map();
-    this.cacheLimit = this.n * this.m > 100000 ? 8 : Infinity;
+    // Decoded heads kept (Float32, 4 bytes a weight): all of a short input's; of a long one's 8, and no more than
+    // DECODED_BYTES of them (at 4,096 tokens a head is 67 MB: 2 are kept, not 8).
+    var fits = Math.floor(DECODED_BYTES / (4 * this.n * this.m));
+    this.cacheLimit = this.n * this.m > 100000 ? Math.max(2, Math.min(8, fits)) : Infinity;
   }
 
   Attention.prototype.chunkName = function (layer, head) {

@@ -56,7 +56,12 @@ from typing import Any
 
 import numpy as np
 
-from reportgen.runs import MIN_INDUCTION_N, StoredAttention, induction_input, induction_tokens  # noqa: F401 - the input it reads
+from reportgen.runs import (  # noqa: F401 - the induction input it reads
+    MIN_INDUCTION_N,
+    StoredAttention,
+    induction_input,
+    induction_tokens,
+)
 
 CAUSAL_TOLERANCE = 1e-6  # largest |weight| above the diagonal accepted as float noise
 CHECK_CELLS = 1 << 24  # weights check_causal reads at once (64 MB of float32)

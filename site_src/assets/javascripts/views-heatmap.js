@@ -12,8 +12,8 @@
  * goes into the link (win=Q0-Q1,K0-K1: views-core.js parseWindow). Pointing at it says which query and key are
  * under the pointer and the largest weight of that pixel's block; a click, or Enter, pins that query, so the
  * lines and the weights table below show its row. Token labels run down its left (queries) and across its top
- * (keys): every token's where each has room, else every step-th (axisLabels). Test hook: each drawn canvas keeps what it drew (rgvPooled:
- * views-heatmap.js maxPool's result and the window).
+ * (keys): every token's where each has room, else every step-th (axisLabels). Test hook: each drawn canvas keeps
+ * what it drew (rgvPooled: views-heatmap.js maxPool's result and the window).
  */
 (function (views) {
   'use strict';

@@ -9,9 +9,9 @@ tokens, and runs a cold `reportgen build` (ablation off) in a fresh project:
 - site: the bytes the example adds (its page, its query/key page and its data files) and the whole site's;
 - reader: the example page opened in Chromium from file:// as the site writes it: the bytes its first view
   loads (the page and the data files it requested before the view was drawn), when that view was drawn
-  (the views' data-first-render-at, ms from navigation start), and the JS heap once the model view of all
-  heads was drawn (Chromium's performance.memory, with --enable-precise-memory-info), after a garbage collection
-  (what the page holds) and before it (heap_before_gc_mb);
+  (the views' data-first-render-at, ms from navigation start), and the JS heap once the model view had drawn
+  every thumbnail in sight (`thumbnails_drawn` of them) (Chromium's performance.memory, with
+  --enable-precise-memory-info), after a garbage collection (what the page holds) and before it (heap_before_gc_mb);
 - view: the size of `reportgen view`'s single file of the same text (the project's config: its model, max_length);
 - beside them, the same example in bertviz's payload format (JSON of every weight, ~22 bytes a value).
 
@@ -47,6 +47,11 @@ SHAPES = {  # name -> (transformers config class, model class, config fields, to
 }
 # The view drawn with nothing still loading (as benchmarks/views_render.py waits for it).
 DRAWN = ".rgv[data-first-render-at][data-rgv-state]:not([data-rgv-loading])"
+# The model view's thumbnails in sight all drawn, none waiting for its head.
+THUMBS_DRAWN = """() => !document.querySelector('[data-rgv-thumbs-pending]')
+  && [...document.querySelectorAll('.rgv-thumb')]
+  .filter(c => { const box = c.getBoundingClientRect(); return box.bottom > 0 && box.top < innerHeight; })
+  .every(c => c.hasAttribute('data-drawn'))"""
 
 
 def arguments() -> argparse.Namespace:
@@ -143,12 +148,15 @@ def reader(site: Path) -> dict:
         page.goto(page_file.as_uri() + "#view=model&layer=0")
         page.reload()
         page.wait_for_selector(DRAWN, timeout=600_000)
+        # a long input's thumbnails load their heads one after another (views-model.js loadThumb): every one in sight
+        page.wait_for_function(THUMBS_DRAWN, timeout=600_000)
+        thumbs = page.evaluate("document.querySelectorAll('.rgv-thumb[data-drawn]').length")
         before = page.evaluate("performance.memory.usedJSHeapSize")
         page.context.new_cdp_session(page).send("HeapProfiler.collectGarbage")  # what the page holds, not its litter
         heap = page.evaluate("performance.memory.usedJSHeapSize")
         browser.close()
     return {"first_view_mb": first / 1e6, "drawn_ms": drawn_ms, "model_view_heap_mb": heap / 1e6,
-            "heap_before_gc_mb": before / 1e6}
+            "heap_before_gc_mb": before / 1e6, "thumbnails_drawn": thumbs}
 
 
 def main() -> int:

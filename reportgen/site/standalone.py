@@ -24,7 +24,7 @@ from pathlib import Path
 from reportgen import __version__
 from reportgen.site.htmlsafe import script_json
 from reportgen.site.sources import site_sources
-from reportgen.site.views import HEATMAP_SCRIPT, VIEW_SCRIPTS, needs_heatmaps
+from reportgen.site.views import HEATMAP_SCRIPT, HEATMAP_STYLE, VIEW_SCRIPTS, needs_heatmaps
 
 # What a file written by `reportgen view` carries in its <head>: the marker that lets a later
 # `reportgen view --out` overwrite it, and nothing that reportgen did not write.
@@ -47,7 +47,7 @@ a { color: #0550ae; }
 @functools.cache
 def inline_assets(heatmaps: bool = True) -> tuple[str, str]:
     """(script, style): the views' scripts in their load order and views.css, minified; without `heatmaps`, less
-    views-heatmap.js, which only inputs past LONG_ROW tokens use (views.needs_heatmaps).
+    views-heatmap.js and views-heatmap.css, which only inputs past LONG_ROW tokens use (views.needs_heatmaps).
 
     Why minified: the seed pair's file must stay within 15% of bertviz's head view, and the
     scripts' comments are a third of the file (issue 29)."""
@@ -57,7 +57,8 @@ def inline_assets(heatmaps: bool = True) -> tuple[str, str]:
     assets = site_sources()[0] / "assets"
     script = ";\n".join(rjsmin.jsmin((assets / "javascripts" / name).read_text(encoding="utf-8"))
                         for name in VIEW_SCRIPTS if heatmaps or name != HEATMAP_SCRIPT)
-    style = rcssmin.cssmin((assets / "stylesheets" / "views.css").read_text(encoding="utf-8"))
+    style = "\n".join(rcssmin.cssmin((assets / "stylesheets" / name).read_text(encoding="utf-8"))
+                      for name in ("views.css", HEATMAP_STYLE) if heatmaps or name != HEATMAP_STYLE)
     if "</" in script or "</" in style:  # would end the element early; the sources never need it
         raise ValueError("a view script or style contains '</', which cannot go inside an HTML element")
     return script, style

@@ -88,9 +88,9 @@ if TYPE_CHECKING:  # the model-running side imports torch; the pages only need i
 # What the site, the tests and the benchmarks import from here: this module's own names, and the
 # encodings' (reportgen.site.attention_encoding, reportgen.site.qk_encoding).
 __all__ = [
-    "GROUP_NAMES", "HEATMAP_SCRIPT", "PAYLOAD_VERSION", "QK_MAX_TOKENS", "QK_TERMS", "VIEW_SCRIPTS", "combined_payload",
-    "example_payload", "group_attention", "group_payload", "has_qk", "is_causal", "needs_heatmaps", "qk_html",
-    "qk_payload", "qk_term_info",
+    "GROUP_NAMES", "HEATMAP_SCRIPT", "HEATMAP_STYLE", "PAYLOAD_VERSION", "QK_MAX_TOKENS", "QK_TERMS", "VIEW_SCRIPTS",
+    "combined_payload", "example_payload", "group_attention", "group_payload", "has_qk", "is_causal", "needs_heatmaps",
+    "qk_html", "qk_payload", "qk_term_info",
     "seq2seq_groups", "standalone_page", "views_html", "ENCODING", "FLOOR_STEPS", "MAX_FLOOR", "NORMS_ENCODING",
     "PACKED_ATTENTION", "PACKED_CONTRIBUTIONS", "ROW_SUM_RETRY", "TOP_CODES", "decode_attention",
     "decode_contributions", "decode_norm_contributions", "encode_attention", "encode_contributions", "encode_norms",
@@ -120,6 +120,7 @@ QK_TERMS = {
 VIEW_SCRIPTS = ("views-core.js", "views-widget.js", "views-head.js", "views-model.js", "views-qk.js",
                 "views-heatmap.js", "views-start.js")
 HEATMAP_SCRIPT = "views-heatmap.js"  # needed by inputs of more than LONG_ROW tokens only (`needs_heatmaps`)
+HEATMAP_STYLE = "views-heatmap.css"  # its style, likewise
 PAYLOAD_VERSION = 1
 
 
@@ -349,6 +350,7 @@ def standalone_page(body_html: str, title: str, assets: str = "assets") -> str:
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>{html.escape(title)}</title>"
         f'<link rel="stylesheet" href="{base}/stylesheets/views.css">'
+        f'<link rel="stylesheet" href="{base}/stylesheets/{HEATMAP_STYLE}">'
         f"</head><body>\n{body_html}\n"
         f"{scripts}</body></html>\n"
     )

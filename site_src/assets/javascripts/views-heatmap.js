@@ -140,6 +140,60 @@
   var proto = views.ViewsWidget.prototype;
   var KEYS = { ArrowUp: [-PAN, 0], ArrowDown: [PAN, 0], ArrowLeft: [0, -PAN], ArrowRight: [0, PAN] };
 
+  // Lets go of the (layer, head)'s inflated and decoded data (a long input's thumbnail, once drawn: loadThumb below):
+  // ensure() inflates it again from the deflated chunk, which stays.
+  views.Attention.prototype.release = function (layer, head) {
+    var id = layer * this.heads + head;
+    if (this.compressed) this.inflated.delete(id);
+    this.cache.delete(id);
+    this.headTotals.delete(id);
+  };
+  views.MatrixSource.prototype.release = function () {};
+  views.NormContributions.prototype.release = function (layer, head) {
+    this.cache.delete(layer * this.heads + head);
+    this.att.release(layer, head);
+  };
+
+  /*
+   * A long input's thumbnails load their heads one at a time (thumbQueue), each drawn as soon as it is in and then
+   * let go (source().release) unless the head view shows it: inflated, a 4,096-token head is 16.7 MB of codes, and
+   * all 64 of a Llama-shaped model's at once held 1.07 GB in the page. Test hooks on the grid's element: how many
+   * thumbnails wait (data-rgv-thumbs-pending, gone once all have been drawn) and how many heads the weights keep
+   * inflated after the last one (data-rgv-heads-kept).
+   */
+  proto.loadThumb = function (canvas) {
+    this.thumbQueue = this.thumbQueue || [];
+    if (this.thumbQueue.indexOf(canvas) < 0) this.thumbQueue.push(canvas);
+    this.grid.setAttribute('data-rgv-thumbs-pending', String(this.thumbQueue.length));
+    if (!this.thumbLoading) this.nextThumb();
+  };
+
+  proto.nextThumb = function () {
+    var self = this;
+    var canvas = this.thumbQueue && this.thumbQueue.shift();
+    this.thumbLoading = Boolean(canvas);
+    if (!canvas || !this.grid) {
+      if (this.grid) this.grid.removeAttribute('data-rgv-thumbs-pending');
+      this.thumbLoading = false;
+      return;
+    }
+    this.grid.setAttribute('data-rgv-thumbs-pending', String(this.thumbQueue.length + 1));
+    var layer = +canvas.getAttribute('data-layer');
+    var h = +canvas.getAttribute('data-head');
+    var source = this.source();
+    var drawn = function (error) {
+      if (!error && source === self.source() && source.isLoaded(layer, h)) {
+        self.drawThumb(canvas);
+        var st = self.state;
+        var enlarged = st.zoom && st.layer === layer && st.heads.indexOf(h) >= 0;
+        if (st.view === 'model' && !enlarged) source.release(layer, h);
+        if (self.grid) self.grid.setAttribute('data-rgv-heads-kept', String(self.att.inflated.size));
+      }
+      self.nextThumb();
+    };
+    if (source.ensure([[layer, h]], drawn) === null) drawn(null);
+  };
+
   // The head view's heatmap: a bar (zoom in, zoom out, whole head, where the window is), the canvas, a readout.
   proto.buildHeat = function () {
     var self = this;

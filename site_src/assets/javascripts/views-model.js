@@ -242,7 +242,10 @@
     if (canvas.getAttribute('data-drawn') === key) return;
     var h = parseInt(canvas.getAttribute('data-head'), 10);
     var layer = parseInt(canvas.getAttribute('data-layer'), 10);
-    if (!this.source().isLoaded(layer, h)) return; // loading (waitForData): drawn by the render that follows
+    if (!this.source().isLoaded(layer, h)) { // loading (waitForData): drawn by the render that follows
+      if (views.isLong(this.n, this.m)) this.loadThumb(canvas); // a long input's loads its own (views-heatmap.js)
+      return;
+    }
     var n = this.n;
     var m = this.m; // keys: n, except in cross-attention, where the lines join n rows on the left to m on the right
     var matrix = this.source().matrix(layer, h); // weights or shares

@@ -461,7 +461,10 @@
   ViewsWidget.prototype.waitForData = function (fromUser) {
     var self = this;
     var st = this.state;
-    var pairs = st.view === 'model' ? this.att.allHeads() : st.heads.map(function (h) { return [st.layer, h]; });
+    var shown = st.heads.map(function (h) { return [st.layer, h]; });
+    // The model view waits for every head, except a long input's: each of its thumbnails loads its own head, one
+    // after another, and lets it go once drawn (views-model.js), so a 4,096-token page never holds every head.
+    var pairs = st.view !== 'model' ? shown : views.isLong(this.n, this.m) ? (st.zoom ? shown : []) : this.att.allHeads();
     var loading = this.source().ensure(pairs, function (error) {
       clearTimeout(self.noteTimer);
       self.root.removeAttribute('data-rgv-loading');

@@ -359,6 +359,13 @@ def test_a_long_inputs_model_view_draws_every_head_as_its_max_pool(pages, open_p
     pooled = page.evaluate(POOLED, selector)
     assert pooled["rows"] == pooled["height"] and pooled["cols"] == pooled["width"]  # a cell per device pixel
     _assert_pools(pages["long"].attention[3, 5], pooled)
+    # Each thumbnail loaded its own head, one after another, and let it go once drawn: the page keeps none.
+    page.wait_for_function("() => !document.querySelector('[data-rgv-thumbs-pending]')")
+    in_view = page.evaluate("""() => [...document.querySelectorAll('.rgv-thumb')].filter(c => {
+        const box = c.getBoundingClientRect(); return box.bottom > 0 && box.top < innerHeight; })
+        .map(c => Boolean(c.rgvPooled))""")
+    assert len(in_view) >= 2 and all(in_view)
+    assert page.get_attribute(".rgv-grid", "data-rgv-heads-kept") == "0"
     _clean(view)
 
 

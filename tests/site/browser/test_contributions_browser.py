@@ -245,6 +245,9 @@ def test_a_long_example_loads_its_contribution_files_only_when_they_are_shown(pa
     assert max(abs(w - weights[1, 2, 7, k]) for k, w in lines) > 1e-4  # the shares, not the weights
     page.click('.rgv-tab[data-view="model"]')  # every head's contributions; still no other weights file
     page.wait_for_selector('.rgv[data-rgv-state^="view=model"]:not([data-rgv-loading])')
+    # a long input's thumbnails load their heads one after another (views-heatmap.js loadThumb)
+    page.wait_for_function(f"() => !document.querySelector('[data-rgv-thumbs-pending]') && "
+                           f"document.querySelectorAll('.rgv-thumb[data-drawn]').length === {len(names)}")
     assert data_files("c-") == sorted(f"{name}.js" for name in names) and data_files("l") == ["l1h2.js"]
     _clean(view)
 

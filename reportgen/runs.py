@@ -53,8 +53,6 @@ class StoredAttention:
 
     dtype = ATTENTION_DTYPE
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape)))
-    nbytes = property(lambda self: self.size * ATTENTION_DTYPE.itemsize)
 
     def __len__(self) -> int:
         return self.shape[0]

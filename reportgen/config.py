@@ -287,6 +287,11 @@ class ViewSettings(Strict):
         description="How the live page's weights are stored: compact (about 9 bits a weight: MiniLM's adds 24.6 MB "
                     "and its attention is within 0.02 of the model's on texts of up to 512 tokens) or float16 "
                     "(within 0.002, about 1.8 times the size).")
+    query_key_mb: float = Field(
+        ge=0, le=10_000,
+        description="The most an example's query/key page may add to the site, in MB: its q and k vectors (12 bits "
+                    "a component, 1.5 bytes x 2 x layers x heads x head size a token) and the score terms of a model "
+                    "that has them. A longer example gets no query/key page, and its page says why. 0: none.")
 
 
 class CompareSettings(Strict):

@@ -29,7 +29,7 @@ from reportgen.report import (
     Report,
 )
 from reportgen.runs import ExampleRun
-from reportgen.site import views
+from reportgen.site import view_files, views
 
 MATRIX_MAX_TOKENS = 64  # the patterns page draws a head's attention as a matrix only for examples this short
 
@@ -78,20 +78,26 @@ def make_report(config: Config, stage: ModelStage, atlas: Atlas, ablation: Ablat
 
 def describe_examples(config: Config, stage: ModelStage) -> list[Example]:
     """Every example of the stage as its page shows it (`describe_example`)."""
-    return [describe_example(i, run, config.patterns, stage.kind) for i, run in enumerate(stage.runs, 1)]
+    return [describe_example(i, run, config.patterns, stage.kind, config.views.query_key_mb)
+            for i, run in enumerate(stage.runs, 1)]
 
 
-def describe_example(number: int, run: ExampleRun, settings: PatternSettings | None, kind: ModelKind) -> Example:
+def describe_example(number: int, run: ExampleRun, settings: PatternSettings | None, kind: ModelKind,
+                     qk_limit_mb: float | None = None) -> Example:
     """One example as its page shows it, with the heads that show each seed pattern most on it and each
     head's label on it, as its kind names them (computed here, from `settings` as the pattern statistics are,
-    so the site only renders)."""
+    so the site only renders); where its query/key vectors were left out for their size (model_stage
+    `within_qk_budget`), that size and `qk_limit_mb`, which its page quotes."""
     labels = kind.labels(run, settings)
+    skipped = float(run.extras["qk_bytes"]) / 1e6 if "qk_bytes" in run.extras else None
     return Example(id=number, name=run.spec.name, text=run.spec.text, pair=run.spec.pair, n_tokens=run.n_tokens,
                    truncated=run.truncated, page=f"example-{number}.html",
                    qk_page=f"example-{number}-qk.html" if "queries" in run.extras else None,
                    entropy=clean(labels.entropy.round(4)), patterns=labels.patterns, labels=labels.labels,
                    target=run.spec.target,
-                   target_tokens=len(run.seq2seq.target_tokens) if run.seq2seq is not None else None)
+                   target_tokens=len(run.seq2seq.target_tokens) if run.seq2seq is not None else None,
+                   qk_mb=None if skipped is None else float(f"{skipped:.2g}"),
+                   qk_limit_mb=None if skipped is None else qk_limit_mb)
 
 
 def example_views(runs: list[ExampleRun], statistics: PatternStatistics | DecoderStatistics) -> list[ExampleViews]:
@@ -102,13 +108,21 @@ def example_views(runs: list[ExampleRun], statistics: PatternStatistics | Decode
         for head in heads:
             if head.example >= 0 and runs[head.example].n_tokens <= MATRIX_MAX_TOKENS:
                 wanted.setdefault(head.example, set()).add((head.layer, head.head))
-    return [ExampleViews(tokens=list(run.tokens), segments=[int(s) for s in run.segment_ids],
-                         payload=_with_groups(views.example_payload(run), run),
-                         qk_payload=views.qk_payload(run) if "queries" in run.extras else None,
-                         # 4 decimals as float64: rounded in float32 they print as 0.9606000185012817
-                         matrices={(layer, head): run.attention[layer, head].astype(float).round(4).tolist()
-                                   for layer, head in sorted(wanted.get(i, ()))})
-            for i, run in enumerate(runs)]
+    return [_example_views(run, wanted.get(i, ())) for i, run in enumerate(runs)]
+
+
+def _example_views(run: ExampleRun, matrices: set[tuple[int, int]]) -> ExampleViews:
+    """`example_views` of one run. A long example's query/key page reads the model's weights from its example page's
+    files (view_files.example_pages), so its payload leaves them out."""
+    payload = _with_groups(views.example_payload(run), run)
+    long = view_files.per_head(payload)
+    qk = views.qk_payload(run, weights=not long, attention=payload["attention"] if long else None) \
+        if views.has_qk(run) else None
+    return ExampleViews(tokens=list(run.tokens), segments=[int(s) for s in run.segment_ids], payload=payload,
+                        qk_payload=qk,
+                        # 4 decimals as float64: rounded in float32 they print as 0.9606000185012817
+                        matrices={(layer, head): run.attention[layer, head].astype(float).round(4).tolist()
+                                  for layer, head in sorted(matrices)})
 
 
 def _with_groups(payload: dict, run: ExampleRun) -> dict:

@@ -11,6 +11,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from reportgen.cache.store import Cache, key_of
 from reportgen.config import Config, precision_problem
 from reportgen.errors import ConfigError, DataError
@@ -21,7 +23,8 @@ from reportgen.progress import Callback, silent
 from reportgen.runs import ExampleRun, LiveModel, StoredAttention
 from reportgen.site import views
 
-RUN_VERSION = 2  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions)
+RUN_VERSION = 3  # part of a cached run's key: bump when a run keeps more (2: value norms for contributions; 3: the
+# query/key vectors within views.query_key_mb, else their size)
 LIVE_VERSION = 3  # part of the in-browser model's cache key: bump when its export changes (views.live)
 
 
@@ -98,7 +101,8 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     fingerprint = loading.fingerprint(file_hashes)
     cache = Cache(config.cache_dir)
     keys = [run_key(fingerprint, s, max_length) for s in specs]
-    runs = [cache.get_run(k, s) for k, s in zip(keys, specs, strict=True)]
+    budget = round(config.views.query_key_mb * 1e6)
+    runs = [within_qk_budget(cache.get_run(k, s), budget) for k, s in zip(keys, specs, strict=True)]
     info = cache.get_json("info", key_of("info", fingerprint))
     missing = [i for i, r in enumerate(runs) if r is None]
     load = LazyModel(path, config.device, progress)
@@ -111,9 +115,7 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
                        {k: v for k, v in info.items() if k not in ("name", "path")})
         kind.check_inputs(tokenizer, [specs[i] for i in missing], config.source)
         for done, i in enumerate(missing, 1):
-            runs[i] = kind.run(net, tokenizer, specs[i], max_length)
-            if runs[i].n_tokens > views.QK_MAX_TOKENS:  # the q/k page is built only for short examples
-                runs[i].extras.clear()
+            runs[i] = within_qk_budget(kind.run(net, tokenizer, specs[i], max_length), budget, fresh=True)
             cache.put_run(keys[i], runs[i])
             runs[i] = _from_entry(cache, keys[i], runs[i])
             progress("Running examples", done, len(missing))
@@ -125,6 +127,22 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
     info = {**info, "name": name, "path": str(path)}
     return ModelStage(ModelInfo(**info), runs, len(missing), time.perf_counter() - start, path,
                       fingerprint, file_hashes, load, max_length, kind, notes)
+
+
+def within_qk_budget(run: ExampleRun | None, budget: int, fresh: bool = False) -> ExampleRun | None:
+    """The run without its query/key vectors where its query/key page would add more than `budget` bytes to the
+    site (views.qk_bytes; config views.query_key_mb), their size kept in extras["qk_bytes"] so that the example's
+    page can say why it has none. A cached run (not `fresh`) that went without them but would fit now is None:
+    run again, for its vectors."""
+    if run is None:
+        return None
+    size = views.qk_bytes(run) if views.has_qk(run) else int(run.extras.get("qk_bytes", 0))
+    if not fresh and not views.has_qk(run) and 0 < size <= budget:
+        return None
+    if views.has_qk(run) and size > budget:
+        run.extras.clear()
+        run.extras["qk_bytes"] = np.array(size, dtype=np.int64)
+    return run
 
 
 def _from_entry(cache: Cache, key: str, run: ExampleRun) -> ExampleRun:

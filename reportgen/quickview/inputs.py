@@ -69,7 +69,7 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
     and its `target`, which only an encoder-decoder takes (and it needs one). Texts longer than the config's
     `max_length` (or the model's limit) are truncated with the same note as a build's."""
     from reportgen.model import loading
-    from reportgen.site.views import QK_MAX_TOKENS
+    from reportgen.site.views import qk_bytes
 
     settings = load_config(config)
     spec = _spec(text, pair)
@@ -88,10 +88,12 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
     notes = [length_note] if length_note and settings.config_file is not None else []
     if run.truncated:
         notes.append(f"the input was truncated to {max_length} tokens (config field 'max_length')")
-    if run.n_tokens > QK_MAX_TOKENS:
+    budget = settings.views.query_key_mb
+    size = qk_bytes(run)
+    if size > budget * 1e6:
         run.extras.clear()
-        notes.append(f"no query/key view: it is built for inputs of at most {QK_MAX_TOKENS} tokens, "
-                     f"this one has {run.n_tokens}")
+        notes.append(f"no query/key view: its vectors would take {size / 1e6:.1f} MB, over the {budget:g} MB of "
+                     "config field 'views.query_key_mb'")
     for note in notes:
         warnings.warn(note, stacklevel=2)
     return QuickRun(run, name, notes)

@@ -81,7 +81,7 @@ class Example(Record):
     n_tokens: int  # an encoder-decoder's: the source's
     truncated: bool
     page: str
-    qk_page: str | None  # only examples up to views.QK_MAX_TOKENS tokens have a query/key page
+    qk_page: str | None  # an example whose q and k vectors fit the config's views.query_key_mb has a query/key page
     entropy: Grid  # mean attention entropy per head on this example, in nats (Clark et al. 2019)
     # the six seed patterns, in the order of reportgen.patterns.per_example.SEED_PATTERNS
     patterns: list[ExamplePattern]
@@ -90,6 +90,9 @@ class Example(Record):
     labels: list[list[str]]
     target: str | None = None  # an encoder-decoder's target, which its decoder reads (teacher-forced)
     target_tokens: int | None = None  # the decoder's input tokens: the start token, then the target shifted right
+    # No query/key page for its size: what its vectors would have added to the site, and the config's limit, in MB
+    qk_mb: float | None = None
+    qk_limit_mb: float | None = None
 
 
 # -- comparison, findings, manifest -----------------------------------------------------------------

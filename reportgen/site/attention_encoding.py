@@ -268,6 +268,20 @@ def chunk_codes(encoded: dict, text: str) -> bytes:
     return zlib.decompress(data) if encoded.get("compressed") == COMPRESSION else data
 
 
+def head_decoder(encoded: dict) -> Callable[[int, int], np.ndarray]:
+    """decode(layer, head): one head of `encoded` decoded as the browser does it (float64 [T, S]), the others left
+    coded: what checks of a long input read, a head at a time."""
+    layers, heads, n, keys = encoded["shape"]
+    floor = np.frombuffer(base64.b64decode(encoded["floor"]), dtype="<f4").reshape(layers, heads, n)
+    scale = np.frombuffer(base64.b64decode(encoded["scale"]), dtype="<f4").reshape(layers, heads, n)
+
+    def decode(layer: int, head: int) -> np.ndarray:
+        codes = np.frombuffer(chunk_codes(encoded, encoded["q"][layer * heads + head]), dtype=np.uint8)
+        return _decode(codes.reshape(n, keys), floor[layer, head], scale[layer, head])
+
+    return decode
+
+
 def decode_attention(encoded: dict) -> np.ndarray:
     """Inverse of `encode_attention`, as the browser does it (float64); for tests and checks."""
     layers, heads, n, keys = encoded["shape"]

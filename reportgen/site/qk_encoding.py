@@ -37,7 +37,8 @@ scaling * q_i . k_j + sum_n qk_terms[n, l, h, i, j]; "qk_term_names", str [N]; a
 (reportgen.site.views `qk_payload`) then has
 
     terms:   [{"name": "c2p", "label": <column title>, "title": <one sentence>}, ...]   (the extras' order)
-    visible: per layer, null where every key is visible, else base64 of the T * T visibility bits,
+    visible: per layer, null where every key is visible, "causal" where each query sees itself and the keys
+             before it (a decoder's), else base64 of the T * T visibility bits,
              query-major (bit i * T + j), little-endian within each byte (bit b is bit b & 7 of byte
              b >> 3: numpy packbits(bitorder="little")), 1 = visible
 
@@ -61,6 +62,7 @@ import numpy as np
 from reportgen.site.attention_encoding import _b64
 
 QK_ENCODING = "i12-vector"
+CAUSAL = "causal"  # a layer's `visible` where each query sees itself and the keys before it (`pack_visible`)
 QK_CODE_MAX = 2047  # symmetric 12-bit codes: -2047..2047 (-2048 unused, so code * scale is symmetric)
 # Added to the rounding bound the q/k page states: the model computes its weights in float32 from
 # float32 vectors, and the page's softmax in float64; they differ by ~1e-7 even without rounding.
@@ -226,16 +228,20 @@ def decode_qk_layer(text: str, heads: int, n: int, dim: int, weights: bool = Tru
 
 
 def pack_visible(visible: np.ndarray) -> list[str | None]:
-    """The payload's `visible` of bool [L, T, T]: per layer None where every key is visible, else base64 of
-    its T * T bits, query-major, little-endian bit order (views-core.js decodeVisible)."""
-    return [None if layer.all() else _b64(np.packbits(layer.reshape(-1), bitorder="little").tobytes())
-            for layer in visible]
+    """The payload's `visible` of bool [L, T, T]: per layer None where every key is visible, CAUSAL where each query
+    sees itself and the keys before it (a decoder's mask: T * T bits would be 2 MB a layer at 4,096 tokens), else
+    base64 of its T * T bits, query-major, little-endian bit order (views-core.js decodeVisible)."""
+    causal = np.tril(np.ones(visible.shape[-2:], dtype=bool)) if visible.ndim == 3 else None
+    return [None if layer.all() else CAUSAL if np.array_equal(layer, causal)
+            else _b64(np.packbits(layer.reshape(-1), bitorder="little").tobytes()) for layer in visible]
 
 
 def decode_visible(text: str | None, n: int) -> np.ndarray:
     """Inverse of one layer of `pack_visible`: bool [T, T] (all True for None)."""
     if text is None:
         return np.ones((n, n), dtype=bool)
+    if text == CAUSAL:
+        return np.tril(np.ones((n, n), dtype=bool))
     bits = np.unpackbits(np.frombuffer(base64.b64decode(text), dtype=np.uint8), bitorder="little")
     return bits[:n * n].astype(bool).reshape(n, n)
 

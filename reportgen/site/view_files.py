@@ -259,6 +259,8 @@ def join_views(payload: dict, read: Callable[[str], str]) -> dict:
         if "files" in payload:
             chunks = _file_chunks(payload.pop("files"), read)
             payload["layers"] = [chunks[f"qk-l{layer}"] for layer in range(payload["shape"][0])]
+        if "files" in payload.get("attention", {}):  # a long example's weights, in its example page's files
+            payload["attention"] = _joined_part(payload["attention"], "", read)
         return payload
     for field, prefix in (("attention", ""), ("contributions", "c-")):
         part = payload.get(field)
@@ -288,20 +290,54 @@ def _inline_size(payload: dict) -> int:
     return sum(len(text) for part in parts for text in part.get("q", []))
 
 
+def per_head(payload: dict) -> bool:
+    """Whether an example page stores its attention a file per head, nothing inline (a long example's): then its
+    query/key page can read the model's weights from those files (`example_pages`)."""
+    return _inline_size(payload) > VIEWS_INLINE_LIMIT
+
+
 def example_html(docs: Path, example_id: int, payload: dict, qk: bool = False, qk_href: str | None = None) -> str:
     """The views' HTML of example `example_id`'s page (or its query/key page with `qk`), writing its data
     files into docs/example-<id>-data/: always for the example page (`split_views`, per layer up to
     VIEWS_INLINE_LIMIT, per head over it), for the query/key page over QK_INLINE_LIMIT. `qk_href`: see views_html."""
-    folder = f"example-{int(example_id)}-data"
-    key = f"example-{int(example_id)}" + ("-qk" if qk else "")
+    if qk:
+        return _qk_html(docs, example_id, payload)
+    folder, key = f"example-{int(example_id)}-data", f"example-{int(example_id)}"
+    payload, _ = split_views(payload, key, folder, not per_head(payload), _writer(docs))
+    return views.views_html(payload, qk_href)
+
+
+def example_pages(docs: Path, example_id: int, payload: dict, qk_payload: dict | None = None,
+                  qk_href: str | None = None) -> tuple[str, str | None]:
+    """The views' HTML of an example's page and of its query/key page (None without `qk_payload`), as
+    `example_html` writes them. A query/key payload without the model's weights (views.qk_payload(weights=False):
+    a long example's) reads them from the example page's files, which hold them per head, so that the site
+    stores them once."""
+    folder, key = f"example-{int(example_id)}-data", f"example-{int(example_id)}"
+    split, _ = split_views(payload, key, folder, not per_head(payload), _writer(docs))
+    page = views.views_html(split, qk_href)
+    if qk_payload is None:
+        return page, None
+    if qk_payload.get("weights") == "attention" and "attention" not in qk_payload:
+        if "inline" in split["attention"] or "files" not in split["attention"]:
+            raise ValueError(f"example {example_id}: a query/key page without weights needs its example's "
+                             "per-head files")
+        qk_payload = {**qk_payload, "attention": split["attention"]}
+    return page, _qk_html(docs, example_id, qk_payload)
+
+
+def _qk_html(docs: Path, example_id: int, payload: dict) -> str:
+    """A query/key page's views, its layers inline up to QK_INLINE_LIMIT, else in files (`split_qk`)."""
+    if _inline_size(payload) > QK_INLINE_LIMIT:
+        payload, _ = split_qk(payload, f"example-{int(example_id)}-qk", f"example-{int(example_id)}-data",
+                              _writer(docs))
+    return views.qk_html(payload)
+
+
+def _writer(docs: Path) -> Sink:
+    """A sink that writes each data file under `docs`."""
     def write(path: str, content: str) -> None:
         (docs / path).parent.mkdir(parents=True, exist_ok=True)
         (docs / path).write_text(content, encoding="ascii")
 
-    if qk:
-        if _inline_size(payload) <= QK_INLINE_LIMIT:
-            return views.qk_html(payload)
-        payload, _ = split_qk(payload, key, folder, write)
-    else:
-        payload, _ = split_views(payload, key, folder, _inline_size(payload) <= VIEWS_INLINE_LIMIT, write)
-    return views.qk_html(payload) if qk else views.views_html(payload, qk_href)
+    return write

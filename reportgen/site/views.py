@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -61,13 +62,16 @@ from reportgen.site.attention_encoding import (
     encode_attention,
     encode_contributions,
     encode_norms,
+    head_decoder,
     quantise_rows,
 )
 from reportgen.site.htmlsafe import script_json
 from reportgen.site.qk_encoding import (
+    CAUSAL,
     FLOAT32_SLACK,
     QK_CODE_MAX,
     QK_ENCODING,
+    _qk_fields,
     _qk_layers,
     decode_qk_layer,
     decode_visible,
@@ -88,7 +92,7 @@ if TYPE_CHECKING:  # the model-running side imports torch; the pages only need i
 # What the site, the tests and the benchmarks import from here: this module's own names, and the
 # encodings' (reportgen.site.attention_encoding, reportgen.site.qk_encoding).
 __all__ = [
-    "GROUP_NAMES", "HEATMAP_SCRIPT", "HEATMAP_STYLE", "PAYLOAD_VERSION", "QK_MAX_TOKENS", "QK_TERMS", "VIEW_SCRIPTS",
+    "GROUP_NAMES", "HEATMAP_SCRIPT", "HEATMAP_STYLE", "PAYLOAD_VERSION", "QK_PAGE", "QK_TERMS", "VIEW_SCRIPTS",
     "combined_payload", "example_payload", "group_attention", "group_payload", "has_qk", "is_causal", "needs_heatmaps",
     "qk_html", "qk_payload", "qk_term_info",
     "seq2seq_groups", "standalone_page", "views_html", "ENCODING", "FLOOR_STEPS", "MAX_FLOOR", "NORMS_ENCODING",
@@ -100,10 +104,9 @@ __all__ = [
     "quantise_vectors", "unpack12",
 ]
 
-# The q/k table lists every key of one query, with two vector strips per key: past this
-# many tokens it is no longer a table one reads, so longer examples get no q/k page
-# (their example page says why, from this number).
-QK_MAX_TOKENS = 64
+# The q/k table lists the keys of one query, with two vector strips per key: up to this many keys it lists them
+# all; past it, a page of this many at a time (views-qk.js QK_PAGE: the keys the query weighs most, or a range).
+QK_PAGE = 64
 # The q/k page's column title and tooltip for each additive score term a run may give
 # (extras["qk_term_names"]); a name not listed here is its own column title, with a generic tooltip
 # (`qk_term_info`).
@@ -208,36 +211,35 @@ def _qk_extras(run: ExampleRun, shape: tuple[int, int, int]) -> tuple[list[str],
     return names, terms, visible
 
 
-def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS, weights: bool = True) -> dict:
+def qk_payload(run: ExampleRun, *, weights: bool = True, attention: dict | None = None) -> dict:
     """Data for the query/key page: 12-bit q and k per vector and the model's 8-bit attention, per layer.
 
     The vectors come from `run.extras` (filled by `reportgen.model.run.run_example(..., keep_qk=True)`),
     with the factor on q . k where the model gives one (else 1/sqrt(head_dim)), and the score terms and
     masked keys where it gives them (`terms` and `visible`, see reportgen.site.qk_encoding).
-    Without `weights` the layers leave the model's weights out (`combined_payload`: the page has them).
-    Raises ValueError beyond `max_tokens`, which keeps these pages bounded.
+    Without `weights` the layers leave the model's weights out: the page reads them from the views'
+    encoding `attention` (`encode_attention` of the run's; a single file's own, `combined_payload`, or a long
+    example's page's data files, reportgen.site.view_files), so they are stored once. The check compares the
+    page's softmax with the weights it shows, a head at a time: at 1,024 tokens the example's [L, H, T, T]
+    float64 would be 1.2 GB.
     """
     queries, keys = run.extras["queries"], run.extras["keys"]
-    if run.n_tokens > max_tokens:
-        raise ValueError(f"q/k view is built for examples of at most {max_tokens} tokens; this one has {run.n_tokens}")
     layers, heads, n, dim = queries.shape
     if keys.shape != queries.shape or n != run.n_tokens or run.attention.shape[:2] != (layers, heads):
         raise ValueError(f"queries {queries.shape}, keys {keys.shape} and attention {run.attention.shape} disagree")
     scaling = float(run.extras["scaling"]) if "scaling" in run.extras else 1.0 / math.sqrt(dim)
     names, terms, visible = _qk_extras(run, (layers, heads, n))
-    (q_codes, q_scale), (k_codes, k_scale) = quantise_vectors(queries), quantise_vectors(keys)
+    q, k = quantise_vectors(queries), quantise_vectors(keys)
     term_codes = quantise_vectors(terms) if terms is not None else None  # one scale per (term, query) row
-    mask = visible[:, None] if visible is not None else None  # [L, 1, T, T]: the same for every head
-    decoded_terms, term_scale = (None, None) if term_codes is None else (dequantise_vectors(*term_codes),
-                                                                         term_codes[1])
-    attention = quantise_rows(run.attention)
-    check = qk_check(decoded_softmax(q_codes, q_scale, k_codes, k_scale, scaling, decoded_terms, mask),
-                     _decode(*attention),
-                     qk_score_bound(q_codes, q_scale, k_codes, k_scale, scaling, term_scale), visible=mask)
+    rows = quantise_rows(run.attention) if weights else None
+    if rows is not None:
+        model = lambda layer, head: _decode(*(part[layer, head] for part in rows))  # noqa: E731
+    else:
+        model = head_decoder(attention if attention is not None else encode_attention(run.attention))
     payload = _example_fields(run)
     payload.update(kind="qk", encoding=QK_ENCODING, shape=[layers, heads, n, int(dim)], head_dim=int(dim),
-                   scaling=scaling, check=check,
-                   layers=_qk_layers(q_codes, q_scale, k_codes, k_scale, attention if weights else None, term_codes))
+                   scaling=scaling, check=_check_by_head(q, k, scaling, term_codes, visible, model),
+                   layers=_qk_layers(*q, *k, rows, term_codes))
     if names:
         payload["terms"] = qk_term_info(names)
     if visible is not None:
@@ -247,9 +249,43 @@ def qk_payload(run: ExampleRun, *, max_tokens: int = QK_MAX_TOKENS, weights: boo
     return payload
 
 
+def _check_by_head(q: tuple[np.ndarray, np.ndarray], k: tuple[np.ndarray, np.ndarray], scaling: float,
+                   terms: tuple[np.ndarray, np.ndarray] | None, visible: np.ndarray | None,
+                   model: Callable[[int, int], np.ndarray]) -> dict[str, float]:
+    """`qk_check` over every head, one head's [T, T] at a time: the largest difference and bound of all (each is
+    rounded up, so the largest of the heads' is that of the example)."""
+    (q_codes, q_scale), (k_codes, k_scale) = q, k
+    check = {"difference": 0.0, "rounding": 0.0}
+    for layer, head in np.ndindex(*q_codes.shape[:2]):
+        at = (layer, head)
+        decoded_terms = None if terms is None else dequantise_vectors(terms[0][at], terms[1][at])
+        mask = None if visible is None else visible[layer]
+        decoded = decoded_softmax(q_codes[at], q_scale[at], k_codes[at], k_scale[at], scaling, decoded_terms, mask)
+        bound = qk_score_bound(q_codes[at], q_scale[at], k_codes[at], k_scale[at], scaling,
+                               None if terms is None else terms[1][at])
+        head_check = qk_check(decoded, model(layer, head), bound, visible=mask)
+        check = {name: max(check[name], head_check[name]) for name in check}
+    return check
+
+
+def qk_bytes(run: ExampleRun) -> int:
+    """What the run's query/key page adds to the site beside its example's own data, in bytes of base64: its q and
+    k codes and scales, its score terms and its masks (`qk_payload`'s layers without the weights, and `visible`);
+    0 for a run without vectors. The config's views.query_key_mb bounds it (reportgen.pipeline.model_stage)."""
+    if "queries" not in run.extras:
+        return 0
+    layers, heads, n, dim = run.extras["queries"].shape
+    terms = np.shape(run.extras["qk_terms"])[0] if "qk_terms" in run.extras else 0
+    layer = heads * sum(field[1] for field in _qk_fields(n, dim, weights=False, terms=terms))
+    visible = run.extras.get("qk_visible")
+    masks = pack_visible(np.asarray(visible, dtype=bool)) if visible is not None else []
+    return layers * 4 * math.ceil(layer / 3) + sum(len(text) for text in masks if text not in (None, CAUSAL))
+
+
 def has_qk(run: ExampleRun) -> bool:
-    """Whether the run kept what the query/key view needs, within the tokens it is built for."""
-    return "queries" in run.extras and run.n_tokens <= QK_MAX_TOKENS
+    """Whether the run kept what the query/key view needs (reportgen.pipeline.model_stage drops it from a run
+    whose page would exceed the config's views.query_key_mb)."""
+    return "queries" in run.extras
 
 
 def combined_payload(run: ExampleRun) -> dict:
@@ -262,7 +298,7 @@ def combined_payload(run: ExampleRun) -> dict:
     if run.value_norms is not None:
         payload["contributions"] = encode_norms(run.value_norms)
     if has_qk(run):
-        qk = qk_payload(run, weights=False)
+        qk = qk_payload(run, weights=False, attention=payload["attention"])
         payload["qk"] = {key: qk[key] for key in ("encoding", "shape", "head_dim", "scaling", "check", "layers",
                                                   "weights", "terms", "visible") if key in qk}
     return payload

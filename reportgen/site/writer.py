@@ -19,7 +19,7 @@ from reportgen.findings import names
 from reportgen.progress import Callback, silent
 from reportgen.report import Example, ExampleHead, ExamplePattern, ExampleViews, Report, head_link
 from reportgen.runs import LiveModel
-from reportgen.site import build_progress, exports, glossary, live_page, output, pages, previews, view_files, views
+from reportgen.site import build_progress, exports, glossary, live_page, output, pages, previews, view_files
 from reportgen.site.charts import chartdata, finding_pictures
 from reportgen.site.charts.head_map_svg import example_figure, findings_figures
 from reportgen.site.export_cache import NO_CACHE, ExportCache
@@ -183,12 +183,12 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
     index = next(at for at, other in enumerate(report.examples) if other.id == example.id)
     tokens = [{"text": text, "segment": SEGMENT_CLASS[segment]}
               for text, segment in zip(example_view.tokens, example_view.segments, strict=True)]
+    views_html, qk_html = view_files.example_pages(docs, example.id, example_view.payload,
+                                                   example_view.qk_payload if example.qk_page else None,
+                                                   qk_href=example.qk_page)
     pages.render(env, "example.md.j2", docs / page, recorder, front_matter={**WIDE, "title": page_title(example)},
-                 ex=example, tokens=tokens, pager=example_pager(report.examples, index),
-                 views=Markup(view_files.example_html(docs, example.id, example_view.payload,
-                                                          qk_href=example.qk_page)),
+                 ex=example, tokens=tokens, pager=example_pager(report.examples, index), views=Markup(views_html),
                  contributions="contributions" in example_view.payload,
-                 qk_max_tokens=views.QK_MAX_TOKENS,
                  ln_n=uniform_entropy(example.n_tokens, report.causal_examples),
                  decoder=report.causal_examples,
                  patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
@@ -198,7 +198,7 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
         pages.render(env, "example_qk.md.j2", docs / f"example-{example.id}-qk.md", front_matter=WIDE, ex=example,
                      check=example_view.qk_payload["check"], terms=example_view.qk_payload.get("terms", []),
                      masked=any(layer is not None for layer in example_view.qk_payload.get("visible", [])),
-                     qk=Markup(view_files.example_html(docs, example.id, example_view.qk_payload, qk=True)))
+                     qk=Markup(qk_html))
     return page
 
 

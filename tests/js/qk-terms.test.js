@@ -52,6 +52,20 @@ test('decodeVisible gives which keys each query sees, and null for a layer that 
   assert.strictEqual(views.decodeVisible(null, 3), null);
 });
 
+test('decodeVisible of a causal layer: each query sees itself and the keys before it', () => {
+  assert.deepStrictEqual(Array.from(views.decodeVisible('causal', 3)), [1, 0, 0, 1, 1, 0, 1, 1, 1]);
+  assert.deepStrictEqual(Array.from(views.decodeVisible('causal', 1)), [1]);
+});
+
+test('qkShownKeys: every key of a short input; past a page, the most weighed keys or a range', () => {
+  assert.deepStrictEqual(views.qkShownKeys(Float64Array.from([0.2, 0.5, 0.3]), 3, 'top', 4), [0, 1, 2]);
+  const softmax = Float64Array.from([0.1, 0.4, 0, 0.4, 0.05, 0.05]);
+  assert.deepStrictEqual(views.qkShownKeys(softmax, 6, 'top', 3), [1, 3, 0]); // ties in key order
+  assert.deepStrictEqual(views.qkShownKeys(softmax, 6, 0, 4), [0, 1, 2, 3]);
+  assert.deepStrictEqual(views.qkShownKeys(softmax, 6, 1, 4), [4, 5]); // the last page is short
+  assert.deepStrictEqual(views.qkShownKeys(softmax, 6, 9, 4), [5]); // a page past the end keeps the last key
+});
+
 test('decodeQKLayer with terms gives the vectors, the weights and the terms exactly as numpy decodes them', () => {
   const heads = views.decodeQKLayer(LAYER, 2, 3, 2, null, 1);
   for (let head = 0; head < 2; head++) {

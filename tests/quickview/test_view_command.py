@@ -129,10 +129,14 @@ def test_the_query_key_check_on_the_page_holds(seed_view):
     assert check["difference"] <= check["rounding"]
 
 
-def test_a_long_input_is_cut_with_a_warning_and_has_no_query_key_view(tmp_path):
+def test_a_long_input_is_cut_with_a_warning_and_has_no_query_key_view_over_its_limit(tmp_path):
+    (tmp_path / "reportgen.yaml").write_text("views:\n  query_key_mb: 1\n", encoding="utf-8")
     done = reportgen_view(tmp_path, " ".join(["word"] * 600), "--out", "long.html")
     assert done.returncode == 0, done.stderr
-    assert "warning: the input was truncated to" in done.stderr and "no query/key view" in done.stderr
+    assert "warning: the input was truncated to" in done.stderr
+    # 512 tokens x 6 layers x 12 heads x 2 vectors x 32 components x 1.5 bytes, and scales, in base64
+    assert ("no query/key view: its vectors would take 5.1 MB, over the 1 MB of config field 'views.query_key_mb'"
+            in done.stderr)
     page = (tmp_path / "long.html").read_text(encoding="utf-8")
     assert 'data-rgv="qk"' not in page and "truncated to" in page
 

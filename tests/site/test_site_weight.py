@@ -249,6 +249,7 @@ def test_patterns_page_sets_matrices_in_a_grid(default_site, open_sized, viewpor
 # -- a tiny site with a hostile title and a long example -----------------------------------------------
 HOSTILE_TITLE = "Tiny <img src=x onerror=alert(7)> & a title long enough to be cut short in the header of a phone"
 LONG_TEXT = " ".join(["the cat sat on the mat and the dog sat on the red ball ."] * 6)
+QK_LIMIT_MB = 0.01  # the short example's q and k take 3 KB on the tiny model, the long one's 33 KB
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +260,8 @@ def hostile_site(tmp_path_factory, tiny_model) -> Path:
     project = tmp_path_factory.mktemp("hostile-title")
     write_config(project, json.dumps({"title": HOSTILE_TITLE, "model": str(tiny_model), "device": "cpu",
                                       "examples": [{"text": "the cat sat on the mat."}, {"text": LONG_TEXT}],
-                                      "ablation": {"enabled": False}}))
+                                      "ablation": {"enabled": False},
+                                      "views": {"query_key_mb": QK_LIMIT_MB}}))
     build(load_config(project / "reportgen.yaml"), reproducible=True)
     return project / "site"
 
@@ -290,13 +292,13 @@ def test_hostile_title_runs_nowhere_and_reads_as_text(hostile_site, open_sized, 
 
 @pytest.mark.slow
 def test_long_example_says_why_it_has_no_query_key_page(hostile_site):
-    from reportgen.site.views import QK_MAX_TOKENS
-
     report = json.loads((hostile_site / "report.json").read_text(encoding="utf-8"))
     short, long = report["examples"]
-    assert short["qk_page"] and not long["qk_page"] and long["n_tokens"] > QK_MAX_TOKENS
+    assert short["qk_page"] and short["qk_mb"] is None and not long["qk_page"]
+    assert long["qk_mb"] > QK_LIMIT_MB and long["qk_limit_mb"] == QK_LIMIT_MB
     assert not (hostile_site / "example-2-qk.html").exists()
     text = " ".join((hostile_site / "example-2.html").read_text(encoding="utf-8").split())
-    assert (f"This example has no query/key view: with {long['n_tokens']} tokens it is longer than the "
-            f"{QK_MAX_TOKENS} tokens the query/key view is built for.") in text
+    assert (f"This example has no query/key view: its query and key vectors would add {long['qk_mb']:g} MB to the "
+            f"site, more than the {QK_LIMIT_MB} MB that the config field <code>views.query_key_mb</code> allows."
+            ) in text
     assert "no query/key view" not in (hostile_site / "example-1.html").read_text(encoding="utf-8")

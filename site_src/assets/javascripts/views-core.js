@@ -654,10 +654,14 @@
   /*
    * One layer's entry of a query/key payload's `visible` (reportgen/site/views.py pack_visible): which keys
    * each query sees, Uint8Array [n * n] (query-major, 1 = visible), or null when it sees every key (a
-   * null entry: nothing masked in this layer).
+   * null entry: nothing masked in this layer); 'causal': each query sees itself and the keys before it.
    */
   function decodeVisible(text, n) {
-    return text === null || text === undefined ? null : unpackBits(base64Bytes(text), n * n);
+    if (text === null || text === undefined) return null;
+    if (text !== 'causal') return unpackBits(base64Bytes(text), n * n);
+    var seen = new Uint8Array(n * n);
+    for (var q = 0; q < n; q++) seen.fill(1, q * n, q * n + q + 1);
+    return seen;
   }
 
   views.deliver = deliver;
@@ -672,6 +676,7 @@
   views.decodeTerms = decodeTerms;
   views.unpackBits = unpackBits;
   views.decodeVisible = decodeVisible;
+  views.qkShownKeys = qkShownKeys;
 
   // Sentence of each token for the pair filter. Special tokens join the sentence
   // before them ([CLS] and the middle [SEP] go with A, the last [SEP] with B), as in bertviz.
@@ -709,6 +714,19 @@
   }
 
   // ------------------------------------------------------ query/key arithmetic
+
+  /*
+   * The keys a query/key table lists: every key up to `page` of them; past that, `page` at a time (a table of a
+   * thousand rows of vector strips is not one anybody reads): `choice` 'top' the keys this query's `softmax`
+   * weighs most, largest first (ties in key order), or a number p the keys p * page .. (p + 1) * page - 1.
+   */
+  function qkShownKeys(softmax, n, choice, page) {
+    var keys = [];
+    if (n > page && choice === 'top') return pickKeys(softmax, n, 0, page, -Infinity, function () { return true; });
+    var start = n > page ? Math.max(0, Math.min(choice * page, n - 1)) : 0;
+    for (var k = start; k < Math.min(n, start + (n > page ? page : n)); k++) keys.push(k);
+    return keys;
+  }
 
   /*
    * The query/key table of one query token: for every key k, the elementwise products

@@ -12,6 +12,12 @@
  * sliding window) stay in the table, greyed, with "masked" as their score and softmax 0, and the note
  * says how many there are. Without either the table is what it always was.
  *
+ * A long input (more than QK_PAGE tokens) lists QK_PAGE keys at a time (views-core.js qkShownKeys): by
+ * default the keys the query weighs most, or any range of them from the "Keys" menu; its query tokens
+ * come a page at a time too, with buttons for the pages before and after. Its model weights are the example
+ * page's own data files, one head at a time (the payload's `attention`: reportgen/site/view_files.py
+ * example_pages), so the site holds them once.
+ *
  * QKTable draws the table and fits it to its box; QKWidget holds the state, the controls,
  * the data and the deep link.
  */
@@ -19,6 +25,7 @@
   'use strict';
 
   var el = views.el;
+  var QK_PAGE = 64; // keys (and query tokens) a long input's table (strip) shows at once: reportgen/site/views.py
   // [title, what it is]: the key and its weights first, so they stay in sight on a narrow screen.
   var COLUMNS = [
     ['key', 'the key token'],
@@ -104,16 +111,15 @@
     return strip;
   };
 
-  // The rows of query `token` (rows: views.queryKeyRows) against the model's weights; returns the
-  // largest difference between the two weight columns.
-  QKTable.prototype.fill = function (keys, rows, token, model) {
+  // The rows of query `token` (rows: views.queryKeyRows) against the model's weights, for the keys `shown` (in that
+  // order); returns the largest difference between the two weight columns over every key.
+  QKTable.prototype.fill = function (keys, rows, token, model, shown) {
     var n = this.tokens.length;
     var frag = document.createDocumentFragment();
     var worst = 0;
-    for (var k = 0; k < n; k++) {
-      var weight = model[token * n + k];
-      worst = Math.max(worst, Math.abs(rows.softmax[k] - weight));
-      frag.appendChild(this.row(k, keys, rows, weight));
+    for (var k = 0; k < n; k++) worst = Math.max(worst, Math.abs(rows.softmax[k] - model[token * n + k]));
+    for (var i = 0; i < shown.length; i++) {
+      frag.appendChild(this.row(shown[i], keys, rows, model[token * n + shown[i]]));
     }
     this.tbody.textContent = '';
     this.tbody.appendChild(frag);
@@ -138,6 +144,7 @@
       tr.title = MASKED_TITLE;
     }
     var tokCell = el('th', 'rgv-tok-text rgv-qk-key', this.tokens[k]);
+    if (this.tokens.length > QK_PAGE) tokCell.insertBefore(el('span', 'rgv-qk-index', '#' + k + ' '), tokCell.firstChild);
     tokCell.scope = 'row';
     tokCell.title = '#' + k + (masked ? ', masked for this query' : '');
     tr.appendChild(tokCell);
@@ -199,7 +206,10 @@
     this.files = data.files ? new views.DataFiles(data.files) : null;
     // The model's weights in the views' encoding when the payload carries them once (a single-file view).
     this.weights = data.weights === 'attention' ? new views.Attention(data.attention) : null;
-    this.decoded = new Map(); // layer -> per head {q, k, model, terms}
+    this.decoded = new Map(); // layer -> per head {q, k, model (null where `weights` holds it), terms}
+    this.long = this.n > QK_PAGE;
+    this.keyChoice = 'top'; // a long input's table: 'top' or a page of keys (views-core.js qkShownKeys)
+    this.stripPage = 0; // a long input's page of query tokens in the strip
     this.terms = data.terms || []; // score terms beyond q . k (DeBERTa, MPNet), [] for BERT
     this.visibility = new Map(); // layer -> which keys each query sees (views-core.js decodeVisible), null: all
     var firstWord = data.special.indexOf(0);
@@ -215,9 +225,9 @@
     if (this.decoded.has(layer)) return this.decoded.get(layer);
     var text = this.files ? this.files.text('qk-l' + layer) : this.data.layers[layer];
     if (text !== null) {
-      var weights = this.weights;
+      // Weights held apart (`weights`) are read per head when drawn (modelWeights): a long input's are in files.
       this.decoded.set(layer, views.decodeQKLayer(text, this.heads, this.n, this.dim,
-        weights && function (head) { return weights.matrix(layer, head); }, this.terms.length));
+        this.weights && function () { return null; }, this.terms.length));
       return this.decoded.get(layer);
     }
     this.root.setAttribute('data-rgv-loading', String(layer));
@@ -230,11 +240,29 @@
     return null;
   };
 
-  // Which keys each query of `layer` sees (Uint8Array [n * n]), or null where it sees every key.
+  // The model's weights of (layer, head), Float32Array [n * n]: the layer's own, or those of `weights` once loaded
+  // (null meanwhile: render runs again when they are in).
+  QKWidget.prototype.modelWeights = function (layer, head, vec, fromUser) {
+    var self = this;
+    if (!this.weights) return vec.model;
+    var note = this.weights.ensure([[layer, head]], function (error) {
+      self.root.removeAttribute('data-rgv-loading');
+      if (error) self.note.textContent = error.message;
+      else self.render(fromUser);
+    });
+    if (!note) return this.weights.matrix(layer, head);
+    this.root.setAttribute('data-rgv-loading', layer + '-' + head);
+    this.note.textContent = note;
+    return null;
+  };
+
+  // Which keys each query of `layer` sees (Uint8Array [n * n]), or null where it sees every key; layers with the
+  // same mask (a decoder's 'causal') share one.
   QKWidget.prototype.visibleIn = function (layer) {
     if (!this.data.visible) return null;
-    if (!this.visibility.has(layer)) this.visibility.set(layer, views.decodeVisible(this.data.visible[layer], this.n));
-    return this.visibility.get(layer);
+    var text = this.data.visible[layer];
+    if (!this.visibility.has(text)) this.visibility.set(text, views.decodeVisible(text, this.n));
+    return this.visibility.get(text);
   };
 
   QKWidget.prototype.build = function () {
@@ -263,44 +291,95 @@
     this.headSelect = views.stateSelect(this, 'head', 'rgv-head', this.heads, 'Head');
     bar.appendChild(views.labelled('Layer', this.layerSelect));
     bar.appendChild(views.labelled('Head', this.headSelect));
+    if (this.long) bar.appendChild(views.labelled('Keys', this.buildKeyChoice()));
     bar.appendChild(views.copyControl(function () { return self.hashText(); }));
     return bar;
   };
 
-  // The query token buttons.
+  // A long input's choice of keys: the QK_PAGE the query weighs most, or a range of QK_PAGE.
+  QKWidget.prototype.buildKeyChoice = function () {
+    var self = this;
+    var options = [['top', 'the ' + QK_PAGE + ' it weighs most']];
+    for (var page = 0; page * QK_PAGE < this.n; page++) {
+      options.push([page, '#' + page * QK_PAGE + '\u2013' + (Math.min(this.n, (page + 1) * QK_PAGE) - 1)]);
+    }
+    this.keySelect = views.selectOf('rgv-qk-keys', options);
+    this.keySelect.addEventListener('change', function () {
+      self.keyChoice = self.keySelect.value === 'top' ? 'top' : parseInt(self.keySelect.value, 10);
+      self.render(true);
+    });
+    return this.keySelect;
+  };
+
+  // The query token buttons: all of them, or a long input's page of QK_PAGE with buttons to the pages around it.
   QKWidget.prototype.buildTokenStrip = function () {
     var self = this;
-    var strip = views.group('rgv-qk-tokens', 'query token');
-    this.tokenButtons = this.data.tokens.map(function (tok, i) {
-      var node = views.button('rgv-qk-token', tok, 'query token #' + i);
+    var box = el('div', 'rgv-qk-strip');
+    if (this.long) {
+      var pager = box.appendChild(views.group('rgv-qk-pager', 'query tokens shown'));
+      this.earlier = pager.appendChild(views.button('rgv-qk-page', '\u2039 earlier', 'the query tokens before these'));
+      this.stripLabel = pager.appendChild(el('span', 'rgv-qk-page-label'));
+      this.later = pager.appendChild(views.button('rgv-qk-page', 'later \u203a', 'the query tokens after these'));
+      this.earlier.addEventListener('click', function () { self.showStrip(self.stripPage - 1); });
+      this.later.addEventListener('click', function () { self.showStrip(self.stripPage + 1); });
+    }
+    this.strip = box.appendChild(views.group('rgv-qk-tokens', 'query token'));
+    this.showStrip(0);
+    return box;
+  };
+
+  // Fills the strip with the query tokens of `page` (all of them for a short input).
+  QKWidget.prototype.showStrip = function (page) {
+    var pages = Math.ceil(this.n / QK_PAGE);
+    this.stripPage = this.long ? Math.max(0, Math.min(pages - 1, page)) : 0;
+    var first = this.long ? this.stripPage * QK_PAGE : 0;
+    var last = this.long ? Math.min(this.n, first + QK_PAGE) : this.n;
+    this.strip.textContent = '';
+    this.tokenButtons = [];
+    for (var i = first; i < last; i++) {
+      var node = views.button('rgv-qk-token', this.data.tokens[i], 'query token #' + i);
       node.setAttribute('data-i', String(i));
-      node.addEventListener('click', function () {
-        self.state.token = i;
-        self.render(true);
-      });
-      strip.appendChild(node);
-      return node;
-    });
-    return strip;
+      node.setAttribute('aria-pressed', String(i === this.state.token));
+      node.addEventListener('click', this.choose.bind(this, i));
+      this.strip.appendChild(node);
+      this.tokenButtons.push(node);
+    }
+    if (!this.long) return;
+    this.stripLabel.textContent = 'query tokens #' + first + '\u2013' + (last - 1) + ' of ' + this.n;
+    this.earlier.disabled = this.stripPage === 0;
+    this.later.disabled = this.stripPage === pages - 1;
+  };
+
+  QKWidget.prototype.choose = function (token) {
+    this.state.token = token;
+    this.render(true);
   };
 
   QKWidget.prototype.render = function (fromUser) {
     var st = this.state;
     this.layerSelect.value = String(st.layer);
     this.headSelect.value = String(st.head);
-    this.tokenButtons.forEach(function (node, i) { node.setAttribute('aria-pressed', String(i === st.token)); });
+    if (this.keySelect) this.keySelect.value = String(this.keyChoice);
+    if (this.long && Math.floor(st.token / QK_PAGE) !== this.stripPage) this.showStrip(Math.floor(st.token / QK_PAGE));
+    this.tokenButtons.forEach(function (node) {
+      node.setAttribute('aria-pressed', String(node.getAttribute('data-i') === String(st.token)));
+    });
     if (fromUser && this.ownsHash) views.writeHash(this.hashText());
     views.announceRender(this.root); // an open copy-link box takes the new address
     var layer = this.layerData(st.layer, fromUser);
     if (!layer) return;
     var vec = layer[st.head];
+    var model = this.modelWeights(st.layer, st.head, vec, fromUser);
+    if (!model) return;
     var rows = views.queryKeyRows(vec.q, vec.k, st.token, this.dim, this.data.scaling, vec.terms,
       this.visibleIn(st.layer));
     this.queryLine.textContent = '';
     this.queryLine.appendChild(el('span', 'rgv-qk-label', 'q of #' + st.token + ' '));
     this.queryLine.appendChild(el('span', 'rgv-tok-text', this.data.tokens[st.token]));
     this.queryLine.appendChild(this.table.strip(vec.q, st.token * this.dim, rows.maxAbs));
-    this.note.textContent = this.noteText(this.table.fill(vec.k, rows, st.token, vec.model), rows.masked);
+    var shown = views.qkShownKeys(rows.softmax, this.n, this.keyChoice, QK_PAGE);
+    this.note.textContent = this.noteText(this.table.fill(vec.k, rows, st.token, model, shown), rows.masked) +
+      this.shownText(shown);
     this.root.setAttribute('data-rgv-state', this.hashText());
     if (!this.root.hasAttribute('data-first-render-ms')) views.markFirstRender(this.root, this.started);
   };
@@ -318,6 +397,14 @@
     return text + ', more than rounding allows (' + check.rounding.toFixed(4) + '): ' + (labels.length
       ? 'the model\u2019s score has more to it than the terms shown here.'
       : 'this model adds terms beyond q \u00b7 k, e.g. relative positions.');
+  };
+
+  // What a long input's table leaves out, and how to see it.
+  QKWidget.prototype.shownText = function (shown) {
+    if (!this.long) return '';
+    var which = this.keyChoice === 'top' ? 'the ' + shown.length + ' keys this query weighs most, largest first'
+      : 'keys #' + shown[0] + '\u2013' + shown[shown.length - 1];
+    return ' The table lists ' + which + ', of ' + this.n + ': the Keys menu shows the others.';
   };
 
   QKWidget.prototype.hashText = function () {

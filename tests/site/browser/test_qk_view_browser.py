@@ -26,6 +26,7 @@ from reportgen.site.views import (
     standalone_page,
 )
 from tests.helpers import ROOT, VIEW_DRAWN, wait_until
+from tests.site.test_long_qk import _causal_run
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +36,7 @@ TOKENS = ["[CLS]", "i", "went", "to", "the", "store", ".", "[SEP]", "at", "the",
           "fresh", "straw", "##berries", ".", "[SEP]"]
 QK_SHAPE = (3, 4, 19, 64)  # layers, heads, tokens, head size
 LONG_SHAPE = (2, 3, 80, 8)  # over views-core.js LONG_INPUT (64): the head view starts with one head
+LONG_QK_SHAPE = (2, 3, 300, 16)  # a decoder's query/key page past QK_PAGE (64) tokens, its rows long (> 256 keys)
 DESKTOP, PHONE = (1366, 900), (390, 844)
 
 
@@ -65,11 +67,15 @@ def pages(tmp_path_factory) -> dict:
         bodies = {"qk.html": qk_html(qk_payload(pair)),
                   "qk-files.html": view_files.example_html(root, 5, qk_payload(pair), qk=True),
                   "long-files.html": view_files.example_html(root, 6, example_payload(long))}
+        causal = _causal_run(LONG_QK_SHAPE, seed=2)
+        causal_payload = example_payload(causal)
+        long_qk = qk_payload(causal, weights=False, attention=causal_payload["attention"])
+        bodies["long-qk.html"] = view_files.example_pages(root, 7, causal_payload, long_qk)[1]
     finally:
         view_files.QK_INLINE_LIMIT, view_files.VIEWS_INLINE_LIMIT = limits
     for name, body in bodies.items():
         (root / name).write_text(standalone_page(body, name), encoding="utf-8")
-    return {"root": root, "pair": pair, "long": long, "qk": qk_payload(pair)}
+    return {"root": root, "pair": pair, "long": long, "qk": qk_payload(pair), "causal": causal, "long_qk": long_qk}
 
 
 @pytest.fixture
@@ -197,6 +203,59 @@ def test_long_example_loads_its_heads_from_data_files(pages, open_at):
     assert sorted(name for name in view.requested if name.startswith("l") and name.endswith(".js")) == sorted(
         f"l{layer}h{head}.js" for layer in range(2) for head in range(3))
     assert page.locator("canvas.rgv-thumb").count() == 6
+    _clean(view)
+
+
+def _expected_row(pages, layer: int, head: int, token: int) -> np.ndarray:
+    """The long query/key page's softmax of (layer, head, token) as numpy decodes its stored vectors."""
+    fields = decode_qk_layer(pages["long_qk"]["layers"][layer], 3, 300, 16, weights=False)
+    return decoded_softmax(fields["q_codes"][head], fields["q_scale"][head], fields["k_codes"][head],
+                           fields["k_scale"][head], pages["long_qk"]["scaling"], None,
+                           np.tril(np.ones((300, 300), dtype=bool)))[token]
+
+
+@pytest.mark.parametrize("size", [DESKTOP, PHONE])
+def test_a_long_qk_page_lists_the_keys_a_query_weighs_most_with_the_example_pages_weights(pages, open_at, size):
+    view = open_at(_url(pages, "long-qk.html") + "#view=qk&layer=1&head=2&token=250", size)
+    page = view.page
+    rows, expected = _rows(page), _expected_row(pages, 1, 2, 250)
+    assert len(rows) == 64 and len({r["k"] for r in rows}) == 64
+    assert [r["k"] for r in rows] == sorted(range(251), key=lambda k: (-expected[k], k))[:64]  # most weighed first
+    assert max(abs(r["soft"] - expected[r["k"]]) for r in rows) < 1e-12
+    model = pages["causal"].attention[1, 2, 250]
+    assert max(abs(r["model"] - model[r["k"]]) for r in rows) <= MAX_ERR
+    assert max(abs(r["soft"] - r["model"]) for r in rows) <= pages["long_qk"]["check"]["difference"]
+    # the weights are the example page's own file of this head; q and k are the page's per layer
+    assert [name for name in view.requested if name.endswith(".js") and name[0] in "lq"] == ["qk-l1.js", "l1h2.js"]
+    status = " ".join(page.inner_text(".rgv-status").split())
+    assert "The table lists the 64 keys this query weighs most, largest first, of 300" in status
+    assert "over 251 of 300 keys (the model masks 49 for this query)" in status  # the keys after it
+    assert page.inner_text(".rgv-qk-page-label") == "query tokens #192\u2013255 of 300"
+    assert page.get_attribute('.rgv-qk-token[aria-pressed="true"]', "data-i") == "250"
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= size[0]
+    _clean(view)
+
+
+def test_a_long_qk_pages_keys_and_queries_by_menu_and_keyboard(pages, open_at):
+    view = open_at(_url(pages, "long-qk.html") + "#view=qk&layer=0&head=1&token=250", DESKTOP)
+    page = view.page
+    page.select_option(".rgv-qk-keys", "4")  # keys #256-299: all after the query, all masked
+    wait_until(page, "() => document.querySelector('tr.rgv-qk-row').dataset.k === '256'")
+    rows = page.eval_on_selector_all("tr.rgv-qk-row", "els => els.map(e => [+e.dataset.k, e.dataset.masked])")
+    assert rows == [[k, "true"] for k in range(256, 300)]
+    page.select_option(".rgv-qk-keys", "0")
+    wait_until(page, "() => document.querySelectorAll('tr.rgv-qk-row').length === 64")
+    assert _rows(page)[0]["k"] == 0 and _rows(page)[-1]["k"] == 63
+    page.focus(".rgv-qk-page")  # "earlier", by keyboard: the strip moves, the query stays
+    page.keyboard.press("Enter")
+    assert page.inner_text(".rgv-qk-page-label") == "query tokens #128\u2013191 of 300"
+    assert page.locator('.rgv-qk-token[aria-pressed="true"]').count() == 0
+    page.focus('.rgv-qk-token[data-i="130"]')
+    page.keyboard.press("Enter")
+    page.wait_for_selector('.rgv[data-rgv-state="view=qk&layer=0&head=1&token=130"]:not([data-rgv-loading])')
+    expected = _expected_row(pages, 0, 1, 130)
+    assert max(abs(r["soft"] - expected[r["k"]]) for r in _rows(page)) < 1e-12
+    assert page.evaluate("location.hash") == "#view=qk&layer=0&head=1&token=130"
     _clean(view)
 
 

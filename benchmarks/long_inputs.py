@@ -12,6 +12,9 @@ tokens, and runs a cold `reportgen build` (ablation off) in a fresh project:
   (the views' data-first-render-at, ms from navigation start), and the JS heap once the model view had drawn
   every thumbnail in sight (`thumbnails_drawn` of them) (Chromium's performance.memory, with
   --enable-precise-memory-info), after a garbage collection (what the page holds) and before it (heap_before_gc_mb);
+- query/key page: the bytes it adds (qk_page_mb), or, where the config's views.query_key_mb (--query-key-mb) left it
+  out, what it would have added (qk_left_out_mb); opened at its last query, the bytes loaded, the draw time and the
+  JS heap (qk_first_view_mb, qk_drawn_ms, qk_heap_mb);
 - view: the size of `reportgen view`'s single file of the same text (the project's config: its model, max_length);
 - beside them, the same example in bertviz's payload format (JSON of every weight, ~22 bytes a value).
 
@@ -23,6 +26,7 @@ Usage: python benchmarks/long_inputs.py [--cases gpt2-small-128 ...] [--work DIR
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import subprocess
@@ -59,6 +63,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--cases", nargs="*", help="e.g. gpt2-small-1024 llama-4096 (default: all)")
     parser.add_argument("--work", type=Path, default=Path("/tmp/long-inputs"), help="models and projects")
     parser.add_argument("--no-browser", action="store_true", help="skip the reader's figures")
+    parser.add_argument("--query-key-mb", type=float, default=None,
+                        help="the config's views.query_key_mb (default: reportgen's), e.g. 50 for a 1,024-token "
+                             "example's query/key page")
     parser.add_argument("--code", type=Path, default=REPO,
                         help="the reportgen to build with (a checkout or `git archive` of another commit)")
     return parser.parse_args()
@@ -94,11 +101,13 @@ def long_text(tokens: int, seed: int = 0) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(tokens + 16))
 
 
-def build(project: Path, model: Path, tokens: int, code: Path = REPO) -> dict:
+def build(project: Path, model: Path, tokens: int, code: Path = REPO, query_key_mb: float | None = None) -> dict:
     """A cold `reportgen build` of one example of `tokens` tokens: seconds and peak RSS (MB)."""
     project.mkdir(parents=True, exist_ok=True)
     config = {"model": str(model), "device": "cpu", "max_length": tokens, "examples": [{"text": long_text(tokens)}],
               "ablation": {"enabled": False}}
+    if query_key_mb is not None:
+        config["views"] = {"query_key_mb": query_key_mb}
     (project / "reportgen.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(code)}
     start = time.perf_counter()
@@ -122,10 +131,41 @@ def view_file(project: Path, tokens: int, code: Path = REPO) -> dict:
 
 
 def site_bytes(site: Path) -> dict:
-    """Bytes the example adds to the site (its pages and data files) and the whole site's."""
+    """Bytes the example adds to the site (its pages and data files) and the whole site's; of them its query/key
+    page's (the page and its qk-l<L> files: q and k), or what that page would have added had the config's
+    views.query_key_mb allowed it (`qk_left_out_mb`, from report.json)."""
     mine = [site / "example-1.html", site / "example-1-qk.html", *sorted((site / "example-1-data").glob("*"))]
+    qk = [site / "example-1-qk.html", *sorted((site / "example-1-data").glob("qk-l*"))]
+    example = json.loads((site / "report.json").read_text(encoding="utf-8"))["examples"][0]
     return {"example_mb": sum(p.stat().st_size for p in mine if p.is_file()) / 1e6,
-            "site_mb": sum(p.stat().st_size for p in site.rglob("*") if p.is_file()) / 1e6}
+            "site_mb": sum(p.stat().st_size for p in site.rglob("*") if p.is_file()) / 1e6,
+            "qk_page_mb": sum(p.stat().st_size for p in qk if p.is_file()) / 1e6,
+            "qk_left_out_mb": example.get("qk_mb") or 0.0}
+
+
+def qk_reader(site: Path, tokens: int) -> dict:
+    """The query/key page opened at its last query (the longest row): the bytes it loaded, when it was drawn and
+    the JS heap then, after a garbage collection."""
+    from playwright.sync_api import sync_playwright
+
+    page_file = site / "example-1-qk.html"
+    if not page_file.exists():
+        return {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
+                                                                    "--enable-precise-memory-info"])
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        page.goto(page_file.as_uri() + f"#view=qk&layer=0&head=0&token={tokens - 1}")
+        page.wait_for_selector(DRAWN, timeout=600_000)
+        drawn_ms = float(page.get_attribute(".rgv", "data-first-render-at"))
+        data = {url.rsplit("/", 1)[1] for url in requested if "/example-1-data/" in url}
+        loaded = page_file.stat().st_size + sum((site / "example-1-data" / name).stat().st_size for name in data)
+        page.context.new_cdp_session(page).send("HeapProfiler.collectGarbage")
+        heap = page.evaluate("performance.memory.usedJSHeapSize")
+        browser.close()
+    return {"qk_first_view_mb": loaded / 1e6, "qk_drawn_ms": drawn_ms, "qk_heap_mb": heap / 1e6}
 
 
 def reader(site: Path) -> dict:
@@ -171,10 +211,11 @@ def main() -> int:
             model = make_model(shape, work / "models" / shape)
             project = work / "projects" / name
             subprocess.run(["rm", "-rf", str(project)], check=True)
-            row = {"case": name, **build(project, model, tokens, args.code.resolve()), **site_bytes(project / "site"),
-                   **view_file(project, tokens, args.code.resolve())}
+            row = {"case": name, **build(project, model, tokens, args.code.resolve(), args.query_key_mb),
+                   **site_bytes(project / "site"), **view_file(project, tokens, args.code.resolve())}
             if not args.no_browser:
                 row.update(reader(project / "site"))
+                row.update(qk_reader(project / "site", tokens))
             layers = fields.get("n_layer", fields.get("num_hidden_layers"))
             heads = fields.get("n_head", fields.get("num_attention_heads"))
             row["bertviz_mb"] = layers * heads * tokens * tokens * BERTVIZ_BYTES_PER_VALUE / 1e6

@@ -24,10 +24,12 @@ CELLS = [
     'reportgen.head_view(list(weights), ["[CLS]", "a", "b", "c", "[SEP]"])',
     # a long input (issue 46): past 256 tokens the head view adds its heatmap, its rows deflated
     'reportgen.show(" ".join(["The cat sat on the mat, and the dog slept by the door."] * 24))',
+    # and its query/key view: 64 keys at a time, the weights deflated in the same cell
+    'reportgen.qk_view(" ".join(["The cat sat on the mat, and the dog slept by the door."] * 24))',
     # a mistake: one line, as the command line says it
     'reportgen.show("   ")',
 ]
-VIEWS = 5  # outputs with a view: cells 1 to 5
+VIEWS = 6  # outputs with a view: cells 1 to 6
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +57,7 @@ def test_each_view_cell_shows_its_view_inline(executed):
     assert 'data-rgv="views"' in kinds[0] and 'data-rgv-view="model"' in kinds[1]
     assert 'data-rgv="qk"' in kinds[2] and 'data-rgv="views"' in kinds[3] and 'data-rgv="views"' in kinds[4]
     assert '"compressed":"deflate"' in shown[4][0].replace(" ", "")  # the long input's rows, deflated
+    assert 'data-rgv="qk"' in kinds[5] and '"compressed":"deflate"' in shown[5][0].replace(" ", "")
     for outputs in shown:
         assert not re.search(r'\ssrc=|require\(|https?://', outputs[0].split("<script>")[0])
 
@@ -109,3 +112,9 @@ def test_the_exported_notebook_draws_every_view_offline(executed, open_page):
     zoomed = view.page.evaluate(f"() => {heat}.getAttribute('data-win')")
     assert zoomed != whole, zoomed
     assert view.page.evaluate("() => location.hash") == ""  # the window stays in the view, not the page's address
+    # the long input's query/key view: the 64 keys its first query weighs most, read from the deflated weights
+    long_qk = view.page.locator(".rgv").nth(5)
+    assert long_qk.locator("tr.rgv-qk-row").count() == 64
+    assert "The table lists the 64 keys this query weighs most" in long_qk.locator(".rgv-status").inner_text()
+    weights = long_qk.locator("tr.rgv-qk-row").evaluate_all("rows => rows.map(r => +r.dataset.softmax)")
+    assert weights == sorted(weights, reverse=True) and sum(weights) > 0.2

@@ -24,7 +24,15 @@ from pathlib import Path
 from reportgen import __version__
 from reportgen.site.htmlsafe import script_json
 from reportgen.site.sources import site_sources
-from reportgen.site.views import HEATMAP_SCRIPT, HEATMAP_STYLE, VIEW_SCRIPTS, needs_heatmaps
+from reportgen.site.views import (
+    FILES_SCRIPT,
+    HEATMAP_SCRIPT,
+    HEATMAP_STYLE,
+    QK_LONG_SCRIPT,
+    VIEW_SCRIPTS,
+    needs_heatmaps,
+    needs_qk_pages,
+)
 
 # What a file written by `reportgen view` carries in its <head>: the marker that lets a later
 # `reportgen view --out` overwrite it, and nothing that reportgen did not write.
@@ -45,9 +53,12 @@ a { color: #0550ae; }
 
 
 @functools.cache
-def inline_assets(heatmaps: bool = True) -> tuple[str, str]:
-    """(script, style): the views' scripts in their load order and views.css, minified; without `heatmaps`, less
-    views-heatmap.js and views-heatmap.css, which only inputs past LONG_ROW tokens use (views.needs_heatmaps).
+def inline_assets(heatmaps: bool = True, qk_pages: bool = True) -> tuple[str, str]:
+    """(script, style): the views' scripts in their load order and views.css, minified, less views-files.js (the
+    data is inline: no data files to load); without `heatmaps`, less
+    views-heatmap.js and views-heatmap.css, which only inputs past LONG_ROW tokens use (views.needs_heatmaps);
+    without `qk_pages`, less views-qk-long.js, which only query/key views past QK_PAGE tokens use
+    (views.needs_qk_pages).
 
     Why minified: the seed pair's file must stay within 15% of bertviz's head view, and the
     scripts' comments are a third of the file (issue 29)."""
@@ -56,7 +67,8 @@ def inline_assets(heatmaps: bool = True) -> tuple[str, str]:
 
     assets = site_sources()[0] / "assets"
     script = ";\n".join(rjsmin.jsmin((assets / "javascripts" / name).read_text(encoding="utf-8"))
-                        for name in VIEW_SCRIPTS if heatmaps or name != HEATMAP_SCRIPT)
+                        for name in VIEW_SCRIPTS if name != FILES_SCRIPT and (heatmaps or name != HEATMAP_SCRIPT)
+                        and (qk_pages or name != QK_LONG_SCRIPT))
     style = "\n".join(rcssmin.cssmin((assets / "stylesheets" / name).read_text(encoding="utf-8"))
                       for name in ("views.css", HEATMAP_STYLE) if heatmaps or name != HEATMAP_STYLE)
     if "</" in script or "</" in style:  # would end the element early; the sources never need it
@@ -75,7 +87,7 @@ def _label(payload: dict) -> str:
 def page_html(payload: dict, title: str, lines: list[str] = ()) -> str:
     """The single-file page of one input: its head and model views and, where the payload has them, its
     query/key view, with `lines` (plain text: the model, a truncation warning) under the title."""
-    script, views_style = inline_assets(needs_heatmaps(payload))
+    script, views_style = inline_assets(needs_heatmaps(payload), needs_qk_pages(payload))
     style = PAGE_STYLE + views_style
     policy = POLICY.format(script=_sha256(script), style=_sha256(style))
     label = _label(payload)

@@ -92,16 +92,15 @@ if TYPE_CHECKING:  # the model-running side imports torch; the pages only need i
 # What the site, the tests and the benchmarks import from here: this module's own names, and the
 # encodings' (reportgen.site.attention_encoding, reportgen.site.qk_encoding).
 __all__ = [
-    "GROUP_NAMES", "HEATMAP_SCRIPT", "HEATMAP_STYLE", "PAYLOAD_VERSION", "QK_PAGE", "QK_TERMS", "VIEW_SCRIPTS",
-    "combined_payload", "example_payload", "group_attention", "group_payload", "has_qk", "is_causal", "needs_heatmaps",
-    "qk_html", "qk_payload", "qk_term_info",
-    "seq2seq_groups", "standalone_page", "views_html", "ENCODING", "FLOOR_STEPS", "MAX_FLOOR", "NORMS_ENCODING",
-    "PACKED_ATTENTION", "PACKED_CONTRIBUTIONS", "ROW_SUM_RETRY", "TOP_CODES", "decode_attention",
-    "decode_contributions", "decode_norm_contributions", "encode_attention", "encode_contributions", "encode_norms",
-    "quantise_rows", "COARSE_SCALE", "COMPRESSION", "LONG_ROW", "chunk_codes", "deflate",
-    "FLOAT32_SLACK", "QK_CODE_MAX", "QK_ENCODING", "decode_qk_layer", "decode_visible",
-    "decoded_softmax", "dequantise_vectors", "masked_softmax", "pack12", "pack_visible", "qk_check", "qk_score_bound",
-    "quantise_vectors", "unpack12",
+    "FILES_SCRIPT", "GROUP_NAMES", "HEATMAP_SCRIPT", "HEATMAP_STYLE", "PAYLOAD_VERSION", "QK_LONG_SCRIPT", "QK_PAGE",
+    "QK_TERMS", "VIEW_SCRIPTS", "combined_payload", "example_payload", "group_attention", "group_payload", "has_qk",
+    "is_causal", "needs_heatmaps", "needs_qk_pages", "qk_html", "qk_payload", "qk_term_info", "seq2seq_groups",
+    "standalone_page", "views_html", "ENCODING", "FLOOR_STEPS", "MAX_FLOOR", "NORMS_ENCODING", "PACKED_ATTENTION",
+    "PACKED_CONTRIBUTIONS", "ROW_SUM_RETRY", "TOP_CODES", "decode_attention", "decode_contributions",
+    "decode_norm_contributions", "encode_attention", "encode_contributions", "encode_norms", "quantise_rows",
+    "COARSE_SCALE", "COMPRESSION", "LONG_ROW", "chunk_codes", "deflate", "FLOAT32_SLACK", "QK_CODE_MAX",
+    "QK_ENCODING", "decode_qk_layer", "decode_visible", "decoded_softmax", "dequantise_vectors", "masked_softmax",
+    "pack12", "pack_visible", "qk_check", "qk_score_bound", "quantise_vectors", "unpack12",
 ]
 
 # The q/k table lists the keys of one query, with two vector strips per key: up to this many keys it lists them
@@ -120,11 +119,20 @@ QK_TERMS = {
 }
 # The views' classic scripts under assets/javascripts, in load order (also the `extra_javascript`
 # order in mkdocs.yml, where charts.js comes right after the core, whose copy-link it uses).
-VIEW_SCRIPTS = ("views-core.js", "views-widget.js", "views-head.js", "views-model.js", "views-qk.js",
-                "views-heatmap.js", "views-start.js")
+VIEW_SCRIPTS = ("views-core.js", "views-files.js", "views-widget.js", "views-head.js", "views-model.js",
+                "views-qk.js", "views-qk-long.js", "views-heatmap.js", "views-start.js")
+FILES_SCRIPT = "views-files.js"  # a site's data files beside its pages: a single file, all inline, never needs it
 HEATMAP_SCRIPT = "views-heatmap.js"  # needed by inputs of more than LONG_ROW tokens only (`needs_heatmaps`)
+QK_LONG_SCRIPT = "views-qk-long.js"  # needed by query/key views of more than QK_PAGE tokens only (`needs_qk_pages`)
 HEATMAP_STYLE = "views-heatmap.css"  # its style, likewise
 PAYLOAD_VERSION = 1
+
+
+def needs_qk_pages(payload: dict) -> bool:
+    """Whether the query/key view of `payload` (a combined one's "qk") lists its keys a page at a time
+    (views-qk-long.js): more than QK_PAGE tokens."""
+    qk = payload.get("qk", payload)
+    return "shape" in qk and qk["shape"][2] > QK_PAGE
 
 
 def needs_heatmaps(payload: dict) -> bool:

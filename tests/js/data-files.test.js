@@ -9,6 +9,7 @@ const assert = require('node:assert');
 const path = require('node:path');
 
 const views = require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'javascripts', 'views-core.js'));
+require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'javascripts', 'views-files.js')); // DataFiles, deliver
 
 // decode.test.js's ENCODED (reportgen.views.encode_attention, [1 layer, 2 heads, 3, 3]), and
 // reportgen.site.view_files.pack_heads of it: each head's codes, then its rows' floor and scale.

@@ -6,6 +6,7 @@ const assert = require('node:assert');
 const path = require('node:path');
 
 const views = require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'javascripts', 'views-core.js'));
+require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'javascripts', 'views-files.js')); // DataFiles, deliver
 
 const MAX_ERR = 0.5 / 255;
 

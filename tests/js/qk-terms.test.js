@@ -8,6 +8,7 @@ const assert = require('node:assert');
 const path = require('node:path');
 
 const views = require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'javascripts', 'views-core.js'));
+require(path.join(__dirname, '..', '..', 'site_src', 'assets', 'javascripts', 'views-qk-long.js')); // qkShownKeys
 
 // One layer made with reportgen.site.views.qk_payload (1 layer, 2 heads, 3 tokens, head_dim 2, scaling 0.5) from
 // the vectors of tests/js/decode.test.js QK_LAYER, every weight 1/3, one term "position" [head][query][key]

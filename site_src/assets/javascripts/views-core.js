@@ -237,90 +237,7 @@
     return range(rows).map(function (row) { return all.slice(row * n, (row + 1) * n); });
   }
 
-  // ----------------------------------------------------------- data files
-
-  /*
-   * A site's views keep what their first view does not draw in script files beside the page
-   * (reportgen/site/view_files.py), each line one call deliver(pageKey, chunk, base64). They are plain
-   * <script src> elements added here: fetch is blocked from file://, scripts are not. A payload's `files`
-   * lists them: {key: page key, urls: {file: URL relative to the page}, per: 'layer' where a file holds
-   * every head of a layer (chunk l3h5 in file l3, c-l3h5 in c-l3; fileOf), bytes: size of the largest file}.
-   */
-  var delivered = {}; // page key -> {chunk: base64}
-  var pending = {}; // URL -> callbacks waiting for its script: each file is loaded once, whoever asks
-
-  function deliver(key, chunk, text) {
-    if (typeof key !== 'string' || typeof chunk !== 'string' || typeof text !== 'string') return;
-    (delivered[key] = delivered[key] || {})[chunk] = text;
-  }
-
-  // The data file (its name in `urls`) that holds `chunk`: its layer's with per 'layer', else its own.
-  function fileOf(chunk, per) {
-    return per === 'layer' ? chunk.replace(/h\d+$/, '') : chunk;
-  }
-
-  // The distinct files that hold `chunks`, in their order (the files a request loads).
-  function filesOf(chunks, per) {
-    var files = [];
-    chunks.forEach(function (chunk) {
-      var file = fileOf(chunk, per);
-      if (files.indexOf(file) < 0) files.push(file);
-    });
-    return files;
-  }
-
-  function DataFiles(spec) {
-    this.key = spec.key;
-    this.urls = spec.urls;
-    this.per = spec.per || null;
-    this.bytes = spec.bytes || 0;
-  }
-
-  // The chunk's base64 text, or null until its file has run.
-  DataFiles.prototype.text = function (chunk) {
-    var got = delivered[this.key];
-    return got && typeof got[chunk] === 'string' ? got[chunk] : null;
-  };
-
-  // The files that still have to load for `chunks`.
-  DataFiles.prototype.missingFiles = function (chunks) {
-    var self = this;
-    return filesOf(chunks.filter(function (chunk) { return self.text(chunk) === null; }), this.per);
-  };
-
-  // Loads the files of the chunks not yet here, each once, then calls done(error or null) once.
-  DataFiles.prototype.request = function (chunks, done) {
-    var self = this;
-    var files = this.missingFiles(chunks);
-    var left = files.length;
-    var failed = null;
-    if (!left) return done(null);
-    files.forEach(function (file) {
-      self.load(file, function (error) {
-        failed = failed || error;
-        if (--left) return;
-        var lost = chunks.filter(function (chunk) { return self.text(chunk) === null; })[0];
-        done(failed || (lost ? new Error(self.urls[fileOf(lost, self.per)] + ' held no data for ' + lost) : null));
-      });
-    });
-  };
-
-  DataFiles.prototype.load = function (file, callback) {
-    var url = this.urls[file];
-    if (!url) return callback(new Error('this page lists no data file for ' + file));
-    if (pending[url]) return pending[url].push(callback);
-    var waiting = pending[url] = [callback];
-    var script = document.createElement('script');
-    function finish(error) {
-      delete pending[url];
-      script.remove();
-      waiting.forEach(function (wait) { wait(error); });
-    }
-    script.onload = function () { finish(null); };
-    script.onerror = function () { finish(new Error('The data file ' + url + ' could not be loaded.')); };
-    script.src = url;
-    document.head.appendChild(script);
-  };
+  // Data files beside a site's page: views-files.js (views.DataFiles), which a single file leaves out.
 
   // "1.2 MB", "350 KB": the size a loading note quotes.
   function sizeText(bytes) {
@@ -361,7 +278,7 @@
     this.prefix = prefix || '';
     this.chunks = encoded.q || null;
     this.inline = encoded.inline || {};
-    this.files = encoded.files ? new DataFiles(encoded.files) : null;
+    this.files = encoded.files ? new views.DataFiles(encoded.files) : null;
     this.packed = encoded.packed ? PACKED_ROWS[encoded.packed] : 0; // float32 rows after a chunk's codes
     this.floor = this.packed ? null : base64Float32(encoded.floor);
     this.scale = this.packed ? null : base64Float32(encoded.scale);
@@ -664,11 +581,7 @@
     return seen;
   }
 
-  views.deliver = deliver;
   views.inflate = inflate;
-  views.DataFiles = DataFiles;
-  views.fileOf = fileOf;
-  views.filesOf = filesOf;
   views.unpackHead = unpackHead;
   views.sizeText = sizeText;
   views.unpack12 = unpack12;
@@ -676,7 +589,6 @@
   views.decodeTerms = decodeTerms;
   views.unpackBits = unpackBits;
   views.decodeVisible = decodeVisible;
-  views.qkShownKeys = qkShownKeys;
 
   // Sentence of each token for the pair filter. Special tokens join the sentence
   // before them ([CLS] and the middle [SEP] go with A, the last [SEP] with B), as in bertviz.
@@ -714,19 +626,6 @@
   }
 
   // ------------------------------------------------------ query/key arithmetic
-
-  /*
-   * The keys a query/key table lists: every key up to `page` of them; past that, `page` at a time (a table of a
-   * thousand rows of vector strips is not one anybody reads): `choice` 'top' the keys this query's `softmax`
-   * weighs most, largest first (ties in key order), or a number p the keys p * page .. (p + 1) * page - 1.
-   */
-  function qkShownKeys(softmax, n, choice, page) {
-    var keys = [];
-    if (n > page && choice === 'top') return pickKeys(softmax, n, 0, page, -Infinity, function () { return true; });
-    var start = n > page ? Math.max(0, Math.min(choice * page, n - 1)) : 0;
-    for (var k = start; k < Math.min(n, start + (n > page ? page : n)); k++) keys.push(k);
-    return keys;
-  }
 
   /*
    * The query/key table of one query token: for every key k, the elementwise products

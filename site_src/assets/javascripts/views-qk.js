@@ -12,11 +12,10 @@
  * sliding window) stay in the table, greyed, with "masked" as their score and softmax 0, and the note
  * says how many there are. Without either the table is what it always was.
  *
- * A long input (more than QK_PAGE tokens) lists QK_PAGE keys at a time (views-core.js qkShownKeys): by
- * default the keys the query weighs most, or any range of them from the "Keys" menu; its query tokens
- * come a page at a time too, with buttons for the pages before and after. Its model weights are the example
- * page's own data files, one head at a time (the payload's `attention`: reportgen/site/view_files.py
- * example_pages), so the site holds them once.
+ * A long input (more than views.QK_PAGE tokens) lists a page of keys at a time and its query tokens a page at
+ * a time: views-qk-long.js adds that to the widget (a single file of a short input leaves it out; without it a
+ * table lists every key). Model weights held apart from the layers (`weights`: 'attention') are read a head at a
+ * time: a long example's are its example page's own data files (reportgen/site/view_files.py example_pages).
  *
  * QKTable draws the table and fits it to its box; QKWidget holds the state, the controls,
  * the data and the deep link.
@@ -25,7 +24,8 @@
   'use strict';
 
   var el = views.el;
-  var QK_PAGE = 64; // keys (and query tokens) a long input's table (strip) shows at once: reportgen/site/views.py
+  // Keys (and query tokens) a long input's table (strip) shows at once (reportgen/site/views.py QK_PAGE).
+  var QK_PAGE = views.QK_PAGE = 64;
   // [title, what it is]: the key and its weights first, so they stay in sight on a narrow screen.
   var COLUMNS = [
     ['key', 'the key token'],
@@ -207,8 +207,8 @@
     // The model's weights in the views' encoding when the payload carries them once (a single-file view).
     this.weights = data.weights === 'attention' ? new views.Attention(data.attention) : null;
     this.decoded = new Map(); // layer -> per head {q, k, model (null where `weights` holds it), terms}
-    this.long = this.n > QK_PAGE;
-    this.keyChoice = 'top'; // a long input's table: 'top' or a page of keys (views-core.js qkShownKeys)
+    this.long = this.n > QK_PAGE && Boolean(this.buildKeyChoice); // views-qk-long.js adds the long input's parts
+    this.keyChoice = 'top'; // a long input's table: 'top' or a page of keys (views-qk-long.js qkShownKeys)
     this.stripPage = 0; // a long input's page of query tokens in the strip
     this.terms = data.terms || []; // score terms beyond q . k (DeBERTa, MPNet), [] for BERT
     this.visibility = new Map(); // layer -> which keys each query sees (views-core.js decodeVisible), null: all
@@ -296,33 +296,10 @@
     return bar;
   };
 
-  // A long input's choice of keys: the QK_PAGE the query weighs most, or a range of QK_PAGE.
-  QKWidget.prototype.buildKeyChoice = function () {
-    var self = this;
-    var options = [['top', 'the ' + QK_PAGE + ' it weighs most']];
-    for (var page = 0; page * QK_PAGE < this.n; page++) {
-      options.push([page, '#' + page * QK_PAGE + '\u2013' + (Math.min(this.n, (page + 1) * QK_PAGE) - 1)]);
-    }
-    this.keySelect = views.selectOf('rgv-qk-keys', options);
-    this.keySelect.addEventListener('change', function () {
-      self.keyChoice = self.keySelect.value === 'top' ? 'top' : parseInt(self.keySelect.value, 10);
-      self.render(true);
-    });
-    return this.keySelect;
-  };
-
-  // The query token buttons: all of them, or a long input's page of QK_PAGE with buttons to the pages around it.
+  // The query token buttons: all of them, or a long input's page of them after its pager (views-qk-long.js).
   QKWidget.prototype.buildTokenStrip = function () {
-    var self = this;
     var box = el('div', 'rgv-qk-strip');
-    if (this.long) {
-      var pager = box.appendChild(views.group('rgv-qk-pager', 'query tokens shown'));
-      this.earlier = pager.appendChild(views.button('rgv-qk-page', '\u2039 earlier', 'the query tokens before these'));
-      this.stripLabel = pager.appendChild(el('span', 'rgv-qk-page-label'));
-      this.later = pager.appendChild(views.button('rgv-qk-page', 'later \u203a', 'the query tokens after these'));
-      this.earlier.addEventListener('click', function () { self.showStrip(self.stripPage - 1); });
-      this.later.addEventListener('click', function () { self.showStrip(self.stripPage + 1); });
-    }
+    if (this.long) box.appendChild(this.buildPager());
     this.strip = box.appendChild(views.group('rgv-qk-tokens', 'query token'));
     this.showStrip(0);
     return box;
@@ -330,13 +307,10 @@
 
   // Fills the strip with the query tokens of `page` (all of them for a short input).
   QKWidget.prototype.showStrip = function (page) {
-    var pages = Math.ceil(this.n / QK_PAGE);
-    this.stripPage = this.long ? Math.max(0, Math.min(pages - 1, page)) : 0;
-    var first = this.long ? this.stripPage * QK_PAGE : 0;
-    var last = this.long ? Math.min(this.n, first + QK_PAGE) : this.n;
+    var shown = this.long ? this.stripRange(page) : [0, this.n];
     this.strip.textContent = '';
     this.tokenButtons = [];
-    for (var i = first; i < last; i++) {
+    for (var i = shown[0]; i < shown[1]; i++) {
       var node = views.button('rgv-qk-token', this.data.tokens[i], 'query token #' + i);
       node.setAttribute('data-i', String(i));
       node.setAttribute('aria-pressed', String(i === this.state.token));
@@ -344,10 +318,6 @@
       this.strip.appendChild(node);
       this.tokenButtons.push(node);
     }
-    if (!this.long) return;
-    this.stripLabel.textContent = 'query tokens #' + first + '\u2013' + (last - 1) + ' of ' + this.n;
-    this.earlier.disabled = this.stripPage === 0;
-    this.later.disabled = this.stripPage === pages - 1;
   };
 
   QKWidget.prototype.choose = function (token) {
@@ -359,8 +329,7 @@
     var st = this.state;
     this.layerSelect.value = String(st.layer);
     this.headSelect.value = String(st.head);
-    if (this.keySelect) this.keySelect.value = String(this.keyChoice);
-    if (this.long && Math.floor(st.token / QK_PAGE) !== this.stripPage) this.showStrip(Math.floor(st.token / QK_PAGE));
+    if (this.long) this.followQuery();
     this.tokenButtons.forEach(function (node) {
       node.setAttribute('aria-pressed', String(node.getAttribute('data-i') === String(st.token)));
     });
@@ -377,9 +346,9 @@
     this.queryLine.appendChild(el('span', 'rgv-qk-label', 'q of #' + st.token + ' '));
     this.queryLine.appendChild(el('span', 'rgv-tok-text', this.data.tokens[st.token]));
     this.queryLine.appendChild(this.table.strip(vec.q, st.token * this.dim, rows.maxAbs));
-    var shown = views.qkShownKeys(rows.softmax, this.n, this.keyChoice, QK_PAGE);
+    var shown = this.long ? views.qkShownKeys(rows.softmax, this.n, this.keyChoice, QK_PAGE) : views.range(this.n);
     this.note.textContent = this.noteText(this.table.fill(vec.k, rows, st.token, model, shown), rows.masked) +
-      this.shownText(shown);
+      (this.long ? this.shownText(shown) : '');
     this.root.setAttribute('data-rgv-state', this.hashText());
     if (!this.root.hasAttribute('data-first-render-ms')) views.markFirstRender(this.root, this.started);
   };
@@ -397,14 +366,6 @@
     return text + ', more than rounding allows (' + check.rounding.toFixed(4) + '): ' + (labels.length
       ? 'the model\u2019s score has more to it than the terms shown here.'
       : 'this model adds terms beyond q \u00b7 k, e.g. relative positions.');
-  };
-
-  // What a long input's table leaves out, and how to see it.
-  QKWidget.prototype.shownText = function (shown) {
-    if (!this.long) return '';
-    var which = this.keyChoice === 'top' ? 'the ' + shown.length + ' keys this query weighs most, largest first'
-      : 'keys #' + shown[0] + '\u2013' + shown[shown.length - 1];
-    return ' The table lists ' + which + ', of ' + this.n + ': the Keys menu shows the others.';
   };
 
   QKWidget.prototype.hashText = function () {

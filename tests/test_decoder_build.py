@@ -159,6 +159,10 @@ def test_the_pages_are_a_decoders(sites):
     assert 'id="patterns"' not in example  # the six seed patterns are an encoder's
     home = (site / "index.html").read_text(encoding="utf-8")
     assert "statistics.html" not in home and "a decoder: each token sees only itself" in home
+    qk = " ".join((site / "example-1-qk.html").read_text(encoding="utf-8").split())
+    # the query/key page names the causal mask, and no terms or window the model does not have (issue 47)
+    assert "Each query sees only itself and the tokens before it (a decoder's causal mask): the other keys" in qk
+    assert "local window" not in qk and "more than the scaled" not in qk and "sliding window" not in qk
 
 
 def test_a_statistic_that_does_not_apply_is_absent_and_said_so(tmp_path):

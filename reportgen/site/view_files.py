@@ -24,7 +24,7 @@ each line one call:
 a per-layer file holding one line per head. The page key comes from the example's number and the chunk
 name from layer and head numbers, so no user text reaches a file name or a file; the rest is base64. The
 payload lists the files with their relative URLs (`files`: key, urls by file name, `per`: "layer" where a
-file holds a layer's chunks, bytes of the largest file), which views-core.js DataFiles loads, each once.
+file holds a layer's chunks, bytes of the largest file), which views-files.js DataFiles loads, each once.
 
 `read_page_payload` (and `join_views`) put a split payload back together, equal to the unsplit one: what
 tests and checks read the numbers of a built page with. Notebooks and `reportgen view` keep their payloads

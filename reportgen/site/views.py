@@ -94,7 +94,8 @@ if TYPE_CHECKING:  # the model-running side imports torch; the pages only need i
 __all__ = [
     "FILES_SCRIPT", "GROUP_NAMES", "HEATMAP_SCRIPT", "HEATMAP_STYLE", "PAYLOAD_VERSION", "QK_LONG_SCRIPT", "QK_PAGE",
     "QK_TERMS", "VIEW_SCRIPTS", "combined_payload", "example_payload", "group_attention", "group_payload", "has_qk",
-    "is_causal", "needs_heatmaps", "needs_qk_pages", "qk_html", "qk_payload", "qk_term_info", "seq2seq_groups",
+    "is_causal", "qk_masks", "needs_heatmaps", "needs_qk_pages", "qk_html", "qk_payload", "qk_term_info",
+    "seq2seq_groups",
     "standalone_page", "views_html", "ENCODING", "FLOOR_STEPS", "MAX_FLOOR", "NORMS_ENCODING", "PACKED_ATTENTION",
     "PACKED_CONTRIBUTIONS", "ROW_SUM_RETRY", "TOP_CODES", "decode_attention", "decode_contributions",
     "decode_norm_contributions", "encode_attention", "encode_contributions", "encode_norms", "quantise_rows",
@@ -104,7 +105,8 @@ __all__ = [
 ]
 
 # The q/k table lists the keys of one query, with two vector strips per key: up to this many keys it lists them
-# all; past it, a page of this many at a time (views-qk.js QK_PAGE: the keys the query weighs most, or a range).
+# all; past it, a page of this many at a time (views-qk.js QK_PAGE; views-qk-long.js: the keys the query weighs
+# most, or a range).
 QK_PAGE = 64
 # The q/k page's column title and tooltip for each additive score term a run may give
 # (extras["qk_term_names"]); a name not listed here is its own column title, with a generic tooltip
@@ -288,6 +290,24 @@ def qk_bytes(run: ExampleRun) -> int:
     visible = run.extras.get("qk_visible")
     masks = pack_visible(np.asarray(visible, dtype=bool)) if visible is not None else []
     return layers * 4 * math.ceil(layer / 3) + sum(len(text) for text in masks if text not in (None, CAUSAL))
+
+
+def qk_masks(payload: dict) -> list[str]:
+    """Which masks the query/key payload's `visible` holds, for its page's words: "causal" where a layer masks the keys
+    after each query (a decoder's), "causal-window" where it masks those and some before them too (a sliding window
+    on a causal mask, Mistral's), "window" where it masks keys on both sides (ModernBERT's local layers); sorted, []
+    for a model that masks nothing."""
+    n = payload["shape"][2]
+    later = ~np.tril(np.ones((n, n), dtype=bool))
+    kinds = set()
+    for text in payload.get("visible", []):
+        if text == CAUSAL:
+            kinds.add("causal")
+        elif text is not None:
+            hidden = ~decode_visible(text, n)
+            kinds.add("window" if not hidden[later].all() else
+                      "causal-window" if hidden[~later].any() else "causal")
+    return sorted(kinds)
 
 
 def has_qk(run: ExampleRun) -> bool:

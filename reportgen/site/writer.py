@@ -19,7 +19,7 @@ from reportgen.findings import names
 from reportgen.progress import Callback, silent
 from reportgen.report import Example, ExampleHead, ExamplePattern, ExampleViews, Report, head_link
 from reportgen.runs import LiveModel
-from reportgen.site import build_progress, exports, glossary, live_page, output, pages, previews, view_files
+from reportgen.site import build_progress, exports, glossary, live_page, output, pages, previews, view_files, views
 from reportgen.site.charts import chartdata, finding_pictures
 from reportgen.site.charts.head_map_svg import example_figure, findings_figures
 from reportgen.site.export_cache import NO_CACHE, ExportCache
@@ -197,7 +197,7 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
     if example.qk_page:
         pages.render(env, "example_qk.md.j2", docs / f"example-{example.id}-qk.md", front_matter=WIDE, ex=example,
                      check=example_view.qk_payload["check"], terms=example_view.qk_payload.get("terms", []),
-                     masked=any(layer is not None for layer in example_view.qk_payload.get("visible", [])),
+                     masks=views.qk_masks(example_view.qk_payload),
                      qk=Markup(qk_html))
     return page
 

@@ -25,6 +25,7 @@ from reportgen.site.views import (
     pack_visible,
     qk_bytes,
     qk_check,
+    qk_masks,
     qk_payload,
     qk_score_bound,
     quantise_rows,
@@ -141,3 +142,19 @@ def test_a_long_examples_qk_page_reads_the_weights_from_its_example_pages_files(
     with pytest.raises(ValueError, match="example 5: a query/key page without weights needs"):
         monkeypatch.setattr(view_files, "VIEWS_INLINE_LIMIT", 10**9)
         view_files.example_pages(tmp_path, 5, payload, qk)
+
+
+def test_the_qk_page_names_the_masks_the_model_has():
+    n = 12
+    index = np.arange(n)
+    causal = index[:, None] >= index[None, :]
+    sliding = causal & (index[:, None] - index[None, :] <= 3)  # Mistral: causal, and only the 4 nearest
+    local = np.abs(index[:, None] - index[None, :]) <= 3  # ModernBERT's local layers: both sides
+    everything = np.ones((n, n), dtype=bool)
+
+    def masks(*layers: np.ndarray) -> list[str]:
+        return qk_masks({"shape": [len(layers), 1, n, 4], "visible": pack_visible(np.stack(layers))})
+
+    assert masks(causal, causal) == ["causal"] and masks(everything) == [] and qk_masks({"shape": [1, 1, n, 4]}) == []
+    assert masks(causal, sliding) == ["causal", "causal-window"]
+    assert masks(local, everything) == ["window"] and masks(local, causal) == ["causal", "window"]

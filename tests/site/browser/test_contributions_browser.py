@@ -298,8 +298,8 @@ def test_example_template_explains_the_switch_only_where_there_is_one(tmp_path):
     templates = ASSETS.parent / "templates"
     env = page_render.environment(templates)
     context = {"ex": {"id": 1, "name": None, "text": "<b>x</b>", "pair": None, "truncated": False, "n_tokens": 3,
-                      "qk_page": None},
-               "tokens": [], "views": "", "qk_max_tokens": 64, "ln_n": float(np.log(3)), "patterns": [],
+                      "qk_page": None, "qk_mb": None},
+               "tokens": [], "views": "", "ln_n": float(np.log(3)), "patterns": [],
                "selectivity": None, "summary_chart": {}, "pager": {"previous": None, "next": None},
                "head_map": {"id": "head-map-example-1", "model": "m", "metric": None, "svg": ""}}
     recorder = page_render.Charts()

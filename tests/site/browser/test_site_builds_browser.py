@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.helpers import check_report
+from tests.helpers import VIEW_DRAWN, check_report
 
 pytestmark = pytest.mark.slow
 
@@ -84,6 +84,7 @@ def test_two_model_comparison_renders(tmp_path, tiny_model, open_page):
 def test_a_512_token_example_builds_and_renders(tmp_path, open_page):
     from reportgen.config import load_config
     from reportgen.pipeline import build
+    from reportgen.site import view_files
     from tests.helpers import write_config
 
     long_text = " ".join(f"word{i % 50} and the next one" for i in range(200))  # far over 512 tokens
@@ -91,13 +92,24 @@ def test_a_512_token_example_builds_and_renders(tmp_path, open_page):
     build(load_config(tmp_path / "reportgen.yaml"))
     report = check_report(tmp_path / "site")
     example = report["examples"][0]
-    assert example["n_tokens"] == 512 and example["truncated"] and example["qk_page"] is None
+    assert example["n_tokens"] == 512 and example["truncated"] and example["qk_mb"] is None
+    assert example["qk_page"] == "example-1-qk.html"  # its q and k (5.1 MB) are within views.query_key_mb
     assert any("truncated to 512 tokens" in w for w in report["warnings"])
     view = open_page((tmp_path / "site" / "example-1.html").as_uri(), wait_ms=0)
     view.page.wait_for_selector(".rgv[data-first-render-ms]", timeout=10_000)
     first_render = float(view.page.get_attribute(".rgv[data-first-render-ms]", "data-first-render-ms"))
     assert first_render < 2000
     assert "truncated" in view.page.inner_text("article").lower()
+    assert view.errors == [] and view.remote_requests == []
+    # its query/key page, one query at a time: a page of keys, the weights from the example page's own files
+    view = open_page((tmp_path / "site" / "example-1-qk.html").as_uri() + "#view=qk&layer=5&head=11&token=511",
+                     wait_ms=0, wait_for=VIEW_DRAWN)
+    assert view.page.locator("tr.rgv-qk-row").count() == 64
+    requested = set(view.requested)
+    assert {"qk-l5.js", "l5h11.js"} <= requested and not any(name.startswith("l0") for name in requested)
+    rows = view.page.eval_on_selector_all("tr.rgv-qk-row", "els => els.map(e => [+e.dataset.softmax, +e.dataset.model])")
+    check = view_files.read_page_payload(tmp_path / "site" / "example-1-qk.html")["check"]
+    assert max(abs(soft - model) for soft, model in rows) <= check["difference"] <= check["rounding"]
     assert view.errors == [] and view.remote_requests == []
 
 

@@ -107,7 +107,8 @@ def test_a_512_token_example_builds_and_renders(tmp_path, open_page):
     assert view.page.locator("tr.rgv-qk-row").count() == 64
     requested = set(view.requested)
     assert {"qk-l5.js", "l5h11.js"} <= requested and not any(name.startswith("l0") for name in requested)
-    rows = view.page.eval_on_selector_all("tr.rgv-qk-row", "els => els.map(e => [+e.dataset.softmax, +e.dataset.model])")
+    rows = view.page.eval_on_selector_all("tr.rgv-qk-row",
+                                          "els => els.map(e => [+e.dataset.softmax, +e.dataset.model])")
     check = view_files.read_page_payload(tmp_path / "site" / "example-1-qk.html")["check"]
     assert max(abs(soft - model) for soft, model in rows) <= check["difference"] <= check["rounding"]
     assert view.errors == [] and view.remote_requests == []

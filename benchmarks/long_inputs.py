@@ -143,6 +143,31 @@ def site_bytes(site: Path) -> dict:
             "qk_left_out_mb": example.get("qk_mb") or 0.0}
 
 
+def _new_page(playwright):
+    """A Chromium page at 1366 x 768 that reports its JS heap precisely (and its browser, to close)."""
+    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
+                                                                         "--enable-precise-memory-info"])
+    return browser, browser.new_page(viewport={"width": 1366, "height": 768})
+
+
+def _first_view(page, site: Path, page_file: Path, address: str) -> tuple[float, int]:
+    """Opens `address` and waits for its view: (when it was drawn, ms from navigation start; the bytes of the page
+    and of the data files it asked for meanwhile)."""
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(address)
+    page.wait_for_selector(DRAWN, timeout=600_000)
+    names = {url.rsplit("/", 1)[1] for url in requested if "/example-1-data/" in url}
+    loaded = page_file.stat().st_size + sum((site / "example-1-data" / name).stat().st_size for name in names)
+    return float(page.get_attribute(".rgv", "data-first-render-at")), loaded
+
+
+def _heap_after_gc(page) -> float:
+    """The JS heap the page holds (MB), after a garbage collection: not what decoding left for the collector."""
+    page.context.new_cdp_session(page).send("HeapProfiler.collectGarbage")
+    return page.evaluate("performance.memory.usedJSHeapSize") / 1e6
+
+
 def qk_reader(site: Path, tokens: int) -> dict:
     """The query/key page opened at its last query (the longest row): the bytes it loaded, when it was drawn and
     the JS heap then, after a garbage collection."""
@@ -152,20 +177,12 @@ def qk_reader(site: Path, tokens: int) -> dict:
     if not page_file.exists():
         return {}
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
-                                                                    "--enable-precise-memory-info"])
-        page = browser.new_page(viewport={"width": 1366, "height": 768})
-        requested: list[str] = []
-        page.on("request", lambda request: requested.append(request.url))
-        page.goto(page_file.as_uri() + f"#view=qk&layer=0&head=0&token={tokens - 1}")
-        page.wait_for_selector(DRAWN, timeout=600_000)
-        drawn_ms = float(page.get_attribute(".rgv", "data-first-render-at"))
-        data = {url.rsplit("/", 1)[1] for url in requested if "/example-1-data/" in url}
-        loaded = page_file.stat().st_size + sum((site / "example-1-data" / name).stat().st_size for name in data)
-        page.context.new_cdp_session(page).send("HeapProfiler.collectGarbage")
-        heap = page.evaluate("performance.memory.usedJSHeapSize")
+        browser, page = _new_page(p)
+        drawn_ms, loaded = _first_view(page, site, page_file,
+                                       page_file.as_uri() + f"#view=qk&layer=0&head=0&token={tokens - 1}")
+        heap = _heap_after_gc(page)
         browser.close()
-    return {"qk_first_view_mb": loaded / 1e6, "qk_drawn_ms": drawn_ms, "qk_heap_mb": heap / 1e6}
+    return {"qk_first_view_mb": loaded / 1e6, "qk_drawn_ms": drawn_ms, "qk_heap_mb": heap}
 
 
 def reader(site: Path) -> dict:
@@ -174,17 +191,8 @@ def reader(site: Path) -> dict:
 
     page_file = site / "example-1.html"
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
-                                                                    "--enable-precise-memory-info"])
-        page = browser.new_page(viewport={"width": 1366, "height": 768})
-        requested: list[str] = []
-        page.on("request", lambda request: requested.append(request.url))
-        page.goto(page_file.as_uri())
-        page.wait_for_selector(DRAWN, timeout=600_000)
-        drawn_ms = float(page.get_attribute(".rgv", "data-first-render-at"))
-        data = {url for url in requested if "/example-1-data/" in url}
-        first = page_file.stat().st_size + sum((site / "example-1-data" / url.rsplit("/", 1)[1]).stat().st_size
-                                               for url in data)
+        browser, page = _new_page(p)
+        drawn_ms, first = _first_view(page, site, page_file, page_file.as_uri())
         page.goto(page_file.as_uri() + "#view=model&layer=0")
         page.reload()
         page.wait_for_selector(DRAWN, timeout=600_000)
@@ -192,10 +200,9 @@ def reader(site: Path) -> dict:
         page.wait_for_function(THUMBS_DRAWN, timeout=600_000)
         thumbs = page.evaluate("document.querySelectorAll('.rgv-thumb[data-drawn]').length")
         before = page.evaluate("performance.memory.usedJSHeapSize")
-        page.context.new_cdp_session(page).send("HeapProfiler.collectGarbage")  # what the page holds, not its litter
-        heap = page.evaluate("performance.memory.usedJSHeapSize")
+        heap = _heap_after_gc(page)
         browser.close()
-    return {"first_view_mb": first / 1e6, "drawn_ms": drawn_ms, "model_view_heap_mb": heap / 1e6,
+    return {"first_view_mb": first / 1e6, "drawn_ms": drawn_ms, "model_view_heap_mb": heap,
             "heap_before_gc_mb": before / 1e6, "thumbnails_drawn": thumbs}
 
 

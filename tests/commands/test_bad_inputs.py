@@ -509,7 +509,7 @@ CASES: list[Case] = [
          "(todo.txt); give the cache a folder of its own, such as .reportgen-cache (config field 'cache_dir')",
          files={"notes/todo.txt": "mine\n"}),
     Case("cache-entry-directory", "a cache entry that is a directory", {"model": "default", "cache_dir": "dir-cache"},
-         errors.EXIT_OUTPUT, "cache entry <dir>/dir-cache/runs/8d6e252a3d8dcfda8928ac50.npz is a directory, not a "
+         errors.EXIT_OUTPUT, "cache entry <dir>/dir-cache/runs/c6e18435d420e69a2e81c4a8.npz is a directory, not a "
          "file; delete it (anything in the cache can be deleted)", setup=cache_entry_directory("dir-cache")),
     # -- not errors: built, with a warning (exit 0) ------------------------------------------------------
     Case("example-too-long", "an example longer than the model takes (58 tokens, 32 positions)",

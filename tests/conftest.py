@@ -201,7 +201,7 @@ def first_site_at_once(monkeypatch) -> None:
     first-site thresholds at 0): a tiny model's experiments take a second, too short for one otherwise."""
     from reportgen.ablation import watch
 
-    monkeypatch.setattr(watch, "FIRST_SITE_AFTER", 0.0)
+    monkeypatch.setattr(watch, "FIRST_SITE_MASKS", 0)
     monkeypatch.setattr(watch, "FIRST_SITE_SECONDS", 0.0)
 
 

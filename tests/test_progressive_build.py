@@ -4,6 +4,7 @@ changes. End to end on a tiny random BERT, made to write partial sites (conftest
 written site is read back as a reader gets it (files on disk)."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -43,6 +44,12 @@ class Sites:
         return (self.seen[at] / name).read_text(encoding="utf-8")
 
 
+def downloads(site: Path) -> set[str]:
+    """Every chart download a site's pages link to (pages.Charts: href="charts/....ext" download)."""
+    return {link for page in site.glob("*.html")
+            for link in re.findall(r'href="(charts/[^"]+)" download', page.read_text(encoding="utf-8"))}
+
+
 def test_the_first_site_comes_as_the_ablation_starts_and_says_it_is_running(project):
     sites = Sites(project)
     build(load_config(project / "reportgen.yaml"), reproducible=True, written=sites)
@@ -61,6 +68,14 @@ def test_the_first_site_comes_as_the_ablation_starts_and_says_it_is_running(proj
         assert "Not run yet: single heads, random fractions of heads" in page
     assert "the head ablation is running" in home and "No task was measured" not in home
     assert (sites.seen[0] / "example-1.html").is_file() and (sites.seen[0] / "patterns.html").is_file()
+    # the partial site offers its charts' data, not their pictures (4 to 5 s of the default first site's 10 s)
+    first_links, final_links = downloads(sites.seen[0]), downloads(sites.seen[-1])
+    assert first_links and {link.rsplit(".", 1)[1] for link in first_links} <= {"csv", "json"}
+    assert {"png", "svg"} <= {link.rsplit(".", 1)[1] for link in final_links}
+    assert not [path for path in (sites.seen[0] / "charts").iterdir()  # the head maps are the page's, not downloads
+                if path.suffix in (".png", ".svg") and "head-map" not in path.name]
+    for site, links in ((sites.seen[0], first_links), (sites.seen[-1], final_links)):
+        assert all((site / link).is_file() for link in links)
     live = (sites.seen[0] / "build-progress.js").read_text(encoding="utf-8")  # the note's live line, loaded again
     assert live.startswith("window.reportgenBuildProgress && window.reportgenBuildProgress({")
     assert not (sites.seen[-1] / "build-progress.js").exists()  # the finished site has none
@@ -159,7 +174,7 @@ def test_a_warm_rebuild_gives_each_experiments_masks_with_none_computed(project)
 def test_an_ablation_with_less_than_the_first_site_threshold_to_go_writes_the_finished_site_only(project, monkeypatch):
     """Without `first_site_at_once`'s zeros: the first partial site waits until the experiments' pace says they
     have FIRST_SITE_SECONDS to go (here 10 min: a tiny model's take a second or two, however loaded the machine)."""
-    monkeypatch.setattr(watch, "FIRST_SITE_AFTER", 0.5)
+    monkeypatch.setattr(watch, "FIRST_SITE_MASKS", 2)
     monkeypatch.setattr(watch, "FIRST_SITE_SECONDS", 600.0)
     sites = Sites(project)
     built = build(load_config(project / "reportgen.yaml"), written=sites)

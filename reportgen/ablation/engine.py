@@ -379,6 +379,7 @@ class Runner:
         self.progress = progress
         self.memo: dict[bytes, np.ndarray] = {}
         self.counted: dict[str, tuple[int, int]] = {}  # experiment -> (masks asked for, masks computed)
+        self.paced = False  # whether a stack was split for a one-mask forward (the pace a build's first site waits for)
 
     def outputs(self, name: str, masks: Sequence[np.ndarray], done: int = 0,
                 total: int | None = None) -> list[np.ndarray]:
@@ -401,6 +402,9 @@ class Runner:
         finished = done + len(masks) - len(todo)
         self.tick(name, finished, total)
         groups = _stack_groups(masks, todo, self.engine.masks_per_pass)
+        if groups and len(groups[0]) > 1 and not self.paced:  # one mask first: its time is the pace (first_site_due)
+            self.paced = True
+            groups[:1] = [groups[0][:1], groups[0][1:]]
         stacks = [np.stack([masks[index] for index in group]) for group in groups]
         for number, evaluated in self.evaluate_stacks(stacks):
             group = groups[number]

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from reportgen.report import BuildProgress, ExperimentCost, ExperimentState
 
 REWRITE_SHARE = 0.05  # partial sites may take at most this share of the build's time so far
-FIRST_SITE_AFTER = 2.0  # seconds of experiments before their pace is read (the first masks also load the data)
+FIRST_SITE_MASKS = 2  # masks done before their pace is read: the first (the baseline's) also makes the recording pass
 FIRST_SITE_SECONDS = 10.0  # a first partial site only for experiments with at least this long to go
 
 
@@ -41,7 +41,7 @@ class AblationWatch:
         self.stages_left = list(stages_left)
         self.started, self.clock = started, clock
         self.share = REWRITE_SHARE if share is None else share  # read when made, so a test can change it
-        self.first_site = (FIRST_SITE_AFTER, FIRST_SITE_SECONDS) if first_site is None else first_site
+        self.first_site = (FIRST_SITE_MASKS, FIRST_SITE_SECONDS) if first_site is None else first_site
         self.done: dict[str, int] = {name: 0 for name in planned}  # masks done (computed or from the cache)
         self.totals: dict[str, int] = {}  # masks in all, as the runner said once the experiment started
         self.costs: dict[str, ExperimentCost] = {}
@@ -87,16 +87,18 @@ class AblationWatch:
 
     def first_site_due(self) -> bool:
         """Whether the experiments are seen to take long enough for a site before them to be worth its seconds:
-        running for `first_site[0]` seconds with `first_site[1]` or more left at the pace so far, or running
-        for `first_site[1]` already (a first mask that takes that long gives no pace before then)."""
+        `first_site[0]` masks done with `first_site[1]` seconds or more left at the pace so far, or running for
+        `first_site[1]` already (a first mask that takes that long gives no pace before then). The runner makes
+        its first stack of one mask (engine.Runner.outputs), so the pace is read a forward pass in."""
         if self.ablation_started is None:
             return False
-        after, worth = self.first_site
-        running = self.clock() - self.ablation_started
-        if running < after:  # asked at every mask: the pace (a BuildProgress) only once it is read
+        masks, worth = self.first_site
+        if self.clock() - self.ablation_started >= worth:
+            return True
+        if sum(self.done.values()) < masks:  # asked at every mask: the pace (a BuildProgress) only once it is read
             return False
         left = self.state().seconds_left
-        return running >= worth or (left is not None and left >= worth)
+        return left is not None and left >= worth
 
     def seconds_per_mask(self) -> float | None:
         """Seconds of ablation per mask done so far (partial-site writes left out), or None before any."""

@@ -139,6 +139,7 @@ def _inert(value):
 
 
 BESIDE_FORMATS = ("csv", "json")  # the downloads of a chart drawn beside another (Charts.beside)
+PICTURES = ("png", "svg")  # the formats a partial site leaves out (Charts.pictures)
 
 
 class Charts:
@@ -149,24 +150,31 @@ class Charts:
     `chart.grid(id, prefix, specs)` places several charts side by side, each drawn on its own, and offers
     them together as one picture and one table (exports.GRID_FORMATS); `chart.beside(id, [(id, spec), ...])`
     places charts side by side that keep their own ids and downloads.
+
+    `pictures=False` (a partial site, written while the experiments run) offers the data only: drawing the
+    pictures took 4 to 5 s of the default build's 10-second first site, which readers wait for; the finished
+    site draws them (the drawn pages' charts show the same data).
     """
 
-    def __init__(self):
+    def __init__(self, pictures: bool = True):
         self.recorded: list[exports.Recorded] = []
         self.page = ""
+        self.pictures = pictures
 
     def __call__(self, chart_id: str, spec: dict, formats: tuple[str, ...] = exports.FORMATS) -> Markup:
+        formats = self.offered(formats)
         self.recorded.append(exports.Recorded(self.page, chart_id, spec, formats))
         return Markup(_placed(chart_id, spec) + self._downloads(chart_id, formats))
 
     def grid(self, grid_id: str, prefix: str, specs: list[dict]) -> Markup:
         """`specs` in a grid (reportgen.css .rg-grid), a cell each, three to a row on a laptop and one on
         a phone, with the ids <prefix>-1, <prefix>-2, ...; the downloads are the whole grid's."""
-        self.recorded.append(exports.Recorded(self.page, grid_id, exports.side_by_side(specs), exports.GRID_FORMATS))
+        formats = self.offered(exports.GRID_FORMATS)
+        self.recorded.append(exports.Recorded(self.page, grid_id, exports.side_by_side(specs), formats))
         cells = "".join(f'<div class="rg-grid-cell">\n{_placed(f"{prefix}-{number}", spec)}</div>\n'
                         for number, spec in enumerate(specs, 1))
         return Markup(f'<div class="rg-grid" id="{escape(grid_id)}">\n{cells}</div>\n'
-                      + self._downloads(grid_id, exports.GRID_FORMATS))
+                      + self._downloads(grid_id, formats))
 
     def beside(self, row_id: str, charts: list[tuple[str, dict]]) -> Markup:
         """(chart id, spec) pairs side by side, each placed and recorded under its own id, two to a row on a
@@ -179,6 +187,10 @@ class Charts:
                         f'{self(chart_id, spec, exports.FORMATS if index == 0 else BESIDE_FORMATS)}</div>\n'
                         for index, (chart_id, spec) in enumerate(charts))
         return Markup(f'<div class="rg-grid rg-beside" id="{escape(row_id)}">\n{cells}</div>\n')
+
+    def offered(self, formats: tuple[str, ...]) -> tuple[str, ...]:
+        """The downloads of a chart: `formats`, less the pictures where this site draws none."""
+        return formats if self.pictures else tuple(fmt for fmt in formats if fmt not in PICTURES)
 
     def _downloads(self, anchor: str, formats: tuple[str, ...]) -> str:
         stem = escape(f"charts/{self.page}--{anchor}")

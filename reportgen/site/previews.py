@@ -98,7 +98,7 @@ def page_previews(report: Report, nav: list, docs: Path) -> dict[str, Preview]:
         title = site if stem == "index" else f"{label} · {site}"
         chart, finding, alt = lead(stem, docs / page) if stem in LEADS else (None, None, None)
         description = sentence_of(findings.get(finding)) or page_sentence(stem, report, findings)
-        if chart:
+        if chart and report.progress is None:  # a partial site draws no chart pictures (pages.Charts.pictures)
             image = (f"charts/{stem}--{chart}.png", alt or f"The main chart of the page {label}")
         else:
             image = (HEAD_MAP, f"Head map of {model}: each head coloured by its main attention pattern")

@@ -64,7 +64,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
     """Every Markdown page and chart export (pictures from `cache` when it has them); returns the MkDocs nav.
     `live`: the "Your sentence" page's fields (reportgen.site.live_page), or None for no such page."""
     env = pages.environment(templates)
-    recorder = pages.Charts()
+    recorder = pages.Charts(pictures=report.progress is None)  # a partial site: its charts' data only
     stats = report.statistics
     pages.render(env, "home.md.j2", docs / "index.md", report=report, findings=report.findings,
                  headline=report.headline,

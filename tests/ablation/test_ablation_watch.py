@@ -81,11 +81,12 @@ def test_a_short_ablation_gets_no_first_site_and_a_long_one_gets_it_once_its_pac
     assert not short.due()  # no experiment started: nothing is known
     short.tick("baseline", 0, 1)
     long.tick("baseline", 0, 1)
-    clock.now += 1.5  # within FIRST_SITE_AFTER: the first masks' time holds loading the data
+    clock.now += 1.5
+    long.tick("baseline", 1, 1)  # one mask, which made the recording pass: no pace read from it alone
+    assert not long.due() and long.state().seconds_left is not None
+    clock.now += 0.5  # 2 s in: 72 masks done, 7 left, at 0.028 s each / 2 done, 77 left at 1 s each
     short.tick("single_heads", 72, 72)
     long.tick("single_heads", 1, 72)
-    assert not short.due() and not long.due()
-    clock.now += 1.0  # 2.5 s in: 73 masks done, 6 left, at 0.034 s each / 2 done, 76 left at 1.25 s each
     assert not short.due()
     assert long.due() and long.first_site_due()
     long.wrote(4.0)  # the first partial site: from here the share of the build's time decides
@@ -107,10 +108,10 @@ def test_the_first_site_thresholds_are_read_when_the_watch_is_made(monkeypatch):
     from reportgen.ablation import watch as module
 
     monkeypatch.setattr(module, "FIRST_SITE_SECONDS", 0.0)
-    monkeypatch.setattr(module, "FIRST_SITE_AFTER", 0.0)
+    monkeypatch.setattr(module, "FIRST_SITE_MASKS", 0)
     follow = watch(Clock())
     follow.tick("baseline", 0, 1)
     assert follow.due()  # what the tests of partial sites use: every build writes one
-    given = AblationWatch({"baseline": 1}, [], started=100.0, clock=Clock(), first_site=(2.0, 10.0))
+    given = AblationWatch({"baseline": 1}, [], started=100.0, clock=Clock(), first_site=(2, 10.0))
     given.tick("baseline", 0, 1)
     assert not given.due()  # thresholds given when it is made win

@@ -121,6 +121,27 @@ def test_zero_single_and_multi_head_masks_equal_plain(model_dir, data, batch_tok
         assert np.abs(want - stacked).max() < TOL and np.abs(want - grouped).max() < TOL
 
 
+def test_the_runners_first_stack_of_several_masks_is_one_mask_then_stacks_as_before(model_dir, data, tmp_path):
+    """The first partial site waits for the experiments' pace (ablation.watch.first_site_due): the runner makes its
+    first stack of several masks a stack of one, so the pace is known a forward in, then stacks as before."""
+    task = load_task("similarity", model_dir, data)
+    ticks = []
+    singles = _all_single_heads_and_some_groups(3, 4)[:12]  # every head alone: stacks of 4 per first layer
+    with Engine(task, "zero", batch_tokens=4096) as engine:
+        assert engine.masks_per_pass >= 4
+        runner = Runner(engine, ResultCache(tmp_path, "fp", "d", "zero"), lambda *tick: ticks.append(tick))
+        runner.outputs("baseline", [np.ones((3, 4), dtype=np.float32)])  # a stack of one already: no split
+        assert not runner.paced
+        first = runner.outputs("single", singles[:8])
+        later = runner.outputs("more", singles[8:])
+        plain = [evaluate_plain(task, mask, "zero", batch_size=5) for mask in singles]
+    assert runner.paced
+    assert [done for name, done, _ in ticks if name == "single"] == [0, 1, 4, 8]  # 1 mask, then 3, then 4
+    assert [done for name, done, _ in ticks if name == "more"] == [0, 4]  # split once a run, not per experiment
+    for want, got in zip(plain, first + later, strict=True):
+        assert np.abs(want - got).max() < TOL
+
+
 @pytest.mark.slow
 def test_embedded_model_fast_equals_plain():
     """The real model (6 x 12 heads): single heads in every layer and multi-head masks, zero method."""

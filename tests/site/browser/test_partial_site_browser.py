@@ -41,7 +41,7 @@ def site(tmp_path_factory, tiny_model) -> Path:
     from reportgen.ablation import watch
 
     with pytest.MonkeyPatch.context() as patch:  # a partial site even for a tiny model (conftest's first_site_at_once)
-        patch.setattr(watch, "FIRST_SITE_AFTER", 0.0)
+        patch.setattr(watch, "FIRST_SITE_MASKS", 0)
         patch.setattr(watch, "FIRST_SITE_SECONDS", 0.0)
         build(load_config(root / "reportgen.yaml"), written=keep_first)
     assert json.loads((kept / "report.json").read_text(encoding="utf-8"))["progress"] is not None

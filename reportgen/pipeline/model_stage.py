@@ -11,8 +11,6 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from reportgen.cache.store import Cache, key_of
 from reportgen.config import Config, precision_problem
 from reportgen.errors import ConfigError, DataError
@@ -131,18 +129,13 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
 
 def within_qk_budget(run: ExampleRun | None, budget: int, fresh: bool = False) -> ExampleRun | None:
     """The run without its query/key vectors where its query/key page would add more than `budget` bytes to the
-    site (views.qk_bytes; config views.query_key_mb), their size kept in extras["qk_bytes"] so that the example's
-    page can say why it has none. A cached run (not `fresh`) that went without them but would fit now is None:
-    run again, for its vectors."""
+    site (views.without_qk_over; config views.query_key_mb). A cached run (not `fresh`) that went without them but
+    would fit now is None: run again, for its vectors."""
     if run is None:
         return None
-    size = views.qk_bytes(run) if views.has_qk(run) else int(run.extras.get("qk_bytes", 0))
-    if not fresh and not views.has_qk(run) and 0 < size <= budget:
+    if not fresh and not views.has_qk(run) and 0 < int(run.extras.get("qk_bytes", 0)) <= budget:
         return None
-    if views.has_qk(run) and size > budget:
-        run.extras.clear()
-        run.extras["qk_bytes"] = np.array(size, dtype=np.int64)
-    return run
+    return views.without_qk_over(run, budget)
 
 
 def _from_entry(cache: Cache, key: str, run: ExampleRun) -> ExampleRun:

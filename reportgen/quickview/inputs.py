@@ -69,7 +69,7 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
     and its `target`, which only an encoder-decoder takes (and it needs one). Texts longer than the config's
     `max_length` (or the model's limit) are truncated with the same note as a build's."""
     from reportgen.model import loading
-    from reportgen.site.views import qk_bytes
+    from reportgen.site.views import without_qk_over
 
     settings = load_config(config)
     spec = _spec(text, pair)
@@ -89,11 +89,9 @@ def run_text(text: str, pair: str | None = None, model: str | None = None,
     if run.truncated:
         notes.append(f"the input was truncated to {max_length} tokens (config field 'max_length')")
     budget = settings.views.query_key_mb
-    size = qk_bytes(run)
-    if size > budget * 1e6:
-        run.extras.clear()
-        notes.append(f"no query/key view: its vectors would take {size / 1e6:.1f} MB, over the {budget:g} MB of "
-                     "config field 'views.query_key_mb'")
+    if "qk_bytes" in without_qk_over(run, budget * 1e6).extras:
+        notes.append(f"no query/key view: its vectors would take {int(run.extras['qk_bytes']) / 1e6:.1f} MB, over the "
+                     f"{budget:g} MB of config field 'views.query_key_mb'")
     for note in notes:
         warnings.warn(note, stacklevel=2)
     return QuickRun(run, name, notes)

@@ -236,6 +236,15 @@ def pack_visible(visible: np.ndarray) -> list[str | None]:
             else _b64(np.packbits(layer.reshape(-1), bitorder="little").tobytes()) for layer in visible]
 
 
+def visible_bytes(visible: np.ndarray) -> int:
+    """The bytes of base64 `pack_visible` writes for bool [L, T, T] (its layers other than None and CAUSAL), counted
+    without packing: what a page's masks add to the site, asked before it is written (views.qk_bytes)."""
+    n = visible.shape[-1]
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    packed = sum(1 for layer in visible if not layer.all() and not np.array_equal(layer, causal))
+    return packed * 4 * math.ceil(math.ceil(n * n / 8) / 3)
+
+
 def decode_visible(text: str | None, n: int) -> np.ndarray:
     """Inverse of one layer of `pack_visible`: bool [T, T] (all True for None)."""
     if text is None:

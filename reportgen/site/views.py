@@ -84,6 +84,7 @@ from reportgen.site.qk_encoding import (
     qk_score_bound,
     quantise_vectors,
     unpack12,
+    visible_bytes,
 )
 
 if TYPE_CHECKING:  # the model-running side imports torch; the pages only need its plain data
@@ -281,15 +282,26 @@ def _check_by_head(q: tuple[np.ndarray, np.ndarray], k: tuple[np.ndarray, np.nda
 def qk_bytes(run: ExampleRun) -> int:
     """What the run's query/key page adds to the site beside its example's own data, in bytes of base64: its q and
     k codes and scales, its score terms and its masks (`qk_payload`'s layers without the weights, and `visible`);
-    0 for a run without vectors. The config's views.query_key_mb bounds it (reportgen.pipeline.model_stage)."""
-    if "queries" not in run.extras:
+    0 for a run without vectors. The config's views.query_key_mb bounds it (`without_qk_over`)."""
+    if not has_qk(run):
         return 0
     layers, heads, n, dim = run.extras["queries"].shape
     terms = np.shape(run.extras["qk_terms"])[0] if "qk_terms" in run.extras else 0
     layer = heads * sum(field[1] for field in _qk_fields(n, dim, weights=False, terms=terms))
     visible = run.extras.get("qk_visible")
-    masks = pack_visible(np.asarray(visible, dtype=bool)) if visible is not None else []
-    return layers * 4 * math.ceil(layer / 3) + sum(len(text) for text in masks if text not in (None, CAUSAL))
+    masks = visible_bytes(np.asarray(visible, dtype=bool)) if visible is not None else 0
+    return layers * 4 * math.ceil(layer / 3) + masks
+
+
+def without_qk_over(run: ExampleRun, budget: float) -> ExampleRun:
+    """`run` without its query/key vectors where its query/key page would add more than `budget` bytes to the site
+    (`qk_bytes`; config views.query_key_mb), their size kept in extras["qk_bytes"], so that the example's page or
+    the single-file view's note can say why it has none. Changes `run` in place."""
+    size = qk_bytes(run)
+    if size > budget:
+        run.extras.clear()
+        run.extras["qk_bytes"] = np.array(size, dtype=np.int64)
+    return run
 
 
 def qk_masks(payload: dict) -> list[str]:

@@ -30,6 +30,7 @@ from reportgen.site.views import (
     qk_score_bound,
     quantise_rows,
     quantise_vectors,
+    visible_bytes,
 )
 from tests.site.test_qk_terms import _run
 
@@ -96,6 +97,16 @@ def test_a_decoders_mask_is_one_word_and_any_other_mask_its_bits():
     packed = pack_visible(np.stack([causal, window, np.ones((n, n), dtype=bool)]))
     assert packed[0] == CAUSAL and packed[2] is None and len(packed[1]) == 4 * np.ceil(n * n / 8 / 3)
     assert (decode_visible(packed[0], n) == causal).all() and (decode_visible(packed[1], n) == window).all()
+
+
+@pytest.mark.parametrize("n", [1, 5, 24, 31])
+def test_visible_bytes_counts_what_pack_visible_writes_without_packing(n):
+    rng = np.random.default_rng(n)
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    window = causal & (rng.random((n, n)) < 0.9)
+    layers = np.stack([causal, np.ones((n, n), dtype=bool), rng.random((n, n)) < 0.7, window])
+    written = sum(len(text) for text in pack_visible(layers) if text not in (None, CAUSAL))
+    assert visible_bytes(layers) == written
 
 
 @pytest.mark.parametrize("run", [_run(), _run(names=(), mask=False), _causal_run((2, 2, 40, 8))],

@@ -44,3 +44,33 @@ class OutputError(ReportgenError):
 
 class BusyError(ReportgenError):
     exit_code = EXIT_BUSY
+
+
+# What a user can do about an operating-system error, by errno name; the others get the system's own words only.
+OS_HINTS = {
+    "ENOSPC": "the disk is full: free some space or write elsewhere",
+    "EDQUOT": "the disk quota is used up: free some space or write elsewhere",
+    "EFBIG": "the file is larger than this system allows (ulimit -f)",
+    "EROFS": "the file system is read-only: write elsewhere",
+    "EACCES": "make it writable or write elsewhere",
+    "EPERM": "make it writable or write elsewhere",
+    "EIO": "the device failed to read or write; check the disk",
+    "EEXIST": "something is in the way: remove it or write elsewhere",
+    "ENOTDIR": "a part of the path is a file, not a folder",
+    "ELOOP": "the path goes round a symlink loop",
+}
+
+
+def os_error(err: OSError) -> OutputError:
+    """An operating-system error that reached the command (a full disk, a read-only or foreign folder, a failing
+    device) as the one line the CLI prints: the path, the system's cause with its errno name, and what to do, exit
+    code EXIT_OUTPUT. The site's staging and swap (reportgen.site.output) have already left the previous output as
+    it was; this only says what happened, in one place for every command."""
+    import errno as errnos
+
+    name = errnos.errorcode.get(err.errno or 0, "")
+    where = " -> ".join(str(path) for path in (err.filename, err.filename2) if path is not None) or "a file"
+    cause = (err.strerror or str(err)).rstrip(".")
+    hint = OS_HINTS.get(name)
+    return OutputError(f"{where}: {cause[:1].lower()}{cause[1:]}{f' ({name})' if name else ''}"
+                       f"{f'; {hint}' if hint else ''}")

@@ -113,22 +113,56 @@ def test_each_partial_site_has_the_finished_experiments_and_the_rest_null_with_t
     assert all(cost["seconds"] >= 0 for cost in manifest["experiments"].values())
 
 
-def test_an_interrupted_build_leaves_its_last_complete_site_and_resumes_from_the_cache(project):
+def test_an_interrupted_build_leaves_its_site_saying_it_stopped_and_resumes_from_the_cache(project):
+    """Issue 48: the site a stopped build left said for ever that its ablation was running. Ctrl+C (here raised at a
+    progress tick, as the terminal's handler does) rewrites the last partial site as stopped, with what was done,
+    without the live line, and `reportgen publish` refuses it unless told --partial."""
+    from reportgen.commands.publish import unfinished
+
     config = load_config(project / "reportgen.yaml")
+    sites = Sites(project / "copies")
+    (project / "copies").mkdir()
 
     def stop(stage: str, done: int, _total: int) -> None:
         if stage == "Ablation: random fraction" and done:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        build(config, progress=stop)
+        build(config, progress=stop, written=sites)
+    assert len(sites.seen) == 2 and not sites.report(0)["progress"]["interrupted"]  # the first site, then the stopped
     left = json.loads((project / "site" / "report.json").read_text(encoding="utf-8"))
-    assert left["progress"] is not None and left["ablation"] is None  # the first site, whole
+    assert left["progress"]["interrupted"]
+    assert left["ablation"]["single_heads"] is not None and left["ablation"]["importance"] is None  # what finished
+    states = {item["name"]: item["state"] for item in left["progress"]["experiments"]}
+    assert states["single_heads"] == "done" and states["random_fraction"] == "running"
+    assert states["importance"] == "waiting"
+    home, ablation = (project / "site" / "index.html").read_text(), (project / "site" / "ablation.html").read_text()
+    for page in (home, ablation):
+        assert "Stopped before it finished" in page and "Still being built" not in page
+        assert "data-progress-src" not in page  # nothing polls for a build that is gone
+    assert "Stopped in: random fractions of heads" in ablation and "is running" not in home
+    assert not (project / "site" / "build-progress.js").exists()
+    assert "was stopped before it finished (experiments done: baseline, single heads)" in unfinished(project / "site")
     assert (project / "site" / "index.html").is_file() and not (project / ".site.building").exists()
     resumed = build(load_config(project / "reportgen.yaml"))
     manifest = resumed.report.manifest
     assert manifest.experiments["single_heads"].computed == 0  # its masks came from the cache
     assert resumed.report.progress is None
+
+
+def test_a_build_stopped_before_any_experiment_finished_says_it_measured_nothing(project):
+    def stop(stage: str, done: int, _total: int) -> None:
+        if stage == "Ablation: baseline" and done:  # its mask done, the experiment not yet recorded
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build(load_config(project / "reportgen.yaml"), progress=stop)
+    left = json.loads((project / "site" / "report.json").read_text(encoding="utf-8"))
+    assert left["progress"]["interrupted"] and left["ablation"] is None
+    home = (project / "site" / "index.html").read_text(encoding="utf-8")
+    assert "The head ablation was stopped before it finished, so this report states none of its findings" in home
+    assert "was not measured: the head ablation was stopped" in home and "Done: none yet." in home
+    assert re.search(r'id="about"', home)  # the sentence keeps its own paragraph: the next heading stands
 
 
 @pytest.mark.parametrize("before", ["a site", "nothing", "an empty directory"])

@@ -50,6 +50,7 @@ class AblationWatch:
         self.writing_in_ablation = 0.0  # of those, while the ablation ran (not time its masks took)
         self.last_write = 0.0  # seconds the last site write took
         self.partial_sites = 0  # partial sites written
+        self.interrupted = False  # the build was stopped (Ctrl+C): its last partial site says so
 
     @property
     def last(self) -> str | None:
@@ -118,4 +119,4 @@ class AblationWatch:
         left = sum(max((item.masks or 0) - item.masks_done, 0) for item in states)
         return BuildProgress(experiments=states, seconds_per_mask=None if per_mask is None else round(per_mask, 4),
                              seconds_left=None if per_mask is None else round(per_mask * left, 1),
-                             stages_left=self.stages_left)
+                             stages_left=self.stages_left, interrupted=self.interrupted)

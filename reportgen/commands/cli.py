@@ -1,7 +1,8 @@
 """The command line: build, serve, schema, --version.
 
 A user's mistake (ReportgenError) ends with one line on stderr and the error's exit
-code; only bugs in reportgen show a traceback.
+code, and so does an operating-system error (a full disk, a read-only folder: errors.os_error,
+exit 5); only bugs in reportgen show a traceback.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 
 from reportgen import __version__
 from reportgen.commands.terminal import print_error
-from reportgen.errors import ReportgenError
+from reportgen.errors import ReportgenError, os_error
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Build a static website of findings about a BERT-family model's attention heads.")
@@ -145,13 +146,15 @@ def serve(config: Optional[Path] = ConfigOption,
 def publish(config: Optional[Path] = ConfigOption,
             remote: str = typer.Option("origin", help="Remote to push to."),
             branch: str = typer.Option("gh-pages", help="Branch that receives the site."),
-            message: str = typer.Option("Publish reportgen site", "--message", "-m", help="Commit message.")) -> None:
+            message: str = typer.Option("Publish reportgen site", "--message", "-m", help="Commit message."),
+            partial: bool = typer.Option(False, "--partial", help="Publish a site whose build has not finished "
+                                                                   "(still running, or stopped).")) -> None:
     """Push the built site to the gh-pages branch of the current git repository (GitHub Pages)."""
     from reportgen.commands.publish import publish as run_publish
     from reportgen.config import load_config
 
     site = load_config(config).output
-    commit = run_publish(site, Path.cwd(), remote, branch, message)
+    commit = run_publish(site, Path.cwd(), remote, branch, message, partial)
     typer.echo(f"Published {site} as {branch} {commit[:12]} and pushed it to {remote}")
 
 
@@ -177,6 +180,9 @@ def _check_writable_file(path: Path, force: bool) -> None:
     from reportgen.errors import OutputError
 
     for parent in reversed(path.parents):
+        if parent.is_symlink() and not parent.exists():  # mkdir would fail on it, after the other files were written
+            raise OutputError(f"{path}: {parent} is a symlink to {os.readlink(parent)}, which does not exist; "
+                              "nothing was written")
         if parent.exists() and not parent.is_dir():
             raise OutputError(f"{path}: {parent} is a file, not a directory; nothing was written")
     if path.is_symlink():  # dangling or not, writing through it would write a file somewhere else
@@ -247,3 +253,7 @@ def main() -> None:
     except ReportgenError as err:
         print_error(str(err), err.detail)
         sys.exit(err.exit_code)
+    except OSError as err:  # one place for every command: a full disk, a read-only folder, a failing device
+        failure = os_error(err)
+        print_error(str(failure))
+        sys.exit(failure.exit_code)

@@ -6,6 +6,7 @@ tree, index and other branches are never touched; then the branch is pushed.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
@@ -73,14 +74,40 @@ def _check_names(top: Path, remote: str, branch: str, message: str) -> None:
         raise PublishError("--message is empty; give the commit a message")
 
 
+def unfinished(site: Path) -> str | None:
+    """Why `site` is not a finished site, from its report.json's `progress` (reportgen.report.BuildProgress): a site
+    written while its build ran, or left by a build that was stopped; None for a finished one."""
+    try:
+        with (site / "report.json").open(encoding="utf-8") as handle:
+            progress = json.load(handle).get("progress")
+    except FileNotFoundError:  # nothing says it is partial (a site from before report.json, or one made by hand)
+        return None
+    except (OSError, ValueError, AttributeError):
+        return "its report.json cannot be read, so it cannot be told finished"
+    if progress is None:
+        return None
+    try:
+        done = [item["name"].replace("_", " ") for item in progress["experiments"] if item["state"] == "done"]
+        stopped = bool(progress.get("interrupted"))
+    except (KeyError, TypeError, AttributeError):
+        return "its report.json says it is partial"
+    state = "was stopped before it finished" if stopped else "was written while its build still ran"
+    return f"it {state} (experiments done: {', '.join(done) or 'none'})"
+
+
 def publish(site: Path, repo: Path, remote: str = "origin", branch: str = "gh-pages",
-            message: str = "Publish reportgen site") -> str:
+            message: str = "Publish reportgen site", partial: bool = False) -> str:
     """Commit `site` as the whole tree of `branch` (parent: its previous commit) and push it; returns the commit id.
 
-    The local branch moves only after the push succeeded, so a failed push leaves it as it was.
+    The local branch moves only after the push succeeded, so a failed push leaves it as it was. A partial site
+    (`unfinished`) is published only when asked (`partial`): a stopped build's site said for ever that it runs.
     """
     if not (site / "index.html").is_file() or not is_site(site):
         raise OutputError(f"no reportgen site at {site}; run `reportgen build` first")
+    why = None if partial else unfinished(site)
+    if why:
+        raise PublishError(f"{site} is a partial site: {why}; finish it with `reportgen build` (it resumes from the "
+                           "cache), or publish it as it is with --partial")
     try:
         top = Path(_git("rev-parse", "--show-toplevel", cwd=repo))
     except PublishError:

@@ -112,7 +112,8 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
     stage.let_go()
     watch = ablation_watch(config, stage, started)
 
-    def write(ablation: Ablation | None, comparison: Comparison | None = None, partial: bool = False) -> Report:
+    def write(ablation: Ablation | None, comparison: Comparison | None = None, partial: bool = False,
+              ticks: Callback = progress) -> Report:
         at = time.perf_counter()
         manifest = make_manifest(config, stage, data_files(config), timings, reproducible,
                                  watch.costs if watch else None)
@@ -120,7 +121,7 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
                              watch.state() if partial and watch else None, examples)
         from reportgen.site import writer  # rendering is imported by the stage that renders, once it is reached
 
-        writer.write_site(report, drawn, out, progress, reproducible, config.cache_dir, live)
+        writer.write_site(report, drawn, out, ticks, reproducible, config.cache_dir, live)
         if written is not None:
             written(out.path)
         if watch is not None:
@@ -149,15 +150,22 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
             build_progress.write_progress(out.path, watch.state())
 
     clock = time.perf_counter()  # the views are the site's work, which no stage's time holds
-    ablation = run_ablation(config, stage, ticked if watch else progress, watch, finished if watch else None)
-    lap("ablation", watch.writing_in_ablation if watch else 0.0)
-    comparison = None
-    if config.compare is not None:
-        if watch is not None and watch.partial_sites:  # the comparison runs another model: a long build goes on
-            watch.stages_left = []
-            write(ablation, partial=True)
-            clock = time.perf_counter()
-        comparison = run_comparison(config, stage, progress)
-        lap("comparison")
+    try:
+        ablation = run_ablation(config, stage, ticked if watch else progress, watch, finished if watch else None)
+        so_far[0] = ablation
+        lap("ablation", watch.writing_in_ablation if watch else 0.0)
+        comparison = None
+        if config.compare is not None:
+            if watch is not None and watch.partial_sites:  # the comparison runs another model: a long build goes on
+                watch.stages_left = []
+                write(ablation, partial=True)
+                clock = time.perf_counter()
+            comparison = run_comparison(config, stage, progress)
+            lap("comparison")
+    except KeyboardInterrupt:  # Ctrl+C: a partial site standing in says it stopped, not that it still runs
+        if watch is not None and watch.partial_sites:  # no ticks: the terminal's would raise the interrupt again
+            watch.interrupted = True
+            write(so_far[0], partial=True, ticks=silent)
+        raise
     report = write(ablation, comparison)
     return Built(report, stage.computed, stage.examples - stage.computed, round(stage.seconds, 3))

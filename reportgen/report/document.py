@@ -213,6 +213,8 @@ class BuildProgress(Record):
     seconds_per_mask: float | None
     seconds_left: float | None
     stages_left: list[str]  # what runs after the ablation ("comparison"), if anything
+    # the build was stopped (Ctrl+C) before it finished: its last site says so, and `reportgen publish` refuses it
+    interrupted: bool = False
 
 
 class Report(Record):

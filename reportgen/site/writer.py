@@ -53,7 +53,7 @@ def write_site(report: Report, example_views: list[ExampleViews], out: output.Ou
         mkdocs_build(base_config, src / "overrides", report.title, report.site_url, docs, staging / "site",
                      menu(nav), reproducible)
         (staging / "site" / ".nojekyll").write_text("", encoding="utf-8")  # GitHub Pages: serve as is
-        if report.progress is not None:  # a build still running: its note's live line, rewritten as masks finish
+        if report.progress is not None and not report.progress.interrupted:  # its note's live line, as masks finish
             build_progress.write_progress(staging / "site", report.progress)
         output.mark(staging / "site")
         output.swap(staging / "site", out, partial=report.progress is not None)

@@ -142,6 +142,31 @@ def test_a_branch_given_as_its_full_ref_is_that_branch(repo):
     assert tree_files(bare, "site-pages") == {".nojekyll", MARKER, "index.html", "assets/app.js"}
 
 
+@pytest.mark.parametrize("progress", [{"experiments": [{"name": "single_heads", "state": "done"}], "interrupted": True},
+                                      {"experiments": [], "interrupted": False}, "not a mapping"],
+                         ids=["stopped", "running", "damaged"])
+def test_a_partial_site_is_published_only_when_asked(repo, progress):
+    """Issue 48: a stopped build's site, which says so (test_progressive_build), was pushed without a word."""
+    import json
+    import sys
+
+    work, bare, site = repo
+    (site / "report.json").write_text(json.dumps({"progress": progress}))
+    (work / "reportgen.yaml").write_text("output: site\n")
+    with pytest.raises(PublishError, match=r"is a partial site: .*; finish it with `reportgen build`.*--partial"):
+        publish(site, work)
+    assert not git("for-each-ref", "refs/heads/gh-pages", cwd=work)  # nothing committed, nothing pushed
+    command = [sys.executable, "-m", "reportgen", "publish"]
+    refused = subprocess.run(command, cwd=work, capture_output=True, text=True)
+    assert refused.returncode == 7 and len(refused.stderr.splitlines()) == 1
+    if progress != "not a mapping":
+        said = "was stopped before it finished (experiments done: single heads)" if progress["interrupted"] else \
+            "was written while its build still ran (experiments done: none)"
+        assert said in refused.stderr
+    assert subprocess.run([*command, "--partial"], cwd=work, capture_output=True, text=True).returncode == 0
+    assert "report.json" in tree_files(bare, "gh-pages")
+
+
 def test_publish_command_prints_one_line_then_git_indented(repo):
     import sys
 

@@ -2,16 +2,21 @@
 
 A mistake the user can fix (a bad config, a missing file, no network for a Hub id)
 raises a `ReportgenError`; the CLI prints its one-line message and exits with its
-code, never a traceback. Anything else is a bug in reportgen and keeps its traceback.
+code, never a traceback. An operating-system error at a write (a full disk, a read-only
+folder) is said the same way (`os_error`, `writing`). Anything else is a bug in reportgen
+and keeps its traceback.
 """
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # Exit codes, documented in the README.
 EXIT_CONFIG = 2  # the config file: missing, bad YAML, unknown key, wrong type
 EXIT_MODEL = 3  # the model: missing path, not downloadable, not a supported encoder; a Ray cluster not reached
 EXIT_DATA = 4  # a data file or example the config points at
-EXIT_OUTPUT = 5  # the output: not reportgen's to replace, cannot be written, or cannot be served
+EXIT_OUTPUT = 5  # the output: not reportgen's to replace, cannot be written (a full disk, read-only) or served
 EXIT_BUSY = 6  # another build holds the lock on this output
-EXIT_PUBLISH = 7  # publish: the branch is not reportgen's, or git failed (git's own words follow)
+EXIT_PUBLISH = 7  # publish: a partial site, a branch not reportgen's, or git failed (git's own words follow)
 
 
 class ReportgenError(Exception):
@@ -61,16 +66,30 @@ OS_HINTS = {
 }
 
 
-def os_error(err: OSError) -> OutputError:
-    """An operating-system error that reached the command (a full disk, a read-only or foreign folder, a failing
-    device) as the one line the CLI prints: the path, the system's cause with its errno name, and what to do, exit
-    code EXIT_OUTPUT. The site's staging and swap (reportgen.site.output) have already left the previous output as
-    it was; this only says what happened, in one place for every command."""
+def os_error(err: OSError, target: object = None, kept: str = "") -> OutputError:
+    """An operating-system error (a full disk, a read-only or foreign folder, a failing device) as the one line the CLI
+    prints, exit code EXIT_OUTPUT: what could not be written (`target`, else the file the system named), the system's
+    cause with its errno name, the file it failed on where that is another (a temp file beside the target), what to
+    do, and what was `kept`. The site's staging and swap (reportgen.site.output) leave the previous output as it was;
+    this only says what happened, the same way for every command (`writing`, and the CLI's last resort)."""
     import errno as errnos
 
+    if err.errno is None and err.args and isinstance(err.args[0], list) and err.args[0]:  # shutil.copytree's: the first
+        err = OSError(None, str(err.args[0][0][2]), str(err.args[0][0][1]))
     name = errnos.errorcode.get(err.errno or 0, "")
-    where = " -> ".join(str(path) for path in (err.filename, err.filename2) if path is not None) or "a file"
+    failed = " -> ".join(str(path) for path in (err.filename, err.filename2) if path is not None)
+    subject = str(target) if target is not None else failed or "a file"
     cause = (err.strerror or str(err)).rstrip(".")
-    hint = OS_HINTS.get(name)
-    return OutputError(f"{where}: {cause[:1].lower()}{cause[1:]}{f' ({name})' if name else ''}"
-                       f"{f'; {hint}' if hint else ''}")
+    at = f" at {failed}" if failed and failed != subject else ""
+    tail = "".join(f"; {part}" for part in (OS_HINTS.get(name), kept) if part)
+    return OutputError(f"{subject}: {cause[:1].lower()}{cause[1:]}{f' ({name})' if name else ''}{at}{tail}")
+
+
+@contextmanager
+def writing(target: object, kept: str = "") -> Iterator[None]:
+    """Around the writes of `target` (an output folder, a view file, through temp files beside it): an OSError comes
+    out as `os_error`'s one line naming `target`, not only the temp file the system named."""
+    try:
+        yield
+    except OSError as err:
+        raise os_error(err, target, kept) from None

@@ -25,8 +25,8 @@ ConfigOption = typer.Option(None, "--config", "-c", help="Config file (default: 
 
 
 # Since issue 32 a build swaps in a complete site as a long ablation starts: Ctrl+C keeps the last one swapped in.
-INTERRUPTED = ("interrupted; the site is the last complete one this build wrote (the previous site if it wrote none), "
-               "and a new build resumes from the cache")
+INTERRUPTED = ("interrupted; the site is the last complete one this build wrote, marked as stopped (the previous site "
+               "if it wrote none), and a new build resumes from the cache")
 
 
 def _version(value: bool) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from reportgen.cache import usage
 from reportgen.cache.store import Cache, claim
 from reportgen.config import Config
+from reportgen.errors import writing
 from reportgen.model import attention_capture, loading
 from reportgen.pipeline.analyses import ablation_watch, run_ablation, run_comparison, run_patterns
 from reportgen.pipeline.assemble import data_files, describe_examples, example_views, make_manifest, make_report
@@ -121,7 +122,8 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
                              watch.state() if partial and watch else None, examples)
         from reportgen.site import writer  # rendering is imported by the stage that renders, once it is reached
 
-        writer.write_site(report, drawn, out, ticks, reproducible, config.cache_dir, live)
+        with writing(f"output {out.path}", "the previous site is left as it was"):
+            writer.write_site(report, drawn, out, ticks, reproducible, config.cache_dir, live)
         if written is not None:
             written(out.path)
         if watch is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reportgen.errors import OutputError
+from reportgen.errors import OutputError, writing
 from reportgen.quickview.inputs import QuickRun
 from reportgen.site.standalone import MARKER, page_html, write_page
 from reportgen.site.views import combined_payload, seq2seq_groups
@@ -68,5 +68,6 @@ def write_view(quick: QuickRun, path: Path) -> int:
     """Writes the page of `quick` to `path` (checked by `check_target`); returns its size in bytes."""
     check_target(path)
     text = page_text(quick)
-    write_page(path, text)
+    with writing(f"--out {path}", "nothing was written"):
+        write_page(path, text)
     return len(text.encode("utf-8"))

@@ -39,6 +39,9 @@ CONFIG = {"title": "Output rules", "model": "models/tiny", "device": "cpu",
           "examples": [{"text": "the cat sat on the mat."}], "ablation": {"enabled": False}}
 SITE = {"site/index.html": "<h1>an old reportgen site</h1>", f"site/{output.MARKER}": output.MARKER_TEXT}
 EXIT = errors.EXIT_OUTPUT
+# report.json of a site whose build was stopped after its baseline (reportgen.report.BuildProgress)
+STOPPED = ('{"progress": {"experiments": [{"name": "baseline", "state": "done"}, {"name": "single_heads", "state": '
+           '"running"}], "interrupted": true}}')
 
 
 @contextmanager
@@ -157,9 +160,18 @@ OUTPUT_CASES: list[Case] = [
          errors.EXIT_PUBLISH, "branch 'docs' exists and its tree is not a reportgen site (no .reportgen-site); "
          "refusing to replace it: delete the branch or use --branch with another name", files=SITE,
          setup=git_repo, argv=["publish", "--config", "publish-foreign-branch.yaml", "--branch", "docs"]),
+    Case("publish-stopped-site", "`reportgen publish` of a site whose build was stopped (Ctrl+C)", {},
+         errors.EXIT_PUBLISH, "<dir>/site is a partial site: it was stopped before it finished (experiments done: "
+         "baseline); finish it with `reportgen build` (it resumes from the cache), or publish it as it is with "
+         "--partial", files={**SITE, "site/report.json": STOPPED}, setup=git_repo,
+         argv=["publish", "--config", "publish-stopped-site.yaml"]),
     Case("init-github-is-file", "`reportgen init --github-actions` when `.github` is a file", None, EXIT,
          ".github/workflows/reportgen.yml: .github is a file, not a directory; nothing was written",
          files={".github": "a file\n"}, argv=["init", "--github-actions"]),
+    Case("init-workflows-dangling", "`reportgen init --github-actions` when `.github/workflows` is a dangling symlink",
+         None, EXIT, ".github/workflows/reportgen.yml: .github/workflows is a symlink to nowhere, which does not "
+         "exist; nothing was written", files={".github/notes.md": "mine\n"},
+         setup=symlink(".github/workflows", "nowhere"), argv=["init", "--github-actions"]),
 ]
 
 

@@ -165,6 +165,16 @@ def test_the_pages_are_a_decoders(sites):
     assert "local window" not in qk and "more than the scaled" not in qk and "sliding window" not in qk
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_query_key_page_names_the_masks_its_model_has(sites, family):
+    """Mistral's layers (sliding_window 6, under the 14 tokens of example 1) mask the keys before the window too: its
+    page says so; the other decoders' mask only the later keys (qk_masks, example_qk.md.j2)."""
+    qk = " ".join((sites[family][1] / "example-1-qk.html").read_text(encoding="utf-8").split())
+    assert "Each query sees only itself and the tokens before it (a decoder's causal mask)" in qk
+    assert ("and in some layers only the nearest of those (a sliding window)" in qk) == (family == "mistral")
+    assert "local window" not in qk
+
+
 def test_a_statistic_that_does_not_apply_is_absent_and_said_so(tmp_path):
     model = make_decoder("gpt2", tmp_path / "model")
     site = build_tiny_site(tmp_path, tiny_config(model, examples=[{"text": "the store was closed"}],

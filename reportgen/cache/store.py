@@ -24,6 +24,7 @@ import errno
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import stat
@@ -267,7 +268,10 @@ class Cache:
         if payload is None:
             return None
         try:
-            return np.load(io.BytesIO(payload), allow_pickle=False)
+            stream = io.BytesIO(payload)
+            if declared_bytes(stream) > len(payload):  # before numpy allocates what the header claims
+                raise ValueError("its header claims more than the file holds")
+            return np.load(stream, allow_pickle=False)
         except (OSError, ValueError, EOFError):
             self.damaged(path, "not a numpy array")
             return None
@@ -289,6 +293,7 @@ class Cache:
         try:
             handle.seek(DIGEST_CHARS + 1)
             data = np.load(_Payload(handle, DIGEST_CHARS + 1), allow_pickle=False)
+            _check_members(data, os.fstat(handle.fileno()).st_size - DIGEST_CHARS - 1)
             meta = json.loads(str(data["meta"]))
             attention = _stored_member(handle, data, "attention")
             attention = data["attention"] if attention is None else attention
@@ -361,6 +366,30 @@ def _write_npz(handle: BinaryIO, arrays: dict) -> None:
                         member.write(memoryview(np.ascontiguousarray(layer)).cast("B"))
                 else:
                     np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+
+
+def declared_bytes(stream: BinaryIO) -> int:
+    """The bytes of data an .npy header in `stream` claims (its shape times its item size), read from the header
+    alone, `stream` put back where it was: what numpy would allocate before reading a value."""
+    start = stream.tell()
+    version = np.lib.format.read_magic(stream)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(stream)
+    stream.seek(start)
+    return math.prod(shape) * dtype.itemsize
+
+
+def _check_members(data, size: int) -> None:
+    """Every member of a stored run (an NpzFile over a payload of `size` bytes) as `put_run` writes it: stored,
+    not deflated, within the payload, and holding the bytes its header claims. A damaged or hostile entry is
+    refused here, before numpy allocates what a header says (1e12 values) or inflates a member without end."""
+    for info in data.zip.infolist():
+        if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size \
+                or info.header_offset + info.file_size > size:
+            raise ValueError(f"member {info.filename} is compressed or larger than the entry")
+        with data.zip.open(info) as member:
+            if declared_bytes(member) > info.file_size:
+                raise ValueError(f"member {info.filename}'s header claims more than it holds")
 
 
 def _stored_member(handle: BinaryIO, data, name: str) -> StoredAttention | None:

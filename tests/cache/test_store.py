@@ -5,7 +5,9 @@ write that fails leaves neither a temp file nor an entry."""
 from __future__ import annotations
 
 import hashlib
+import io
 import tracemalloc
+import zipfile
 
 import numpy as np
 import pytest
@@ -98,3 +100,49 @@ def test_another_tools_cache_tag_does_not_make_a_folder_reportgens(tmp_path):
     (other / TAG).write_text("Signature: 8a477f597d28d172789f06886806bc55\n# made by another tool\n", encoding="utf-8")
     with pytest.raises(OutputError, match=r"did not write \(CACHEDIR.TAG\)"):
         claim(other)
+
+
+def _npy(shape: tuple[int, ...], data: bytes) -> bytes:
+    """An .npy file whose header claims `shape` (float32) over `data`, whatever its length."""
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    return buffer.getvalue() + data
+
+
+def test_an_array_entry_whose_header_claims_more_than_it_holds_is_damaged_not_allocated(tmp_path):
+    """Issue 48: sizes read back from a file are checked before anything is made from them. An entry's sha256 is
+    right (anyone can write one); its header claims 4 TB: refused from the header, with the usual warning."""
+    cache, path = Cache(tmp_path), tmp_path / "ablation" / "mask-0123.npy"
+    cache.write_bytes(path, _npy((10**12,), np.ones(3, dtype="<f4").tobytes()))
+    with pytest.warns(UserWarning, match="not a numpy array"):
+        assert cache.get_array(path) is None
+    cache.put_array(path, np.arange(3, dtype=np.float32))  # what reportgen writes reads back
+    assert cache.get_array(path).tolist() == [0, 1, 2]
+
+
+def _rewritten(entry: bytes, member: str | None = None, header: tuple[int, ...] | None = None,
+               deflate: bool = False) -> bytes:
+    """A stored run's payload with every member deflated, or `member`'s header claiming `header`."""
+    source, target = zipfile.ZipFile(io.BytesIO(entry)), io.BytesIO()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED if deflate else zipfile.ZIP_STORED) as out:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == member:
+                start = io.BytesIO(data)
+                np.lib.format.read_magic(start)
+                np.lib.format.read_array_header_1_0(start)
+                data = _npy(header, data[start.tell():])
+            out.writestr(info.filename, data)
+    return target.getvalue()
+
+
+@pytest.mark.parametrize("change", [{"deflate": True}, {"member": "attention.npy", "header": (4, 4, 10**6, 10**6)},
+                                    {"member": "word_ids.npy", "header": (10**13,)}],
+                         ids=["deflated", "attention-claims-4e12", "word-ids-claims-1e13"])
+def test_a_run_entry_claiming_more_than_it_holds_is_damaged_and_run_again(tmp_path, change):
+    cache, run = Cache(tmp_path), long_run(tokens=8)
+    cache.put_run(KEY, run)
+    path = next((tmp_path / "runs").rglob("*.npz"))
+    cache.write_bytes(path, _rewritten(cache.read_bytes(path), **change))
+    with pytest.warns(UserWarning, match="not a stored run: member"):
+        assert cache.get_run(KEY, run.spec) is None

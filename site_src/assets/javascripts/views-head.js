@@ -44,6 +44,9 @@
       preserveAspectRatio: 'none', // narrowed on small screens: lines stretch, rows stay put
       'aria-hidden': 'true',
     });
+    // Its height in CSS too: an SVG that flex narrows keeps its aspect ratio otherwise, and at 390 px its lines
+    // covered the top 44% of the token rows (issue 47).
+    this.svg.style.height = rows * ROW_H + 'px';
     pair.appendChild(this.left);
     pair.appendChild(this.svg);
     pair.appendChild(this.right);

@@ -15,6 +15,7 @@ import pytest
 
 from reportgen.findings import names
 from tests.helpers import SINGLE_HEADS_ABLATION, VIEW_DRAWN, BrowserPage, build_tiny_site, tiny_config, wait_until
+from tests.site.browser.test_head_view_browser import check_lines_meet_their_rows
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +78,19 @@ def test_every_example_page_starts_its_attention_view_in_the_first_screen(defaul
         assert 0 < where["top"] < where["height"] - 100, (path.name, where)  # and some of it shows
         assert where["mapAfter"] and where["patternsAfter"], (path.name, where)
         assert view.errors == [] and view.remote_requests == []
+
+
+@pytest.mark.parametrize("width", [320, 390, 480, 768])
+@pytest.mark.parametrize("fragment", ["view=head&layer=1&token=4", "view=head&layer=1"], ids=["pinned", "top-k"])
+def test_every_line_meets_the_rows_of_its_tokens_at_any_width(tiny_site, open_page, width, fragment):
+    """Issue 47: below about 600 px the lines' SVG kept its aspect ratio as it narrowed (the theme gives an SVG
+    `height: auto`), so its lines shrank in height while the token rows did not: at 390 px they covered 44% of the
+    rows, a line from token 5 pointed at tokens 2-3 and the later tokens got none."""
+    view = open_page((tiny_site / "example-2.html").as_uri() + f"#{fragment}", (width, 844), wait_for=VIEW_DRAWN)
+    tokens = view.page.locator(".rgv-left .rgv-tok").count()
+    assert tokens > 15
+    check_lines_meet_their_rows(view, tokens, every_query="token" not in fragment)
+    assert view.errors == []
 
 
 def test_the_first_tab_stop_skips_to_the_attention_view(default_site, open_page):

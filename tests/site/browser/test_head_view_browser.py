@@ -121,6 +121,48 @@ def test_every_weight_of_all_twelve_heads_lies_inside_its_box(pages, open_at, si
     _clean(view)
 
 
+# Each drawn line's two ends on screen (the SVG's own transform: it stretches on a narrow screen) against the centres
+# of the rows of its query (left column) and key (right column), and against the lines' box.
+LINE_ENDS_JS = """() => {
+  const rows = (side) => [...document.querySelectorAll(`.rgv-${side} .rgv-tok`)]
+    .map((row) => { const box = row.getBoundingClientRect(); return box.top + box.height / 2; });
+  const left = rows('left'), right = rows('right');
+  const svg = document.querySelector('svg.rgv-lines');
+  const matrix = svg.getScreenCTM(), box = svg.getBoundingClientRect();
+  const at = (x, y) => {
+    const point = svg.createSVGPoint();
+    point.x = x;
+    point.y = y;
+    return point.matrixTransform(matrix);
+  };
+  return [...svg.querySelectorAll('line.rgv-line')].map((line) => {
+    const start = at(+line.getAttribute('x1'), +line.getAttribute('y1'));
+    const end = at(+line.getAttribute('x2'), +line.getAttribute('y2'));
+    return {q: +line.dataset.q, k: +line.dataset.k, start: start.y - left[+line.dataset.q],
+            end: end.y - right[+line.dataset.k], left: start.x - box.left, right: box.right - end.x};
+  });
+}"""
+
+
+def check_lines_meet_their_rows(view, tokens: int, every_query: bool) -> None:
+    """Every drawn line of `view` starts at its query's row and ends at its key's, within a pixel, inside the lines'
+    box; with `every_query` (top-k lines, no token pinned) each of the `tokens` query rows has its lines."""
+    ends = view.page.evaluate(LINE_ENDS_JS)
+    assert len(ends) == _lines_drawn(view.page) > 0
+    assert max(abs(end[side]) for end in ends for side in ("start", "end")) < 1.0, ends[:3]
+    assert max(abs(end[side]) for end in ends for side in ("left", "right")) < 1.0
+    if every_query:
+        assert {end["q"] for end in ends} == set(range(tokens))
+
+
+@pytest.mark.parametrize("width", [320, 390])
+def test_every_line_meets_the_rows_of_its_tokens_in_a_view_file(pages, open_at, width):
+    """The `reportgen view` file's page (no site style around it); the site's pages: test_example_pages_browser."""
+    view = open_at(_url(pages, "pair.html", "view=head&layer=2"), (width, 844))
+    check_lines_meet_their_rows(view, 19, every_query=True)
+    _clean(view)
+
+
 @pytest.mark.parametrize("size", list(VIEWPORTS))
 def test_tokens_are_reached_by_tab_pinned_by_enter_and_cleared_by_escape(pages, open_at, size):
     view = open_at(_url(pages, "pair.html"), size)

@@ -166,6 +166,27 @@ def test_the_pages_are_a_decoders(sites):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_byte_level_spaces_show_as_the_space_mark_with_its_glossary_entry(sites, family):
+    """The tiny decoders' tokenizer is byte-level BPE (decoder_checkpoints): "Ġcat" is shown "␣cat" in the
+    token list, the views' data and the pattern lists, and the page says what ␣ means, linked to the glossary."""
+    model, site = sites[family]
+    raw = json.loads((model / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
+    assert any(token.startswith("\u0120") for token in raw)  # what would have been shown
+    shown = {path.name: path.read_text(encoding="utf-8") for path in site.glob("example-1*")
+             if path.suffix in (".html", ".js")}
+    shown.update({path.name: path.read_text(encoding="utf-8") for path in (site / "example-1-data").glob("*.js")}
+                 if (site / "example-1-data").is_dir() else {})
+    # the glossary's definition (a link's tooltip, title="...") names Ġ on purpose; nothing else shows it
+    untitled = {name: re.sub(r'title="[^"]*"', "", text) for name, text in shown.items()}
+    assert not [name for name, text in untitled.items() if "\u0120" in text or "\\u0120" in text]
+    tokens = re.search(r'<div class="rg-tokens">(.*?)</div>', shown["example-1.html"], re.S).group(1)
+    assert "\u2423cat" in tokens and "\u2423mat" in tokens, tokens
+    assert re.search(r'begins with a space \(the <a [^>]*href="glossary.html#space-mark"[^>]*>space mark</a>',
+                     shown["example-1.html"]), "the space mark is explained and linked"
+    assert 'id="space-mark"' in (site / "glossary.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_the_query_key_page_names_the_masks_its_model_has(sites, family):
     """Mistral's layers (sliding_window 6, under the 14 tokens of example 1) mask the keys before the window too: its
     page says so; the other decoders' mask only the later keys (qk_masks, example_qk.md.j2)."""

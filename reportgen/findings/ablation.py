@@ -63,6 +63,14 @@ def _gains(delta: np.ndarray, higher: bool) -> np.ndarray:
     return delta if higher else -delta
 
 
+def _extreme_text(gain: float, below: str, above: str) -> str:
+    """An extreme change named by its sign read as a gain: below 0 "the largest drop" (or rise in a loss);
+    at or above 0 every head's masking helped, so "the smallest gain", never a drop that did not happen.
+    For the other extreme pass the negated gain and the words swapped: "the largest gain" or "the smallest
+    drop"."""
+    return f"the largest {below}" if gain < 0 else f"the smallest {above}"
+
+
 def _single_heads(ablation: Ablation) -> Finding:
     tests, metric = ablation.single_heads, ablation.task.metric
     said = names.metric(metric)  # as the pages write it
@@ -107,9 +115,11 @@ def _single_heads(ablation: Ablation) -> Finding:
                          for i, h in enumerate(shown)) + ".")
     else:
         s.strong(f"No single head changes {said} significantly when masked alone").text(
-            f" ({tests.test}, {correction}-corrected over {total} heads, alpha {tests.alpha}). The largest "
-            f"{worse_word} is {changed(worst)} ({head_name(worst)}, corrected {p_of(worst)}); the largest "
-            f"{better_word} {changed(best)} ({head_name(best)}, {p_of(best)}).")
+            f" ({tests.test}, {correction}-corrected over {total} heads, alpha {tests.alpha}). "
+            f"{_capital(_extreme_text(gain[worst['layer'], worst['head']], worse_word, better_word))} "
+            f"is {changed(worst)} ({head_name(worst)}, corrected {p_of(worst)}); "
+            f"{_extreme_text(-gain[best['layer'], best['head']], better_word, worse_word)} "
+            f"is {changed(best)} ({head_name(best)}, {p_of(best)}).")
     numbers = {"metric": metric, "significant": heads[:SHOWN_SIGNIFICANT], "count": len(heads), "total": total,
                "alpha": tests.alpha, "correction": tests.correction, "worst": worst, "best": best,
                "higher_is_better": higher}
@@ -141,7 +151,9 @@ def _random_fraction(ablation: Ablation) -> Finding:
             s.text(f" (worst seed, {sweep.seeds[worst]}: {interval(test.worst_ci[at])})")
         s.text(".")
     else:
-        s.strong(f"Masking heads at random is not shown to cost less than {margin(test.margin)} of {said}")
+        cost = (f"cost less than {margin(test.margin)} of {said}" if higher
+                else f"raise {said} by less than {margin(test.margin)}")
+        s.strong(f"Masking heads at random is not shown to {cost}")
         s.text(f" at any fraction ({seeds} seed{plural(seeds, 's')} pooled).")
     if failing is not None:
         s.text(f" At {percent(failing)} the CI is {interval(test.change_ci[index[failing]])}.")
@@ -174,7 +186,8 @@ def _layer_halves(ablation: Ablation) -> Finding:
     if where:
         at = where[-1]
         i, t = index[at], test.fractions.index(at)
-        s.strong(f"Masking heads in the {more} {layers} costs more {said} than in the {less} {layers} at "
+        # "worse" reads the metric's direction: a lower score, or a higher loss
+        s.strong(f"Masking heads in the {more} {layers} leaves {said} worse than in the {less} {layers} at "
                  f"{fractions_list(where)} of all heads").text(
             f" ({p_text(test.p_adjusted[t], test.p_value[t], test.permutations, test.alpha)} at {percent(at)}; "
             f"{test.test}). "
@@ -183,7 +196,7 @@ def _layer_halves(ablation: Ablation) -> Finding:
             f"{change(halves.upper.relative_mean[i])}.")
         other = lower if more == "upper" else upper
         if other:
-            s.text(f" At {fractions_list(other)} the {less} layers cost more.")
+            s.text(f" At {fractions_list(other)} masking the {less} layers leaves it worse.")
     else:
         best = int(np.nanargmin([np.inf if p is None else p for p in test.p_adjusted]))
         s.strong(f"Lower and upper {layers} do not differ significantly at any fraction").text(
@@ -251,11 +264,21 @@ def _whole_layers(ablation: Ablation) -> Finding:
     worst, best = layer_numbers(int(np.nanargmin(gain))), layer_numbers(int(np.nanargmax(gain)))
     improves = bool(gain[best["layer"]] > 0)
     groups = ablation.groups
-    s = Sentence().strong(f"Removing {names.layer_name(worst['layer'], groups)} costs most:").text(
+    costs = bool(gain[worst["layer"]] < 0)
+    # "costs most" only where a removal makes the metric worse (a loss rising); else the smallest gain
+    lead = (f"Removing {names.layer_name(worst['layer'], groups)} costs most:" if costs else
+            f"No whole layer's removal makes {said} worse; removing {names.layer_name(worst['layer'], groups)} "
+            "helps least:")
+    s = Sentence().strong(lead).text(
         f" {change_with_absolute(worst['relative'], worst['delta'], said)}, "
         f"{'significant' if worst['significant'] else 'not significant'} (corrected "
         f"{p_text(worst['p'], worst['raw'], tests.permutations, tests.alpha)}; {tests.test}). ")
-    if improves:
+    if improves and not costs:
+        s.text(f"Removing {names.layer_name(best['layer'], groups)} helps most: "
+               f"{change_with_absolute(best['relative'], best['delta'], said)}, "
+               f"{'significant' if best['significant'] else 'not significant'} "
+               f"({p_text(best['p'], best['raw'], tests.permutations, tests.alpha)}).")
+    elif improves:
         s.text(f"Removing {names.layer_name(best['layer'], groups)} changes it by "
                f"{change_with_absolute(best['relative'], best['delta'], said)}, "
                f"{'a significant improvement' if best['significant'] else 'not a significant change'} "
@@ -265,7 +288,7 @@ def _whole_layers(ablation: Ablation) -> Finding:
     links = _chart("ablation-whole-layers") + [Link(label="model view",
                                                     href=flat_model_link(worst["layer"], ablation.groups))]
     return s.finding("ablation-whole-layers", "ablation", True, links,
-                     {"metric": metric, "worst": worst, "best": best, "improves": improves,
+                     {"metric": metric, "worst": worst, "best": best, "improves": improves, "costs": costs,
                       "permutations": tests.permutations, "alpha": tests.alpha},
                      test=tests.test, p_value=worst["p"])
 

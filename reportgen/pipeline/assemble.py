@@ -30,6 +30,7 @@ from reportgen.report import (
 )
 from reportgen.runs import ExampleRun
 from reportgen.site import view_files, views
+from reportgen.site.token_text import shown_tokens
 
 MATRIX_MAX_TOKENS = 64  # the patterns page draws a head's attention as a matrix only for examples this short
 
@@ -118,7 +119,7 @@ def _example_views(run: ExampleRun, matrices: set[tuple[int, int]]) -> ExampleVi
     long = view_files.per_head(payload)
     qk = views.qk_payload(run, weights=not long, attention=payload["attention"] if long else None) \
         if views.has_qk(run) else None
-    return ExampleViews(tokens=list(run.tokens), segments=[int(s) for s in run.segment_ids], payload=payload,
+    return ExampleViews(tokens=shown_tokens(run.tokens), segments=[int(s) for s in run.segment_ids], payload=payload,
                         qk_payload=qk,
                         # 4 decimals as float64: rounded in float32 they print as 0.9606000185012817
                         matrices={(layer, head): run.attention[layer, head].astype(float).round(4).tolist()

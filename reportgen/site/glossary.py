@@ -119,6 +119,10 @@ TERMS: tuple[Term, ...] = (
          "above 0."),
     Term("word-piece", "Word piece", ("word piece", "word pieces"),
          "A part of a word as the tokenizer splits it: 'strawberries' becomes straw and ##berries."),
+    Term("space-mark", "Space mark (\u2423)", ("space mark",),
+         "The sign \u2423 at the start of a token: the token begins with a space. Byte-level tokenizers (GPT-2, "
+         "Qwen2) keep the space inside the next word's token and write it as \u0120; SentencePiece (Llama, T5) "
+         "writes \u2581. The pages show \u2423 for both, and \u21b5 for a line break."),
     Term("no-op", "No-op", ("no-op",),
          "Attention that changes little: a head with nothing to do can put its weight on [CLS], [SEP] or "
          "punctuation (Clark et al. 2019); such tokens pass on little through the head (Kobayashi et al. 2020)."),

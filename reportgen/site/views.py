@@ -86,6 +86,7 @@ from reportgen.site.qk_encoding import (
     unpack12,
     visible_bytes,
 )
+from reportgen.site.token_text import shown_tokens
 
 if TYPE_CHECKING:  # the model-running side imports torch; the pages only need its plain data
     from reportgen.runs import ExampleRun, Seq2SeqRun
@@ -153,7 +154,7 @@ def _example_fields(run: ExampleRun) -> dict:
         "name": spec.name,
         "text": spec.text,
         "pair": spec.pair,
-        "tokens": [str(t) for t in run.tokens],
+        "tokens": shown_tokens(run.tokens),  # "Ġthe" as "␣the" (token_text)
         "segments": [int(s) for s in run.segment_ids],
         "special": [int(bool(s)) for s in run.special],
         "truncated": bool(run.truncated),
@@ -358,7 +359,7 @@ def group_payload(name: str, queries: tuple[list[str], list[bool]], keys: tuple[
     payload's top-level attention and contributions are this group's (the encoder's, carried once).
     A decoder group says `causal`: its weights above the diagonal are 0, so the views draw nothing there
     (the 8-bit floor would otherwise decode them to up to 0.5/255)."""
-    group = {"name": name, "queries": [str(t) for t in queries[0]], "keys": [str(t) for t in keys[0]],
+    group = {"name": name, "queries": shown_tokens(queries[0]), "keys": shown_tokens(keys[0]),
              "query_special": [int(bool(s)) for s in queries[1]], "key_special": [int(bool(s)) for s in keys[1]]}
     if name == "decoder":
         group["causal"] = True

@@ -25,6 +25,7 @@ from reportgen.site.charts.head_map_svg import example_figure, findings_figures
 from reportgen.site.export_cache import NO_CACHE, ExportCache
 from reportgen.site.mkdocs_site import mkdocs_build
 from reportgen.site.sources import site_sources
+from reportgen.site.token_text import SPACE_MARK, shown_token
 
 
 def write_site(report: Report, example_views: list[ExampleViews], out: output.Output,
@@ -183,11 +184,13 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
     index = next(at for at, other in enumerate(report.examples) if other.id == example.id)
     tokens = [{"text": text, "segment": SEGMENT_CLASS[segment]}
               for text, segment in zip(example_view.tokens, example_view.segments, strict=True)]
+    spaced = any(SPACE_MARK in token["text"] for token in tokens)  # the page says what ␣ means
     views_html, qk_html = view_files.example_pages(docs, example.id, example_view.payload,
                                                    example_view.qk_payload if example.qk_page else None,
                                                    qk_href=example.qk_page)
     pages.render(env, "example.md.j2", docs / page, recorder, front_matter={**WIDE, "title": page_title(example)},
-                 ex=example, tokens=tokens, pager=example_pager(report.examples, index), views=Markup(views_html),
+                 ex=example, tokens=tokens, spaced=spaced, pager=example_pager(report.examples, index),
+                 views=Markup(views_html),
                  contributions="contributions" in example_view.payload,
                  ln_n=uniform_entropy(example.n_tokens, report.causal_examples),
                  decoder=report.causal_examples,
@@ -224,4 +227,8 @@ def _example_head(index: int, head: ExampleHead) -> dict:
     # leaves it as it is), the views' own state (views-core.js parseHash), which a click applies.
     _, anchor = head_link(index, head.layer, head.head, head.query, head.key).split("#")
     return {"layer": head.layer, "head": head.head, "value": head.value, "url": Markup("#" + anchor),
-            "query_token": head.query_token, "key_token": head.key_token, "weight": head.weight}
+            "query_token": _shown(head.query_token), "key_token": _shown(head.key_token), "weight": head.weight}
+
+
+def _shown(token: str | None) -> str | None:
+    return None if token is None else shown_token(token)

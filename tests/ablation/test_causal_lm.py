@@ -412,7 +412,7 @@ def test_ablation_stage_reports_a_rising_loss_as_a_cost(tmp_path, text_file):
                                             "raising loss by less than 60%:")
         assert "lies below +60%" in fraction.sentence
     else:
-        assert "not shown to cost less than 60% of loss" in fraction.sentence
+        assert "not shown to raise loss by less than 60%" in fraction.sentence
     _check_pages(report, list(findings.values()), tmp_path)
 
 

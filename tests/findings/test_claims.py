@@ -71,7 +71,7 @@ def test_layer_halves_with_no_spread_over_seeds_claim_only_what_the_paired_test_
     # a real difference: the upper half's masks destroy much more
     real = layer_halves(ctx, base + _noisy(task, 0.2, 4) - task.gold[:, None], _noisy(task, 2.0, 5), n_masked=4)
     finding = _finding(_record(layer_halves=real), "ablation-layer-halves")
-    assert finding.supported and "upper layers costs more" in finding.sentence
+    assert finding.supported and "upper layers leaves Spearman worse" in finding.sentence
     assert real.comparison.at_floor == [True] and "p ≤" in finding.sentence  # a bound, not a value
 
 

@@ -182,3 +182,24 @@ def test_a_picture_is_drawn_without_links_tooltips_or_labels_and_the_same_pixels
         assert '"href"' not in json.dumps(drawn) and '"tooltip"' not in json.dumps(drawn)
         assert drawn["config"]["aria"] is False
         assert vl_convert.vegalite_to_png(drawn) == vl_convert.vegalite_to_png(spec)
+
+
+
+@pytest.mark.parametrize("higher", [True, False])
+def test_every_diverging_chart_of_a_change_is_red_where_the_metric_got_worse(higher):
+    """redblue runs red (low) to blue (high): reversed for a lower-is-better metric, so a loss rising is red
+    in the single-head, pair-interaction, compared and difference heatmaps alike (issue 47)."""
+    pair = {"first": "L0 H1", "second": "L1 H2", "value": 0.01, "interaction": 0.07, "relative": 0.03,
+            "change": 0.2, "ci_low": -0.01, "ci_high": 0.02, "p_value": 0.2, "p_adjusted": 0.4, "significant": False}
+    specs = {
+        "delta": vegalite.delta_heatmap(heads(), "Change in loss", "change", higher_is_better=higher),
+        "pairs": vegalite.pair_heatmap([pair], ["L0 H1", "L1 H2"], "Interaction", "interaction", higher),
+        "compared": vegalite.head_heatmap(heads(), "Change, one head masked", "change", domain=(-0.1, 0.1),
+                                          percent=True, higher_is_better=higher),
+        "difference": vegalite.difference_heatmap([dict(row, a=0.01, b=row["value"] + 0.01) for row in heads()],
+                                                  "Difference", ("a", "b"), percent=True, higher_is_better=higher),
+    }
+    for name, spec in specs.items():
+        scales = [value for key, value in spec_items(spec) if key == "scale" and value.get("scheme") == "redblue"]
+        assert scales, name
+        assert all(scale.get("reverse", False) is (not higher) for scale in scales), (name, scales)

@@ -343,13 +343,13 @@ def ablation_charts(ablation: Ablation) -> dict:
     if ablation.importance:
         out.update(_importance_charts(ablation.importance, metric, higher, groups))
     if ablation.head_pairs:
-        out["head_pairs"] = _head_pairs_chart(ablation.head_pairs, metric, groups)
+        out["head_pairs"] = _head_pairs_chart(ablation.head_pairs, metric, higher, groups)
     if groups:  # not a chart: the name of each flat layer, for the page's text (only an encoder-decoder's)
         out["layer_names"] = [names.layer_name(layer, groups) for layer in range(ablation.layers)]
     return out
 
 
-def _head_pairs_chart(pairs: HeadPairs, metric: str, groups: list[str] | None = None) -> dict:
+def _head_pairs_chart(pairs: HeadPairs, metric: str, higher: bool, groups: list[str] | None = None) -> dict:
     """The interaction of every masked pair; a cell opens the first head's view on example 1, where a
     single-head cell opens its head. An encoder-decoder's heads are labelled "cross 1 H0" (names.layer_label)."""
     def label(head: list[int]) -> str:
@@ -364,7 +364,7 @@ def _head_pairs_chart(pairs: HeadPairs, metric: str, groups: list[str] | None = 
              "p_value": pair.p_value, "p_adjusted": pair.p_adjusted, "significant": pair.significant,
              "url": flat_head_link(*pair.first, groups)} for pair in pairs.pairs]
     return vegalite.pair_heatmap(rows, [label(head) for head in pairs.heads],
-                               f"Interaction of two masked heads ({metric})", "relative interaction")
+                               f"Interaction of two masked heads ({metric})", "relative interaction", higher)
 
 
 def _reference_lines(ablation: Ablation) -> dict:
@@ -456,9 +456,12 @@ def comparison_sections(report: Report) -> list[dict]:
     both = report.ablation and other.ablation
     if both and report.ablation.single_heads and other.ablation.single_heads:
         first, second = report.ablation.single_heads.relative, other.ablation.single_heads.relative
-        metric = names.metric(report.ablation.task.metric)
-        sections.append(_comparison("compare-ablation-single-heads", f"Change in {metric}, one head masked",
-                                    first, second, model_names, other.same_shape, percent=True))
+        task = report.ablation.task
+        extent = max([abs(v) for grid in (first, second) for row in grid for v in row if v is not None] + [1e-9])
+        higher = task.higher_is_better[task.metric]
+        sections.append(_comparison("compare-ablation-single-heads", f"Change in {names.metric(task.metric)}, "
+                                    "one head masked", first, second, model_names, other.same_shape,
+                                    (-extent, extent), percent=True, higher_is_better=higher))
     if both and report.ablation.whole_layers and other.ablation.whole_layers:
         rows = [{"x": layer, "group": name, "value": value, "delta": delta}
                 for name, ablation in zip(model_names, (report.ablation, other.ablation), strict=True)
@@ -471,11 +474,12 @@ def comparison_sections(report: Report) -> list[dict]:
 
 
 def _comparison(anchor: str, title: str, first: list, second: list, model_names: tuple[str, str],
-                same_shape: bool, domain: tuple[float, float] | None = None, percent: bool = False) -> dict:
-    """Both models' heatmaps on one colour scale (fixed for shares) and, when shapes agree, their difference;
-    `percent`: the grids are relative changes."""
+                same_shape: bool, domain: tuple[float, float] | None = None, percent: bool = False,
+                higher_is_better: bool = True) -> dict:
+    """Both models' heatmaps on one colour scale (fixed for shares; around 0 for changes, red for worse in the
+    metric's direction) and, when shapes agree, their difference; `percent`: the grids are relative changes."""
     specs = [vegalite.head_heatmap(vegalite.head_rows(grid), name, "change" if percent else "mean", domain=domain,
-                                   percent=percent)
+                                   percent=percent, higher_is_better=higher_is_better)
              for grid, name in zip((first, second), model_names, strict=True)]
     if same_shape:
         rows = []
@@ -483,7 +487,8 @@ def _comparison(anchor: str, title: str, first: list, second: list, model_names:
             other = second[row["layer"]][row["head"]]
             difference = None if row["value"] is None or other is None else other - row["value"]
             rows.append(dict(row, a=row["value"], b=other, value=difference))
-        specs.append(vegalite.difference_heatmap(rows, "Difference", model_names, percent=percent))
+        specs.append(vegalite.difference_heatmap(rows, "Difference", model_names, percent=percent,
+                                                 higher_is_better=higher_is_better))
     return {"id": anchor, "title": title, "charts": specs}
 
 

@@ -142,14 +142,15 @@ def head_rows(mean: list[list[float | None]], **fields: list[list]) -> list[dict
 
 def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, str] | None = None,
                  domain: tuple[float, float] | None = None, percent: bool = False,
-                 layer_labels: list[str] | None = None) -> dict:
+                 layer_labels: list[str] | None = None, higher_is_better: bool = True) -> dict:
     """A layers x heads heatmap of `rows` (see head_rows); the tooltip shows exact values.
 
     `tooltips` maps extra row fields to their titles. A row with a "url" field makes its cell a link
     (see links); a chart without any is not clickable and shows no pointer.
     `domain` fixes the colour scale (reportgen.findings.names.domain: 0-1 for every share of attention, so
     one colour is one value on every pattern); a domain around 0 (lower bound < 0) gets diverging
-    colours. Values outside it take the colour of its end. Without one the scale follows the data.
+    colours (red for worse: reversed where `higher_is_better` is False, for changes of a loss). Values
+    outside it take the colour of its end. Without one the scale follows the data.
     `percent`: the values are relative changes, shown in percent as every page writes them (change_texts).
     `layer_labels`: an encoder-decoder's label of each flat layer (see _layer_encoding); its rows then carry
     "layer_name".
@@ -163,7 +164,8 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
     tooltip += [alt.Tooltip(f"{name}:Q", title=title_, format=".4f") for name, title_ in (tooltips or {}).items()]
     scale = alt.Scale(scheme="viridis")
     if domain is not None:
-        scale = alt.Scale(scheme="redblue" if domain[0] < 0 else "viridis", domain=list(domain), clamp=True)
+        diverging = {"scheme": "redblue", **({} if higher_is_better else {"reverse": True})}
+        scale = alt.Scale(**(diverging if domain[0] < 0 else {"scheme": "viridis"}), domain=list(domain), clamp=True)
     mark, link = links(rows)
     legend = alt.Legend(format="%") if percent else alt.Undefined
     chart = alt.Chart(ROWS, title=title).mark_rect(**mark).encode(
@@ -245,8 +247,7 @@ def delta_heatmap(rows: list[dict], title: str, label: str, higher_is_better: bo
     base = alt.Chart(ROWS, title=title).encode(
         x=alt.X("head:O", title="head"), y=_layer_encoding(alt.Y, "layer", layer_labels), tooltip=tooltip, **link)
     cells = base.mark_rect(**mark).encode(
-        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent],
-                                                                **({} if higher_is_better else {"reverse": True})),
+        color=alt.Color("value:Q", title=label, scale=_diverging(extent, higher_is_better),
                         legend=alt.Legend(format="%")))
     stars = base.mark_text(text="*", fontSize=16, baseline="middle", **mark).transform_filter("datum.significant")
     starred = [_head(row) for row in rows if row.get("significant")]
@@ -258,9 +259,10 @@ def delta_heatmap(rows: list[dict], title: str, label: str, higher_is_better: bo
                      len({row["head"] for row in rows}))
 
 
-def pair_heatmap(rows: list[dict], order: list[str], title: str, label: str) -> dict:
+def pair_heatmap(rows: list[dict], order: list[str], title: str, label: str, higher_is_better: bool = True) -> dict:
     """One cell per pair of heads (a triangle: each pair once), the heads in `order` on both axes;
-    colour = the pair's relative interaction (diverging around 0, in percent), significant cells starred.
+    colour = the pair's relative interaction (diverging around 0, in percent; red where the pair together
+    is worse than its parts add up to, read in the metric's direction), significant cells starred.
 
     Rows: {"first", "second" (head labels of `order`), "value" (interaction relative to the unmasked
     metric), "interaction" (absolute), "relative" and "change" (the pair's change, relative and absolute),
@@ -287,7 +289,7 @@ def pair_heatmap(rows: list[dict], order: list[str], title: str, label: str) -> 
         x=alt.X("first:N", sort=order, title="first head"), y=alt.Y("second:N", sort=order, title="second head"),
         tooltip=tooltip, **link)
     cells = base.mark_rect(**mark).encode(
-        color=alt.Color("value:Q", title=label, scale=alt.Scale(scheme="redblue", domain=[-extent, extent]),
+        color=alt.Color("value:Q", title=label, scale=_diverging(extent, higher_is_better),
                         legend=alt.Legend(format="%")))
     stars = base.mark_text(text="*", fontSize=min(16, step), baseline="middle", **mark).transform_filter(
         "datum.significant")
@@ -389,8 +391,10 @@ def _layers(numbers: list[str]) -> str:
     return f"layer{'s' if len(numbers) > 1 else ''} {', '.join(numbers)}" if numbers else "none"
 
 
-def difference_heatmap(rows: list[dict], title: str, names: tuple[str, str], percent: bool = False) -> dict:
-    """Layers x heads of `b - a` between two models (diverging colours around 0).
+def difference_heatmap(rows: list[dict], title: str, names: tuple[str, str], percent: bool = False,
+                       higher_is_better: bool = True) -> dict:
+    """Layers x heads of `b - a` between two models (diverging colours around 0; for changes of a
+    lower-is-better metric, `higher_is_better` False, red is where b rose more, which is worse).
 
     Rows: {"layer", "head", "value" (= b - a), "a", "b"}. `percent`: a and b are relative changes (the
     tooltip writes them as every page does) and their difference is in percentage points.
@@ -408,7 +412,7 @@ def difference_heatmap(rows: list[dict], title: str, names: tuple[str, str], per
     chart = alt.Chart(ROWS, title=title).mark_rect().encode(
         x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
         color=alt.Color("value:Q", title=f"{names[1]} - {names[0]}",
-                        scale=alt.Scale(scheme="redblue", domain=[-extent, extent]),
+                        scale=_diverging(extent, higher_is_better),
                         legend=alt.Legend(format="%") if percent else alt.Undefined),
         tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), *tooltip])
     text = points if percent else _share
@@ -416,6 +420,11 @@ def difference_heatmap(rows: list[dict], title: str, names: tuple[str, str], per
                    f"{extremes(rows, _head, text)}.")
     return with_rows(chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows, description,
                      len({row["head"] for row in rows}))
+
+
+def _diverging(extent: float, higher_is_better: bool = True) -> alt.Scale:
+    """Red below 0 and blue above, or the reverse for a lower-is-better metric (a loss rising is red)."""
+    return alt.Scale(scheme="redblue", domain=[-extent, extent], **({} if higher_is_better else {"reverse": True}))
 
 
 def points(value: float | None) -> str:

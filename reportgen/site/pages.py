@@ -53,6 +53,7 @@ def environment(templates: Path) -> jinja2.Environment:
     env.filters["layer_name"] = lambda layer, groups=None: prose(names.layer_name(layer, groups))
     env.filters["head_name"] = lambda layer, head, groups=None: prose(names.head_name(layer, head, groups))
     env.filters["metric"] = names.metric
+    env.filters["prose"] = prose  # a sentence the site made in Python (reportgen.site.story), open to term links
     env.filters["task_type"] = lambda key: names.TASK_TYPES.get(key, key)
     env.filters["task_data"] = names.task_data
     env.filters["plural"] = plural

@@ -22,6 +22,7 @@ from markdown.util import HTML_PLACEHOLDER, AtomicString
 from reportgen.site import glossary
 
 SKIPPED = ("a", "abbr", "button", "code", "kbd", "pre", "script", "style", "h1", "h2", "h3", "h4", "h5", "h6")
+SECTIONS = ("h1", "h2")  # a term is linked once after each of these
 _STASHED = re.compile(re.escape(HTML_PLACEHOLDER).replace("%s", r"(\d+)"))
 _OPENS = re.compile(rf"<({'|'.join(SKIPPED)})[\s>]", re.IGNORECASE)
 _CLOSES = re.compile(rf"</({'|'.join(SKIPPED)})\s*>", re.IGNORECASE)
@@ -35,10 +36,16 @@ def _link(match: re.Match, tail: str) -> etree.Element:
     return link
 
 
-def _pieces(text: str, ranges: list[tuple[int, int]]) -> tuple[str, list[etree.Element]]:
+def _pieces(text: str, ranges: list[tuple[int, int]], seen: set[str]) -> tuple[str, list[etree.Element]]:
     """`text` split into what stays before the first term and a link per term (later text in its tail);
-    only terms inside `ranges` (the parts outside inline <a>, <code>, ... tags) are linked."""
-    matches = [m for m in glossary.PATTERN.finditer(text) if any(a <= m.start() and m.end() <= b for a, b in ranges)]
+    only terms inside `ranges` (the parts outside inline <a>, <code>, ... tags) and not in `seen` (the ids
+    of the terms its section has linked already, to which it adds) are linked."""
+    matches = []
+    for m in glossary.PATTERN.finditer(text):
+        term = glossary.term_for(m.group()).id
+        if term not in seen and any(a <= m.start() and m.end() <= b for a, b in ranges):
+            seen.add(term)
+            matches.append(m)
     if not matches:
         return text, []
     ends = [m.start() for m in matches[1:]] + [len(text)]
@@ -47,10 +54,14 @@ def _pieces(text: str, ranges: list[tuple[int, int]]) -> tuple[str, list[etree.E
 
 
 class TermLinks(Treeprocessor):
-    """Walks the page in document order; `inside` counts the inline HTML tags of SKIPPED that are open."""
+    """Walks the page in document order; `inside` counts the inline HTML tags of SKIPPED that are open.
+
+    A term is linked at its first use in each section (what follows an h1 or h2) only: a page whose every
+    "Spearman" was underlined read as a sea of links (issue 47)."""
 
     def run(self, root: etree.Element) -> None:
         self.inside = 0
+        self.seen: set[str] = set()
         self._walk(root)
 
     def _walk(self, parent: etree.Element) -> None:
@@ -58,6 +69,8 @@ class TermLinks(Treeprocessor):
         parent.text, links = self._linked(parent.text)
         parent[0:0] = links
         for child in children:
+            if child.tag in SECTIONS:
+                self.seen.clear()
             if child.tag not in SKIPPED:
                 self._walk(child)
             child.tail, links = self._linked(child.tail)
@@ -67,7 +80,7 @@ class TermLinks(Treeprocessor):
     def _linked(self, text: str | None) -> tuple[str | None, list[etree.Element]]:
         if not text or isinstance(text, AtomicString):
             return text, []
-        return _pieces(text, self._open_ranges(text))
+        return _pieces(text, self._open_ranges(text), self.seen)
 
     def _open_ranges(self, text: str) -> list[tuple[int, int]]:
         """The stretches of `text` outside inline <a>, <button>, <code>, ... (stored aside by Python-Markdown)."""

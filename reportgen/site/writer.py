@@ -19,7 +19,18 @@ from reportgen.findings import names
 from reportgen.progress import Callback, silent
 from reportgen.report import Example, ExampleHead, ExamplePattern, ExampleViews, Report, head_link
 from reportgen.runs import LiveModel
-from reportgen.site import build_progress, exports, glossary, live_page, output, pages, previews, view_files, views
+from reportgen.site import (
+    build_progress,
+    exports,
+    glossary,
+    live_page,
+    output,
+    pages,
+    previews,
+    story,
+    view_files,
+    views,
+)
 from reportgen.site.charts import chartdata, finding_pictures
 from reportgen.site.charts.head_map_svg import example_figure, findings_figures
 from reportgen.site.export_cache import NO_CACHE, ExportCache
@@ -68,7 +79,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
     recorder = pages.Charts(pictures=report.progress is None)  # a partial site: its charts' data only
     stats = report.statistics
     pages.render(env, "home.md.j2", docs / "index.md", report=report, findings=report.findings,
-                 headline=report.headline,
+                 headline=report.headline, lead=story.lead(report),
                  task_data=names.task_data(report.ablation.task.data) if report.ablation else None,
                  head_maps=findings_figures(report, docs / "charts", cache),  # the head map(s), the first's PNG
                  pictures=finding_pictures.rendered(report, cache))  # finding id -> its picture (inline SVG)

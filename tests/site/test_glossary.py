@@ -70,8 +70,18 @@ def test_each_use_of_a_term_links_to_its_entry_with_the_definition_as_title():
 
 
 def test_terms_are_whole_words_in_any_case_and_the_longest_form_wins():
-    links = parse(render("Entropy and ENTROPY; entropyx, subnats and nonnull are not terms; bootstrap CI.\n")).terms
-    assert [text for _, _, text in links] == ["Entropy", "ENTROPY", "bootstrap CI"]
+    links = parse(render("Entropy; entropyx, subnats and nonnull are not terms; bootstrap CI.\n\n"
+                         "## Next { #next }\n\nENTROPY\n")).terms
+    assert [text for _, _, text in links] == ["Entropy", "bootstrap CI", "ENTROPY"]
+
+
+def test_a_term_is_linked_at_its_first_use_in_each_section_only():
+    """Every later "entropy" of a section is plain text (issue 47: a page of underlined repeats); an h1 or h2
+    starts a section where the term is linked again, an h3 does not."""
+    source = ("The entropy, in nats; again entropy and nats.\n\nA new paragraph: entropy.\n\n"
+              "### Sub { #sub }\n\nentropy\n\n## Second { #second }\n\nThe entropies and nats.\n")
+    links = parse(render(source)).terms
+    assert [text for _, _, text in links] == ["entropy", "nats", "entropies", "nats"]
 
 
 @pytest.mark.parametrize("source", [

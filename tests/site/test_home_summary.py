@@ -76,14 +76,15 @@ def report(task: dict | None, found: list[Finding], title: str = "Attention repo
 SIMILARITY: dict = {}  # the default task: similarity, Spearman, the built-in set
 
 
-def home(task: dict | None = SIMILARITY, found: list[Finding] | None = None, title: str = "Attention report") -> str:
+def home(task: dict | None = SIMILARITY, found: list[Finding] | None = None, title: str = "Attention report",
+         **extra) -> str:
     found = ablation_findings() if found is None else found
     data = report(task, found, title)
     headline = {"heads": HEADS, "labels": LABELS, "baseline": None, "significant_heads": None}
     env = pages.environment(ROOT / "site_src" / "templates")
     source = env.get_template("home.md.j2").render(report=data, findings=found, headline=headline,
                                                    task_data=names.task_data("builtin"), head_maps=[], pictures={},
-                                                   chart=None)
+                                                   chart=None, **extra)
     extensions = ["admonition", "attr_list", "md_in_html", "tables", "toc", "reportgen.site.term_links"]
     return markdown.markdown(source, extensions=extensions)
 
@@ -226,3 +227,31 @@ def test_interactive_instructions_are_marked_for_print():
             assert opened >= 0 and source.find("</span>", opened) > match.start(), (template, match.group())
     css = (ROOT / "site_src" / "assets" / "stylesheets" / "print.css").read_text(encoding="utf-8")
     assert re.search(r"\.rg-interactive[^{]*\{\s*display:\s*none", css)
+
+
+def test_the_first_screen_names_the_model_links_the_terms_and_gives_the_take_home():
+    """Issue 47: the model's name, its shape counted from 0 and one take-home sentence open the page, "transformer
+    layers", "attention heads" and "masking" linked to the glossary at their first use; a label counted in a few
+    heads names them, and so does a count of significant single heads."""
+    from reportgen.site.story import Lead
+
+    lead = Lead(model="tiny *bert*", kind="an encoder", layers=12, heads=12, looked_for=["Previous token", "Broad"],
+                take_home="Most of its attention heads (99 of 144) look around; masking one head alone changes",
+                named={"previous_token": "layer 0 head 1 and layer 2 head 3"}, significant="layer 4 head 5")
+    html = home(lead=lead)
+    lead_html = html[html.index('class="rg-lead">') + len('class="rg-lead">'):]
+    lead_html = lead_html[:lead_html.index("</p>")]
+    opening = text_of(lead_html)
+    assert opening.startswith("tiny *bert* is an encoder with 12 transformer layers of 12 attention heads each, "
+                              "counted from 0"), opening
+    assert "<strong>tiny &#42;bert&#42;</strong>" in lead_html  # the name is text, bold, not Markdown
+    assert "tested for these patterns: Previous token, Broad (head labels)" in opening
+    for term in ("layer", "head"):
+        assert f'href="glossary.md#{term}"' in lead_html, term
+    take = html[html.index('class="rg-take-home">') + len('class="rg-take-home">'):]
+    take = take[:take.index("</p>")]
+    assert text_of(take).startswith("In one sentence: Most of its attention heads (99 of 144) look around")
+    assert 'href="glossary.md#masking"' in take
+    texts = [item["text"] for item in outline(html).items]
+    assert "Previous token 2 (layer 0 head 1 and layer 2 head 3)" in texts[0]
+    assert "5 of 144 heads (layer 4 head 5) change Spearman significantly" in texts[2]

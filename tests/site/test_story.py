@@ -1,0 +1,78 @@
+"""The findings page's first screen (reportgen.site.story): the model, the patterns looked for and one take-home
+sentence that says no more than the findings it reads (issue 47).
+
+The reports are plain objects with the fields `lead` reads, so each case states its own truth; the default
+site's page is checked in tests/site/browser/test_site_browser.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from reportgen.report import Finding
+from reportgen.site import story
+
+
+def _atlas(labels: list[list[str]]) -> SimpleNamespace:
+    counts = {"previous_token": 0, "delimiter": 0, "broad": 0, "mixed": 0}
+    for row in labels:
+        for label in row:
+            counts[label] = counts.get(label, 0) + 1
+    return SimpleNamespace(labels=labels, label_counts=counts)
+
+
+def _finding(fid: str, **numbers) -> Finding:
+    return Finding(id=fid, group="ablation", supported=True, sentence="", spans=[], links=[], numbers=numbers)
+
+
+def _report(labels, findings=(), metric: str | None = "spearman", higher: bool = True, architecture="encoder"):
+    task = None if metric is None else SimpleNamespace(metric=metric, higher_is_better={metric: higher})
+    return SimpleNamespace(atlas=_atlas(labels), groups=None, findings=list(findings), heads=len(labels[0]),
+                           model=SimpleNamespace(name="tiny <b>model</b>"), architecture=architecture,
+                           ablation=None if task is None else SimpleNamespace(task=task))
+
+
+MOSTLY_DELIMITER = [["delimiter", "delimiter", "previous_token"], ["delimiter", "mixed", "broad"]]
+
+
+def test_the_lead_names_the_model_its_shape_and_the_patterns_looked_for():
+    lead = story.lead(_report(MOSTLY_DELIMITER))
+    assert lead.model == "tiny <b>model</b>" and lead.kind == "an encoder" and (lead.layers, lead.heads) == (2, 3)
+    assert lead.looked_for == ["Previous token", "[CLS], [SEP] and punctuation", "Broad attention"]
+    # a count of a few names its heads
+    assert lead.named == {"delimiter": "layer 0 head 0, layer 0 head 1 and layer 1 head 0",
+                          "previous_token": "layer 0 head 2", "broad": "layer 1 head 2"}
+
+
+def test_the_take_home_reads_the_most_common_pattern_and_the_single_head_test():
+    single = _finding("ablation-single-heads", count=1, total=6,
+                      significant=[{"layer": 1, "head": 2, "delta": -0.1, "relative": -0.1}])
+    lead = story.lead(_report(MOSTLY_DELIMITER, [single]))
+    assert lead.take_home == ("3 of its 6 attention heads put most of their attention on [CLS], [SEP] or punctuation, "
+                              "more than show any other pattern; masking one head alone changes Spearman "
+                              "significantly for 1 of 6 heads (layer 1 head 2)")
+    assert lead.significant == "layer 1 head 2"
+
+
+def test_most_is_said_only_of_more_than_half_and_none_is_said_when_no_head_matters():
+    labels = [["delimiter", "delimiter", "delimiter"], ["delimiter", "mixed", "broad"]]
+    single = _finding("ablation-single-heads", count=0, total=6, significant=[])
+    lead = story.lead(_report(labels, [single]))
+    assert lead.take_home.startswith("Most of its attention heads (4 of 6) put most of their attention on")
+    assert lead.take_home.endswith("masking any one head alone changes Spearman by no significant amount")
+    assert lead.significant == ""
+
+
+def test_a_loss_is_said_to_rise_and_a_report_without_a_task_says_it_measured_none():
+    fraction = _finding("ablation-random-fraction", up_to=0.25, margin=0.05)
+    lead = story.lead(_report(MOSTLY_DELIMITER, [fraction], metric="loss", higher=False, architecture="decoder"))
+    assert "up to 25% of the heads can be masked at random, raising loss by less than 5%" in lead.take_home
+    assert lead.kind.startswith("a decoder")
+    plain = story.lead(_report(MOSTLY_DELIMITER, metric=None))
+    assert plain.take_home.endswith("no task was measured, so this report does not say which heads the model needs")
+
+
+def test_no_pattern_and_an_unnamed_pattern_are_said_plainly():
+    assert story.lead(_report([["mixed", "mixed"]])).take_home.startswith(
+        "None of its 2 attention heads passes the threshold of any pattern looked for")
+    lead = story.lead(_report([["source_special", "mixed"]]))
+    assert lead.take_home.startswith("Its most common head pattern is Source special tokens (1 of 2 attention heads)")

@@ -27,6 +27,7 @@ from reportgen.site import (
     output,
     pages,
     previews,
+    references,
     story,
     view_files,
     views,
@@ -99,6 +100,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                      sections=chartdata.pattern_sections(stats, example_views),
                      conventions=chartdata.conventions(stats), similarity=chartdata.similarity_chart(stats))
     write_glossary(env, docs, report.atlases)
+    write_references(env, docs)
     if report.ablation or report.progress:  # a build still running has the page, saying where it stands
         pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report, ablation=report.ablation,
                      charts=chartdata.ablation_charts(report.ablation) if report.ablation else {})
@@ -126,7 +128,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
             *([{"Head ablation": "ablation.md"}] if report.ablation or report.progress else []),
             *([{"Model comparison": "compare.md"}] if report.comparison else []),
             {"Examples": example_nav}, *([{"Your sentence": live_page.PAGE}] if live is not None else []),
-            {"Glossary": glossary.PAGE}, {"Run manifest": "manifest.md"}]
+            {"Glossary": glossary.PAGE}, {"References": references.PAGE}, {"Run manifest": "manifest.md"}]
 
 
 def one_line(text: str) -> str:
@@ -164,6 +166,15 @@ def example_pager(examples: list[Example], index: int) -> dict:
             return None
         return {"id": examples[at].id, "name": one_line(examples[at].name or "") or None}
     return {"previous": entry(index - 1), "next": entry(index + 1)}
+
+
+def write_references(env, docs: Path) -> None:
+    """The references page (reportgen.site.references): each work's full citation and its link."""
+    def link(url: str | None) -> Markup | None:
+        return Markup(f'<a href="{html.escape(url)}">{html.escape(url)}</a>') if url else None
+
+    entries = [{"ref": ref, "link": link(ref.url)} for ref in references.REFERENCES]
+    pages.render(env, "references.md.j2", docs / references.PAGE, references=entries)
 
 
 def write_glossary(env, docs: Path, atlases: tuple[str, ...] = ("encoder",)) -> None:

@@ -64,7 +64,8 @@ def pattern_findings() -> list[Finding]:
 def report(task: dict | None, found: list[Finding], title: str = "Attention report") -> dict:
     """The fields of a Report the findings page prints, as plain data (Jinja reads dicts and objects alike)."""
     ablation = None if task is None else {"task": {"type": "similarity", "data": "builtin", "examples": 500,
-                                                   "metric": "spearman", **task}, "experiments": ["single_heads"]}
+                                                   "method": "zero", "metric": "spearman", **task},
+                                          "experiments": ["single_heads"]}
     return {"title": title, "model": {"name": "tiny-bert", "model_type": "bert", "parameters": 1000},
             "layers": 12, "heads": 12, "statistics": {"counts": {"examples": 40}}, "decoder": None,
             "ablation": ablation,

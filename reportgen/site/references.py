@@ -1,0 +1,98 @@
+"""The references page: a full citation, with a link where the work has a stable one, for every method the
+site uses and every work its pages cite by name ("Clark et al. 2019"), so a reader can check each claim's method.
+
+`cite` is the short form the pages write; a test reads every page of a built site for citations of that form
+and asserts each is listed here. `used_for` says in a few words where the site uses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PAGE = "references.md"
+
+
+@dataclass(frozen=True)
+class Reference:
+    id: str  # the anchor on the page
+    cite: str  # as the pages cite it: "Clark et al. 2019"
+    full: str  # authors (year). title. venue.
+    url: str | None  # a DOI, arXiv or publisher address; None where the work has no stable one
+    used_for: str
+
+
+REFERENCES: tuple[Reference, ...] = (
+    # Attention patterns and what they mean
+    Reference("clark2019", "Clark et al. 2019",
+              "Clark, K., Khandelwal, U., Levy, O. and Manning, C. D. (2019). What Does BERT Look At? An Analysis "
+              "of BERT's Attention. BlackboxNLP workshop at ACL 2019.", "https://arxiv.org/abs/1906.04341",
+              "the encoder patterns and their thresholds, attention entropy, head similarity (Jensen-Shannon)"),
+    Reference("voita2019", "Voita et al. 2019",
+              "Voita, E., Talbot, D., Moiseev, F., Sennrich, R. and Titov, I. (2019). Analyzing Multi-Head "
+              "Self-Attention: Specialized Heads Do the Heavy Lifting, the Rest Can Be Pruned. ACL 2019.",
+              "https://arxiv.org/abs/1905.09418", "the argmax test for positional heads"),
+    Reference("kovaleva2019", "Kovaleva et al. 2019",
+              "Kovaleva, O., Romanov, A., Rogers, A. and Rumshisky, A. (2019). Revealing the Dark Secrets of BERT. "
+              "EMNLP-IJCNLP 2019.", "https://arxiv.org/abs/1908.08593", "the kinds of attention pattern"),
+    Reference("kobayashi2020", "Kobayashi et al. 2020",
+              "Kobayashi, G., Kuribayashi, T., Yokoi, S. and Inui, K. (2020). Attention is Not Only a Weight: "
+              "Analyzing Transformers with Vector Norms. EMNLP 2020.", "https://arxiv.org/abs/2004.10102",
+              "contributions (a weight times the length of the value vector it moves)"),
+    Reference("olsson2022", "Olsson et al. 2022",
+              "Olsson, C., Elhage, N., Nanda, N., Joseph, N., DasSarma, N., Henighan, T. et al. (2022). In-context "
+              "Learning and Induction Heads. Transformer Circuits Thread.", "https://arxiv.org/abs/2209.11895",
+              "the induction test on repeated random tokens"),
+    Reference("xiao2023", "Xiao et al. 2023",
+              "Xiao, G., Tian, Y., Chen, B., Han, S. and Lewis, M. (2023). Efficient Streaming Language Models with "
+              "Attention Sinks. arXiv:2309.17453 (ICLR 2024).", "https://arxiv.org/abs/2309.17453",
+              "the attention sink"),
+    Reference("jain2019", "Jain and Wallace 2019",
+              "Jain, S. and Wallace, B. C. (2019). Attention is not Explanation. NAACL 2019.",
+              "https://arxiv.org/abs/1902.10186", "the limits of reading attention weights as explanations"),
+    Reference("wiegreffe2019", "Wiegreffe and Pinter 2019",
+              "Wiegreffe, S. and Pinter, Y. (2019). Attention is not not Explanation. EMNLP-IJCNLP 2019.",
+              "https://arxiv.org/abs/1908.04626", "the limits of reading attention weights as explanations"),
+    Reference("vig2019", "Vig 2019",
+              "Vig, J. (2019). A Multiscale Visualization of Attention in the Transformer Model. ACL 2019 System "
+              "Demonstrations.", "https://arxiv.org/abs/1906.05714", "the head and model views' design"),
+    # Masking heads
+    Reference("michel2019", "Michel et al. 2019",
+              "Michel, P., Levy, O. and Neubig, G. (2019). Are Sixteen Heads Really Better than One? NeurIPS 2019.",
+              "https://arxiv.org/abs/1905.10650", "masking a head (its output set to zero) and head importance"),
+    # Statistics
+    Reference("efron1993", "Efron and Tibshirani 1993",
+              "Efron, B. and Tibshirani, R. J. (1993). An Introduction to the Bootstrap. Chapman and Hall.",
+              "https://doi.org/10.1201/9780429246593", "bootstrap confidence intervals, paired over examples"),
+    Reference("davison1997", "Davison and Hinkley 1997",
+              "Davison, A. C. and Hinkley, D. V. (1997). Bootstrap Methods and their Application. Cambridge "
+              "University Press.", "https://doi.org/10.1017/CBO9780511802843",
+              "permutation p-values, (1 + at least as extreme) / (1 + permutations)"),
+    Reference("holm1979", "Holm 1979",
+              "Holm, S. (1979). A Simple Sequentially Rejective Multiple Test Procedure. Scandinavian Journal of "
+              "Statistics 6(2), 65-70.", "https://www.jstor.org/stable/4615733",
+              "the correction for testing many heads, layers or fractions at once"),
+    Reference("maurer1995", "Maurer, Hothorn and Lehmacher 1995",
+              "Maurer, W., Hothorn, L. A. and Lehmacher, W. (1995). Multiple comparisons in drug clinical trials "
+              "and preclinical assays: a-priori ordered hypotheses. In Vollmar, J. (ed.), Biometrie in der "
+              "chemisch-pharmazeutischen Industrie 6, 3-18. Gustav Fischer.", None,
+              "the fixed-sequence non-inferiority test over growing fractions of masked heads"),
+    Reference("lin1991", "Lin 1991",
+              "Lin, J. (1991). Divergence Measures Based on the Shannon Entropy. IEEE Transactions on Information "
+              "Theory 37(1), 145-151.", "https://doi.org/10.1109/18.61115", "the Jensen-Shannon divergence"),
+    Reference("torgerson1952", "Torgerson 1952",
+              "Torgerson, W. S. (1952). Multidimensional Scaling: I. Theory and Method. Psychometrika 17, 401-419.",
+              "https://doi.org/10.1007/BF02288916", "placing heads on the similarity map (classical MDS, the start)"),
+    Reference("deleeuw1977", "de Leeuw 1977",
+              "de Leeuw, J. (1977). Applications of Convex Analysis to Multidimensional Scaling. In Barra, J. R. "
+              "et al. (eds.), Recent Developments in Statistics, 133-145. North-Holland.", None,
+              "placing heads on the similarity map (SMACOF, the refinement)"),
+    Reference("gorodkin2004", "Gorodkin 2004",
+              "Gorodkin, J. (2004). Comparing Two K-category Assignments by a K-category Correlation Coefficient. "
+              "Computational Biology and Chemistry 28(5-6), 367-374.",
+              "https://doi.org/10.1016/j.compbiolchem.2004.09.006", "MCC for more than two labels"),
+    # Pictures
+    Reference("okabe2008", "Okabe and Ito 2008",
+              "Okabe, M. and Ito, K. (2008). Color Universal Design (CUD): How to Make Figures and Presentations "
+              "That Are Friendly to Colorblind People.", "https://jfly.uni-koeln.de/color/",
+              "the head labels' colours"),
+)

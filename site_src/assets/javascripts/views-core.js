@@ -600,6 +600,20 @@
     });
   }
 
+  // The cell a key moves to in a layers x heads grid (the head maps: one Tab stop, arrow keys inside):
+  // [layer, head], kept inside the grid; null for a key that does not move. Home and End go to the row's ends,
+  // PageUp and PageDown to the first and last layer.
+  function gridStep(layer, head, key, layers, heads) {
+    var moves = {
+      ArrowLeft: [layer, head - 1], ArrowRight: [layer, head + 1], ArrowUp: [layer - 1, head],
+      ArrowDown: [layer + 1, head], Home: [layer, 0], End: [layer, heads - 1], PageUp: [0, head],
+      PageDown: [layers - 1, head],
+    };
+    var to = moves[key];
+    if (!to) return null;
+    return [Math.max(0, Math.min(layers - 1, to[0])), Math.max(0, Math.min(heads - 1, to[1]))];
+  }
+
   // Keys that query row q of the n x n `matrix` attends to, largest first: at most topk
   // of them, each >= min and allowed by allow(q, k). Ties keep the earlier key first.
   function pickKeys(matrix, n, q, topk, min, allow) {
@@ -1010,7 +1024,7 @@
     relativeLuminance: relativeLuminance, markFirstRender: markFirstRender,
     base64Bytes: base64Bytes, base64Float32: base64Float32, decodeRows: decodeRows, Attention: Attention, MatrixSource: MatrixSource,
     NormContributions: NormContributions,
-    pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,
+    gridStep: gridStep, pairGroups: pairGroups, pickKeys: pickKeys, queryKeyRows: queryKeyRows, softmax: softmax,
     qkSoftmaxText: qkSoftmaxText,
     formatHash: formatHash, parseHash: parseHash, parseWindow: parseWindow, windowText: windowText, hashGroup: hashGroup, groupOf: groupOf, hashNote: hashNote, headsText: headsText, readHash: readHash,
     writeHash: writeHash,

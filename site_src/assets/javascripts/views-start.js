@@ -97,7 +97,7 @@
   function headMapReadout(svg) {
     var readout = views.el('p', 'rg-head-map-readout');
     var numbers = readout.appendChild(views.el('span', 'rg-head-map-numbers',
-      'Point at, tap or Tab to a cell for its numbers.'));
+      'Point at or tap a cell for its numbers, or Tab to the map and move with the arrow keys.'));
     var open = views.el('a', 'rg-head-map-open');
     open.hidden = true;
     readout.appendChild(document.createTextNode(' '));
@@ -114,6 +114,7 @@
     function show(cell) {
       var title = cell.querySelector('title');
       shown = cell;
+      if (cell.hasAttribute('data-layer')) rove(cell);
       numbers.textContent = title ? title.textContent : '';
       var where = /^Layer (\d+), head (\d+)/.exec(numbers.textContent);
       open.textContent = where ? 'Open layer ' + where[1] + ', head ' + where[2] : 'Open this head';
@@ -121,6 +122,34 @@
       open.hidden = false;
       readout.classList.add('rg-head-map-readout-on');
     }
+    // One Tab stop for the whole map (a map of 72 heads was 72 stops before the first finding): the shown
+    // cell is in the tab order, the others are reached with the arrow keys (views.gridStep).
+    var cells = svg.querySelectorAll('a[data-layer]');
+    var at = {};
+    var layers = 0;
+    var heads = 0;
+    for (var i = 0; i < cells.length; i++) {
+      var layer = +cells[i].getAttribute('data-layer');
+      var head = +cells[i].getAttribute('data-head');
+      at[layer + ',' + head] = cells[i];
+      layers = Math.max(layers, layer + 1);
+      heads = Math.max(heads, head + 1);
+      cells[i].setAttribute('tabindex', i === 0 ? '0' : '-1');
+    }
+    function rove(cell) {
+      for (var j = 0; j < cells.length; j++) cells[j].setAttribute('tabindex', cells[j] === cell ? '0' : '-1');
+    }
+    svg.addEventListener('keydown', function (event) {
+      var cell = cellOf(event);
+      if (!cell || !cell.hasAttribute('data-layer') || event.altKey || event.ctrlKey || event.metaKey) return;
+      var to = views.gridStep(+cell.getAttribute('data-layer'), +cell.getAttribute('data-head'), event.key,
+        layers, heads);
+      var next = to && at[to[0] + ',' + to[1]];
+      if (!next) return;
+      event.preventDefault();
+      rove(next);
+      next.focus();
+    });
     svg.addEventListener('mouseover', function (event) {
       var cell = cellOf(event);
       if (cell) show(cell);

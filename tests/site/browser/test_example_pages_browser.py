@@ -185,6 +185,30 @@ def test_keyboard_focus_on_a_cell_shows_its_numbers_and_enter_opens_it(tiny_site
         assert view.errors == [], name
 
 
+def test_the_head_map_is_one_tab_stop_and_the_arrow_keys_move_inside_it(tiny_site, open_page):
+    """Issue 47: the findings page's map of 72 heads took 72 Tab presses to pass. Tab enters the map once, arrows
+    move by layer and head (the numbers follow), and the next Tab leaves it for the link that opens the cell;
+    Shift+Tab comes back to the cell last shown."""
+    view = open_page((tiny_site / "index.html").as_uri(), wait_ms=0)
+    page = view.page
+    focusable = page.eval_on_selector_all("#head-map " + CELLS, "cells => cells.filter(a => a.tabIndex >= 0).length")
+    assert focusable == 1
+    page.focus(f"#head-map {CELLS} >> nth=0")
+    here = "() => ['data-layer', 'data-head'].map(name => document.activeElement.getAttribute(name)).join(',')"
+    for key, cell in (("ArrowRight", "0,1"), ("ArrowDown", "1,1"), ("ArrowDown", "1,1"), ("End", "1,3"),
+                      ("ArrowRight", "1,3"), ("Home", "1,0"), ("PageUp", "0,0")):
+        page.keyboard.press(key)
+        assert page.evaluate(here) == cell, key
+    page.keyboard.press("ArrowDown")
+    numbers = page.inner_text("#head-map .rg-head-map-numbers")
+    assert numbers.startswith("Layer 1, head 0: "), numbers
+    page.keyboard.press("Tab")  # out of the grid, to the line under it that opens the cell shown
+    assert page.evaluate("() => document.activeElement.matches('a.rg-head-map-open')")
+    page.keyboard.press("Shift+Tab")
+    assert page.evaluate(here) == "1,0"
+    assert view.errors == []
+
+
 # -- the copy-link box ----------------------------------------------------------------------------------------
 def _copy_page(site: Path, open_page, clipboard: str) -> BrowserPage:
     """Example 2 with the clipboard made to accept or refuse (`clipboard`), and the copied note shown for 3 s (not

@@ -53,6 +53,7 @@
     stage.appendChild(pair);
     this.weights = el('div', 'rgv-weights');
     this.weights.setAttribute('aria-label', 'weights of every selected head');
+    this.weights.tabIndex = -1; // a Tab stop only while it holds a pinned token's table that scrolls (listWeights)
     stage.appendChild(this.weights);
     this.stageRoot = stage;
     return stage;
@@ -353,6 +354,7 @@
   proto.drawWeights = function (active, weights) {
     var box = this.weights;
     box.textContent = '';
+    box.tabIndex = -1;
     var contributions = this.state.mode === 'contributions';
     if (!active || !weights.length) {
       var hint = 'Hover, tap or Tab to a token to list every selected head\u2019s ' +
@@ -370,9 +372,13 @@
     box.appendChild(this.weightsTable(active, weights));
     // On a phone the table scrolls inside its box: say so. Measured at the next frame, with the layout the
     // browser does anyway, rather than forcing one in the middle of a hover.
+    var pinned = this.state.token !== null || this.state.key !== null;
     requestAnimationFrame(function () {
       var scrolls = heading.isConnected && box.scrollWidth > box.clientWidth + 1;
       box.classList.toggle('rgv-scrolls', scrolls);
+      // Chromium makes a scrolling box a Tab stop by itself; a preview's box empties when focus leaves its token,
+      // which dropped focus to the page (issue 47), so only a pinned table, which stays, takes the keyboard.
+      box.tabIndex = scrolls && pinned ? 0 : -1;
       if (scrolls) heading.appendChild(el('span', 'rgv-table-hint', ' \u00b7 scroll sideways for every head \u2194'));
     });
   };

@@ -80,3 +80,50 @@ def test_links_in_running_text_are_underlined_and_wide_tables_take_the_keyboard(
         .map(t => [t.getAttribute('tabindex'), t.getAttribute('role'), t.getAttribute('aria-label')])""")
     assert wide, "no table scrolls sideways on a phone: the check would test nothing"
     assert all(tab == "0" and role == "region" and "scrolls sideways" in label for tab, role, label in wide), wide
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+def test_the_model_view_and_contributions_have_no_serious_violation_either(new_tab, default_site, viewport):
+    """Issue 47: the views' other states, which the page does not open with: the model view with a layer selected
+    (its label was white on Material's accent, 4.25:1) and the contributions mode."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    view = new_tab(viewport)
+    view.page.goto((default_site / "example-1.html").as_uri() + "#view=model&layer=2&mode=contributions")
+    wait_until(view.page, "() => (document.querySelector('.rgv[data-rgv-state]') || {}).getAttribute"
+               "  && document.querySelector('.rgv').getAttribute('data-rgv-state').includes('view=model')"
+               "  && document.querySelector('.rgv-grid-layer[aria-current=\"true\"]') !== null"
+               "  && !document.querySelector('.rgv[data-rgv-loading]')", timeout=60_000)
+    found = [f"{v['id']} ({v['impact']}): {v['nodes'][0]['target']}"
+             for v in Axe().run(view.page, options=AXE_OPTIONS).response["violations"] if v["impact"] in SERIOUS]
+    assert not found, found
+    assert view.errors == []
+
+
+FOCUS_JS = """() => {
+  const e = document.activeElement, r = e.getBoundingClientRect(), s = getComputedStyle(e);
+  const shown = s.visibility === 'visible' && r.width > 0 && r.height > 0;
+  const inSight = r.right > 0 && r.bottom > 0 && r.left < innerWidth && r.top < innerHeight;
+  const ring = s.outlineStyle !== 'none' || s.boxShadow !== 'none'
+    || e.matches('.md-search__input');  // Material marks its search field's focus by its background
+  return {name: e.tagName + '.' + (typeof e.className === 'string' ? e.className : '') + ' ' +
+          (e.textContent || '').trim().slice(0, 30), shown, inSight, ring};
+}"""
+
+
+@pytest.mark.parametrize("viewport", VIEWPORTS)
+@pytest.mark.parametrize("name", ["index.html", "example-1.html"])
+def test_every_tab_stop_is_on_screen_and_shows_its_focus(new_tab, default_site, viewport, name):
+    """Issue 47: the closed navigation drawer's links (15 Tab stops off the screen at 1366 px), a phone's search
+    field before it opens, and the views' Top-k and Min inputs (no focus ring) failed this. The first 45 Tab
+    stops of the findings page and an example page: each in sight, visible and with a focus ring."""
+    page = new_tab(viewport).page
+    page.goto((default_site / name).as_uri())
+    wait_until(page, READY_JS, timeout=60_000)
+    failures = []
+    for _ in range(45):
+        page.keyboard.press("Tab")
+        stop = page.evaluate(FOCUS_JS)
+        if not (stop["shown"] and stop["inSight"] and stop["ring"]):
+            failures.append(stop)
+    assert not failures, failures

@@ -203,3 +203,27 @@ def test_every_diverging_chart_of_a_change_is_red_where_the_metric_got_worse(hig
         scales = [value for key, value in spec_items(spec) if key == "scale" and value.get("scheme") == "redblue"]
         assert scales, name
         assert all(scale.get("reverse", False) is (not higher) for scale in scales), (name, scales)
+
+
+def test_a_p_value_at_the_permutation_floor_is_a_bound_in_the_tooltip_and_the_table():
+    from reportgen.site.charts.chartdata import p_fields
+
+    # 199 permutations: the floor is 1/200; Holm over 72 heads took it to 0.36
+    assert p_fields(0.36, 1 / 200, 199, 0.05) == {"p_text": "≤ 0.36", "p_at_floor": True}
+    assert p_fields(0.0498, 0.0011, 999, 0.05) == {"p_text": "0.0498", "p_at_floor": False}
+    assert p_fields(None, None, 0, 0.05) == {"p_text": "undefined", "p_at_floor": False}
+    rows = [dict(row, p_adjusted=0.01, p_text="≤ 0.01", p_at_floor=True) for row in heads()]
+    spec = vegalite.delta_heatmap(rows, "Change in accuracy", "change")
+    titles = {item.get("title"): item.get("field") for item in tooltips(spec)}
+    assert titles["p (corrected)"] == "p_text"
+
+
+@pytest.mark.parametrize("name", list(every_chart()))
+def test_every_marks_aria_label_is_its_tooltip_text(name):
+    """Issue 47: Vega-Lite's own ARIA label of a mark read every encoded field by its axis format ("−9.500316%")
+    and the link's address; each chart computes its marks' labels from the tooltip's fields instead."""
+    spec = every_chart()[name]
+    described = [value for key, value in spec_items(spec) if key == "description" and isinstance(value, dict)]
+    calculated = [value for key, value in spec_items(spec) if key == "calculate" and "'; '" in str(value)]
+    assert described and all(item.get("field") == "aria" for item in described), name
+    assert calculated and "url" not in calculated[0], name

@@ -301,6 +301,14 @@ def _layer_names(rows: list[dict], groups: list[str] | None) -> list[dict]:
     return rows
 
 
+def p_fields(adjusted: float | None, raw: float | None, permutations: int, alpha: float) -> dict:
+    """A corrected permutation p-value's text as the sentences write it ("≤ 0.025" at the test's floor, else
+    "0.31"; formatting.p_text) for the tooltip, and `p_at_floor` for the downloaded table: a bound there
+    is a bound everywhere (issue 47: a sentence said "p ≤ 0.025" where the tooltip said 0.0250)."""
+    text = formatting.p_text(adjusted, raw, permutations, alpha)
+    return {"p_text": text.removeprefix("p ").removeprefix("= "), "p_at_floor": text.startswith("p ≤")}
+
+
 def layer_labels(ablation: Ablation) -> list[str] | None:
     """An encoder-decoder's axis label of each flat layer ("enc 0", "dec 1", "cross 1": names.layer_label);
     None for every other model, whose axis shows the layer number."""
@@ -322,13 +330,17 @@ def ablation_charts(ablation: Ablation) -> dict:
                                 significant=tests.significant)
         for row in _layer_names(rows, groups):
             row["url"] = flat_head_link(row["layer"], row["head"], groups)
+            row.update(p_fields(row["p_adjusted"], tests.p_value[row["layer"]][row["head"]], tests.permutations,
+                                tests.alpha))
         out["single_heads"] = vegalite.delta_heatmap(rows, f"Change in {metric} with one head masked",
                                                      f"change in {metric}", higher, layer_labels=labels)
     if ablation.whole_layers:
         tests = ablation.whole_layers
         rows = _layer_names([{"layer": layer, "value": tests.relative[index], "delta": tests.delta[index],
-                              "p_adjusted": tests.p_adjusted[index], "significant": tests.significant[index],
-                              "url": flat_model_link(layer, groups)}
+                              "p_adjusted": tests.p_adjusted[index],
+                              **p_fields(tests.p_adjusted[index], tests.p_value[index], tests.permutations,
+                                         tests.alpha),
+                              "significant": tests.significant[index], "url": flat_model_link(layer, groups)}
                              for index, layer in enumerate(tests.layers)], groups)
         out["whole_layers"] = vegalite.layer_bars(rows, f"Change in {metric} with a whole layer masked",
                                                   f"change in {metric}", higher, layer_labels=labels)

@@ -110,6 +110,29 @@ def _layer_tooltip(labels: list[str] | None) -> alt.Tooltip:
     return alt.Tooltip("layer:O") if labels is None else alt.Tooltip("layer_name:N", title="layer")
 
 
+def spoken(chart: alt.Chart, tooltip: list[alt.Tooltip]) -> alt.Chart:
+    """`chart` with each mark's ARIA label written as its tooltip reads ("change in Spearman: -9.5%; p (corrected):
+    ≤ 0.025"): Vega-Lite's own label lists every encoded field by the legend's or axis's format, which gave
+    unrounded numbers ("−9.500316%") and the link's address (issue 47). The text is computed in the chart (a
+    calculate transform), so the rows a reader downloads stay as they are."""
+    parts = []
+    for item in tooltip:
+        spec = item.to_dict()
+        field = json.dumps(spec["field"])
+        value = f"format(datum[{field}], {json.dumps(spec['format'])})" if "format" in spec else f"datum[{field}]"
+        parts.append(f"{json.dumps(str(spec.get('title', spec['field'])) + ': ')} + "
+                     f"(isValid(datum[{field}]) ? {value} : 'n/a')")
+    return chart.transform_calculate(aria=" + '; ' + ".join(parts)).encode(description="aria:N")
+
+
+def p_tooltip(rows: list[dict]) -> alt.Tooltip:
+    """A corrected p-value in a tooltip: as the sentences write it, a bound at the permutation test's floor
+    ("≤ 0.025", the rows' "p_text", reportgen.site.charts.chartdata), or the number where rows have no text."""
+    if rows and all("p_text" in row for row in rows):
+        return alt.Tooltip("p_text:N", title="p (corrected)")
+    return alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f")
+
+
 def _grid_size(rows: list[dict]) -> str:
     layers, heads = len({row["layer"] for row in rows}), len({row["head"] for row in rows})
     return f"{len(rows)} heads ({layers} layers x {heads} heads)"
@@ -168,7 +191,7 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
         scale = alt.Scale(**(diverging if domain[0] < 0 else {"scheme": "viridis"}), domain=list(domain), clamp=True)
     mark, link = links(rows)
     legend = alt.Legend(format="%") if percent else alt.Undefined
-    chart = alt.Chart(ROWS, title=title).mark_rect(**mark).encode(
+    chart = spoken(alt.Chart(ROWS, title=title), tooltip).mark_rect(**mark).encode(
         x=alt.X("head:O", title="head"), y=_layer_encoding(alt.Y, "layer", layer_labels),
         color=alt.Color("value:Q", title=label, scale=scale, legend=legend), tooltip=tooltip, **link)
     text = formatting.change if percent else _share
@@ -185,10 +208,10 @@ def head_scatter(points: list[dict], title: str) -> dict:
     shown = {point["label"] for point in points}
     colours = {names.name(key): colour for key, colour in names.label_colours().items() if names.name(key) in shown}
     scale = alt.Scale(domain=list(colours), range=list(colours.values())) if shown <= set(colours) else alt.Undefined
-    chart = alt.Chart(ROWS, title=title).mark_circle(size=90, opacity=0.85, **mark).encode(
+    tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("label:N", title="pattern")]
+    chart = spoken(alt.Chart(ROWS, title=title), tooltip).mark_circle(size=90, opacity=0.85, **mark).encode(
         x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None),
-        color=alt.Color("label:N", title="pattern", scale=scale),
-        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), alt.Tooltip("label:N", title="pattern")], **link)
+        color=alt.Color("label:N", title="pattern", scale=scale), tooltip=tooltip, **link)
     counts = {label: sum(1 for point in points if point["label"] == label) for label in sorted(shown)}
     description = (f"{title}: a map of {len(points)} heads, heads with similar attention close together, "
                    "coloured by pattern: " + ", ".join(f"{label} {count}" for label, count in counts.items()) + ".")
@@ -205,7 +228,8 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, l
     rows = [{"q": q, "k": k, "query": f"{q}: {tokens[q]}", "key": f"{k}: {tokens[k]}", "weight": w}
             for q, row in enumerate(matrix) for k, w in enumerate(row)]
     order = [f"{i}: {t}" for i, t in enumerate(tokens)]
-    chart = alt.Chart(ROWS, title=title)
+    tooltip = [alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")]
+    chart = spoken(alt.Chart(ROWS, title=title), tooltip)
     link_channels = {}
     if link is not None:
         chart = chart.transform_calculate(url=f"{json.dumps(link + '&token=')} + datum.q")
@@ -214,8 +238,7 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, l
         x=alt.X("key:N", sort=order, title="attended token"),
         y=alt.Y("query:N", sort=order, title="attending token"),
         color=alt.Color("weight:Q", scale=alt.Scale(scheme="blues", domain=[0, 1]), legend=None),
-        tooltip=[alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")],
-        **link_channels,
+        tooltip=tooltip, **link_channels,
     )
     strongest = max(rows, key=lambda row: row["weight"] if row["weight"] is not None else -1, default=None)
     top = (f"; the largest weight, {_share(strongest['weight'])}, is from token {strongest['query']} "
@@ -240,11 +263,10 @@ def delta_heatmap(rows: list[dict], title: str, label: str, higher_is_better: bo
     change_texts(rows, "value", "delta")
     tooltip = [_layer_tooltip(layer_labels), alt.Tooltip("head:O"), alt.Tooltip("value_text:N", title=label),
                alt.Tooltip("delta_text:N", title="absolute change"),
-               alt.Tooltip("metric:Q", title="metric with the head masked", format=".4f"),
-               alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
+               alt.Tooltip("metric:Q", title="metric with the head masked", format=".4f"), p_tooltip(rows),
                alt.Tooltip("significant:N", title="significant")]
     mark, link = links(rows)
-    base = alt.Chart(ROWS, title=title).encode(
+    base = spoken(alt.Chart(ROWS, title=title), tooltip).encode(
         x=alt.X("head:O", title="head"), y=_layer_encoding(alt.Y, "layer", layer_labels), tooltip=tooltip, **link)
     cells = base.mark_rect(**mark).encode(
         color=alt.Color("value:Q", title=label, scale=_diverging(extent, higher_is_better),
@@ -285,7 +307,7 @@ def pair_heatmap(rows: list[dict], order: list[str], title: str, label: str, hig
                alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
                alt.Tooltip("significant:N", title="significant")]
     mark, link = links(rows)
-    base = alt.Chart(ROWS, title=title).encode(
+    base = spoken(alt.Chart(ROWS, title=title), tooltip).encode(
         x=alt.X("first:N", sort=order, title="first head"), y=alt.Y("second:N", sort=order, title="second head"),
         tooltip=tooltip, **link)
     cells = base.mark_rect(**mark).encode(
@@ -321,7 +343,8 @@ def metric_curves(rows: list[dict], title: str, x_title: str, y_title: str, band
     if any(row.get("absolute") is not None for row in rows):
         tooltip.append(alt.Tooltip("absolute_text:N", title="absolute change"))
     tooltip.append(alt.Tooltip("range_text:N", title="range"))
-    line = base.mark_line(point=True).encode(y=alt.Y("mean:Q", title=y_title, axis=y_axis), tooltip=tooltip)
+    line = spoken(base, tooltip).mark_line(point=True).encode(y=alt.Y("mean:Q", title=y_title, axis=y_axis),
+                                                             tooltip=tooltip)
     layers = [spread, line]
     guides = [{"y": 0.0, "label": ""}, *rules]
     if band is not None:
@@ -363,12 +386,10 @@ def layer_bars(rows: list[dict], title: str, label: str, higher_is_better: bool 
     """
     change_texts(rows, "value", "delta")
     mark, link = links(rows)
-    base = alt.Chart(ROWS, title=title).encode(
-        x=_layer_encoding(alt.X, "layer masked", layer_labels),
-        tooltip=[_layer_tooltip(layer_labels), alt.Tooltip("value_text:N", title=label),
-                 alt.Tooltip("delta_text:N", title="absolute change"),
-                 alt.Tooltip("p_adjusted:Q", title="p (corrected)", format=".4f"),
-                 alt.Tooltip("significant:N")], **link)
+    tooltip = [_layer_tooltip(layer_labels), alt.Tooltip("value_text:N", title=label),
+               alt.Tooltip("delta_text:N", title="absolute change"), p_tooltip(rows), alt.Tooltip("significant:N")]
+    base = spoken(alt.Chart(ROWS, title=title), tooltip).encode(
+        x=_layer_encoding(alt.X, "layer masked", layer_labels), tooltip=tooltip, **link)
     bars = base.mark_bar(**mark).encode(
         y=alt.Y("value:Q", title=label, axis=alt.Axis(format="%")),
         color=alt.condition("datum.value < 0" if higher_is_better else "datum.value > 0", alt.value("#c62828"),
@@ -409,12 +430,13 @@ def difference_heatmap(rows: list[dict], title: str, names: tuple[str, str], per
     else:
         tooltip = [alt.Tooltip("a:Q", title=names[0], format=".4f"), alt.Tooltip("b:Q", title=names[1], format=".4f"),
                    alt.Tooltip("value:Q", title="difference", format="+.4f")]
-    chart = alt.Chart(ROWS, title=title).mark_rect().encode(
+    tooltip = [alt.Tooltip("layer:O"), alt.Tooltip("head:O"), *tooltip]
+    chart = spoken(alt.Chart(ROWS, title=title), tooltip).mark_rect().encode(
         x=alt.X("head:O", title="head"), y=alt.Y("layer:O", title="layer"),
         color=alt.Color("value:Q", title=f"{names[1]} - {names[0]}",
                         scale=_diverging(extent, higher_is_better),
                         legend=alt.Legend(format="%") if percent else alt.Undefined),
-        tooltip=[alt.Tooltip("layer:O"), alt.Tooltip("head:O"), *tooltip])
+        tooltip=tooltip)
     text = points if percent else _share
     description = (f"{title}: a heatmap of {names[1]} minus {names[0]} for each of {_grid_size(rows)}; "
                    f"{extremes(rows, _head, text)}.")
@@ -439,7 +461,7 @@ def grouped_bars(rows: list[dict], title: str, x_title: str, y_title: str) -> di
     tooltip = [alt.Tooltip("group:N"), alt.Tooltip("x:O", title=x_title), alt.Tooltip("value_text:N", title=y_title)]
     if any(row.get("delta") is not None for row in rows):
         tooltip.append(alt.Tooltip("delta_text:N", title="absolute change"))
-    chart = alt.Chart(ROWS, title=title).mark_bar().encode(
+    chart = spoken(alt.Chart(ROWS, title=title), tooltip).mark_bar().encode(
         x=alt.X("x:O", title=x_title), xOffset="group:N", y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format="%")),
         color=alt.Color("group:N", title=None), tooltip=tooltip)
     groups = ", ".join(dict.fromkeys(str(row["group"]) for row in rows))

@@ -164,6 +164,8 @@ def test_print_has_no_pointer_instructions_and_no_bare_view_links(default_site, 
     assert not re.findall(r"(?i)\b(?:point at|hover|click)\w*[^.]*", seen["text"])
     assert "(view)" not in seen["text"]
     assert not [text for text in seen["links"] if text.lower() in ("view", "finding")]  # words that need a click
+    # a link left out of print takes its space with it (issue 47: "this score ." where "(finding)" was)
+    assert not re.findall(r"[\w%)\]] [.,;:]", seen["text"]), re.findall(r".{30}[\w%)\]] [.,;:]", seen["text"])
     screen = printed_on_screen(view)
     assert re.search(r"(?i)\b(?:point at|click)", screen)  # the instructions are there on a screen: the check can fail
 
@@ -184,3 +186,18 @@ def test_the_head_map_fits_on_page_one_under_the_title_and_summary(default_site,
     summary = view.page.evaluate("() => document.querySelector('.rg-summary').getBoundingClientRect().bottom")
     text_height = printed_size("A4")[1]
     assert summary < bottom <= text_height, (summary, bottom, text_height)
+
+
+def test_an_example_page_prints_its_drawn_view_and_text_not_its_controls(default_site, printed):
+    """Issue 47: the view's tabs, menus, head toggles and weights box printed as dead controls. On paper: the
+    head view's tokens and lines, the page's text, and none of the controls."""
+    view, seen = printed((default_site / "example-1.html").as_uri(), "A4")
+    page = view.page
+    wait_until(page, "() => document.querySelector('.rgv[data-rgv-state]') !== null", timeout=20_000)
+    shown = page.evaluate("""() => Object.fromEntries(['.rgv-toolbar', '.rgv-heads', '.rgv-weights', '.rgv button',
+        '.rgv select', '.rgv input', '.rgv-head-panel svg line', '.rgv-tok', '#tokens']
+        .map(s => [s, [...document.querySelectorAll(s)].filter(e => e.getClientRects().length > 0).length]))""")
+    assert all(shown[selector] == 0 for selector in (".rgv-toolbar", ".rgv-heads", ".rgv-weights", ".rgv button",
+                                                     ".rgv select", ".rgv input")), shown
+    assert shown[".rgv-head-panel svg line"] > 0 and shown[".rgv-tok"] > 0 and shown["#tokens"] == 1, shown
+    assert seen["outside"] == [] and seen["clipped"] == [], seen

@@ -167,6 +167,14 @@ class Charts:
         self.recorded.append(exports.Recorded(self.page, chart_id, spec, formats))
         return Markup(_placed(chart_id, spec) + self._downloads(chart_id, formats))
 
+    def drawn(self, chart_id: str, spec: dict, picture: Markup, formats: tuple[str, ...] = BESIDE_FORMATS) -> Markup:
+        """A chart drawn at build time (`picture`, inline SVG) in place of the Vega one: a page whose only chart
+        this is loads no Vega bundle (issue 47). `spec` is still recorded, for its downloads (`formats`)."""
+        formats = self.offered(formats)
+        self.recorded.append(exports.Recorded(self.page, chart_id, spec, formats))
+        return Markup(f'<figure class="rg-chart-drawn" id="{escape(chart_id)}">{picture}</figure>\n'
+                      + self._downloads(chart_id, formats))
+
     def grid(self, grid_id: str, prefix: str, specs: list[dict]) -> Markup:
         """`specs` in a grid (reportgen.css .rg-grid), a cell each, three to a row on a laptop and one on
         a phone, with the ids <prefix>-1, <prefix>-2, ...; the downloads are the whole grid's."""

@@ -91,6 +91,10 @@ REFERENCES: tuple[Reference, ...] = (
               "Computational Biology and Chemistry 28(5-6), 367-374.",
               "https://doi.org/10.1016/j.compbiolchem.2004.09.006", "MCC for more than two labels"),
     # Pictures
+    Reference("brewer2003", "Brewer, Hatchard and Harrower 2003",
+              "Brewer, C. A., Hatchard, G. W. and Harrower, M. A. (2003). ColorBrewer in Print: A Catalog of Color "
+              "Schemes for Maps. Cartography and Geographic Information Science 30(1), 5-32.",
+              "https://colorbrewer2.org/", "the blues of an example's entropy map"),
     Reference("okabe2008", "Okabe and Ito 2008",
               "Okabe, M. and Ito, K. (2008). Color Universal Design (CUD): How to Make Figures and Presentations "
               "That Are Friendly to Colorblind People.", "https://jfly.uni-koeln.de/color/",

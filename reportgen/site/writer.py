@@ -34,6 +34,7 @@ from reportgen.site import (
 )
 from reportgen.site.charts import chartdata, finding_pictures
 from reportgen.site.charts.head_map_svg import example_figure, findings_figures
+from reportgen.site.charts.value_map_svg import value_map
 from reportgen.site.export_cache import NO_CACHE, ExportCache
 from reportgen.site.mkdocs_site import mkdocs_build
 from reportgen.site.sources import site_sources
@@ -218,6 +219,8 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
                  decoder=report.causal_examples,
                  patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
                  selectivity=selectivity, summary_chart=chartdata.example_entropy_chart(example.entropy),
+                 summary_picture=value_map(example.entropy, "Attention entropy on this example",
+                                           "entropy (nats)", _same_page),
                  head_map=example_figure(report, example, docs / "charts", cache))
     if example.qk_page:
         pages.render(env, "example_qk.md.j2", docs / f"example-{example.id}-qk.md", front_matter=WIDE, ex=example,
@@ -240,6 +243,11 @@ def example_pattern(index: int, found: ExamplePattern) -> dict:
     and each head with a link that opens the head view there (0-based example `index`)."""
     return {"key": found.pattern, "name": pages.prose(names.name(found.pattern)), "threshold": found.threshold,
             "weak": found.weak, "heads": [_example_head(index, head) for head in found.heads]}
+
+
+def _same_page(layer: int, head: int) -> str:
+    """The head view of `layer` and `head` on the page it is on: the views' own state as an anchor."""
+    return "#" + head_link(0, layer, head).partition("#")[2]
 
 
 def _example_head(index: int, head: ExampleHead) -> dict:

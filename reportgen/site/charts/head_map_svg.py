@@ -100,15 +100,16 @@ def _text(left: float, baseline: float, text: str, anchor: str = "start", extra:
     return f'<text x="{left:g}" y="{baseline:g}" text-anchor="{anchor}"{extra}>{escape(text)}</text>'
 
 
-def _axes(head_map: HeadMap) -> list[str]:
-    """Head numbers above the grid, layer numbers left of it, each axis titled."""
-    middle_x = LEFT + (head_map.heads * PITCH - GAP) / 2
-    middle_y = TOP + (head_map.layers * PITCH - GAP) / 2
+def axes(layers: int, heads: int) -> list[str]:
+    """Head numbers above a grid of `layers` x `heads` cells, layer numbers left of it, each axis titled
+    (the head map's, and reportgen.site.charts.value_map_svg's)."""
+    middle_x = LEFT + (heads * PITCH - GAP) / 2
+    middle_y = TOP + (layers * PITCH - GAP) / 2
     parts = [_text(middle_x, 11, "head", "middle"),
              _text(11, middle_y, "layer", "middle", f' transform="rotate(-90 11 {middle_y:g})"')]
-    parts += [_text(LEFT + head * PITCH + CELL / 2, TOP - 6, str(head), "middle") for head in range(head_map.heads)]
+    parts += [_text(LEFT + head * PITCH + CELL / 2, TOP - 6, str(head), "middle") for head in range(heads)]
     parts += [_text(LEFT - 6, TOP + layer * PITCH + CELL / 2 + FONT * 0.35, str(layer), "end")
-              for layer in range(head_map.layers)]
+              for layer in range(layers)]
     return parts
 
 
@@ -161,7 +162,8 @@ def _drawing(head_map: HeadMap, legend_beside: bool) -> tuple[str, float, float]
         width = max(right, MIN_WIDTH)
         legend, legend_bottom = _legend(head_map, 0, bottom + 14, width)
         height = legend_bottom
-    body = "".join([*(_cell(head_map, cell) for cell in head_map.cells), *_axes(head_map), *legend])
+    cells = [_cell(head_map, cell) for cell in head_map.cells]
+    body = "".join([*cells, *axes(head_map.layers, head_map.heads), *legend])
     return body, width, height + 2
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from reportgen.progress import Callback, silent
+from reportgen.site.charts import vegalite
 from reportgen.site.export_cache import NO_CACHE, ExportCache, drawn
 
 FORMATS = ("png", "svg", "csv", "json")
@@ -124,8 +125,13 @@ def side_by_side(specs: list[dict]) -> dict:
 def table_rows(spec: dict) -> list[dict]:
     """The rows behind a chart; for charts side by side, each row names its chart (its title) first."""
     if "hconcat" not in spec:
-        return spec["data"]["values"]
-    return [{"chart": _title(part), **row} for part in spec["hconcat"] for row in part["data"]["values"]]
+        return _rows(spec)
+    return [{"chart": _title(part), **row} for part in spec["hconcat"] for row in _rows(part)]
+
+
+def _rows(spec: dict) -> list[dict]:
+    """One chart's table: its data, an attention matrix's a row per cell (vegalite.matrix_rows)."""
+    return vegalite.matrix_rows(spec) or spec["data"]["values"]
 
 
 def _title(spec: dict) -> str:

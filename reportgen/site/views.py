@@ -397,6 +397,9 @@ def _snippet(kind: str, payload: dict, qk_href: str | None = None) -> str:
     # only until the first blank line.
     label = html.escape(payload.get("name") or payload.get("text") or "example", quote=True)
     qk = f' data-qk-href="{html.escape(qk_href, quote=True)}"' if qk_href else ""
+    # what a long input needs besides (overrides/main.html loads views-heatmap.js and views-qk-long.js only there)
+    qk += ' data-rgv-long="1"' if needs_heatmaps(payload) else ""
+    qk += ' data-rgv-qk-long="1"' if needs_qk_pages(payload) else ""
     return (
         f'<div class="rgv" data-rgv="{kind}"{qk} aria-label="attention views: {label}">'
         f'<script type="application/json" class="rgv-data">{script_json(payload)}</script>'

@@ -220,7 +220,7 @@ def write_example(env, recorder: pages.Charts, docs: Path, example: Example, exa
                  patterns=[example_pattern(example.id - 1, found) for found in example.patterns],
                  selectivity=selectivity, summary_chart=chartdata.example_entropy_chart(example.entropy),
                  summary_picture=value_map(example.entropy, "Attention entropy on this example",
-                                           "entropy (nats)", _same_page),
+                                           "entropy (nats)", _same_page, " nats"),
                  head_map=example_figure(report, example, docs / "charts", cache))
     if example.qk_page:
         pages.render(env, "example_qk.md.j2", docs / f"example-{example.id}-qk.md", front_matter=WIDE, ex=example,

@@ -25,7 +25,7 @@ def test_the_scale_runs_light_to_dark_and_clamps():
 
 
 def test_each_head_is_a_link_with_its_value_and_the_extremes_are_named():
-    svg = str(value_map(GRID, "Entropy <here>", "entropy (nats)", lambda layer, head: f"#l={layer}&h={head}"))
+    svg = str(value_map(GRID, "Entropy <here>", "entropy (nats)", lambda layer, head: f"#l={layer}&h={head}", " nats"))
     root = ElementTree.fromstring(svg)
     ns = {"s": "http://www.w3.org/2000/svg"}
     links = root.findall("s:a", ns)
@@ -33,9 +33,8 @@ def test_each_head_is_a_link_with_its_value_and_the_extremes_are_named():
         ("0", "0"), ("0", "1"), ("0", "2"), ("1", "0"), ("1", "1"), ("1", "2")]
     assert [a.get("href") for a in links][:2] == ["#l=0&h=0", "#l=0&h=1"]
     titles = [a.find("s:title", ns).text for a in links]
-    assert titles[0] == "Layer 0, head 0: entropy (nats) 0.50"
-    assert titles[2] == "Layer 0, head 2: entropy (nats) no value"
-    fills = [a.find("s:rect", ns).get("fill") for a in links]
+    assert titles[0] == "Layer 0, head 0: 0.50 nats" and titles[2] == "Layer 0, head 2: no value"
+    fills = [a.find("s:path", ns).get("fill") for a in links]
     assert fills[3] == _hex(HIGH) and fills[0] == fills[5] == _hex(LOW) and fills[2] == NONE
     label = root.get("aria-label")
     assert label.startswith("Entropy <here>: a heatmap of entropy (nats) for 2 layers x 3 heads")

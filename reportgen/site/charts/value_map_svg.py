@@ -28,10 +28,10 @@ def colour(value: float, low: float, high: float) -> str:
 
 
 def value_map(grid: list[list[float | None]], title: str, what: str, link: Callable[[int, int], str],
-              digits: int = 2) -> Markup:
+              unit: str = "", digits: int = 2) -> Markup:
     """`grid` [layer][head] as an <svg> map: each cell a link (`link(layer, head)`) coloured by its value on
-    the grid's own range, its tooltip "Layer 1, head 2: <what> 1.23", a legend bar from the lowest to the
-    highest value under it. `title` opens its aria-label, which also names the extremes."""
+    the grid's own range, its tooltip "Layer 1, head 2: 1.23<unit>", a legend bar from the lowest to the
+    highest value under it, named `what`. `title` opens its aria-label, which also names the extremes."""
     layers, heads = len(grid), len(grid[0]) if grid else 0
     known = [(value, layer, head) for layer, row in enumerate(grid) for head, value in enumerate(row)
              if value is not None]
@@ -40,10 +40,11 @@ def value_map(grid: list[list[float | None]], title: str, what: str, link: Calla
     for layer, row in enumerate(grid):
         for head, value in enumerate(row):
             fill = NONE if value is None else colour(value, low, high)
-            said = "no value" if value is None else f"{value:.{digits}f}"
+            said = "no value" if value is None else f"{value:.{digits}f}{unit}"
+            # a path, not a <rect>: 72 cells of an example page, every byte 14 times over
             parts.append(f'<a href="{escape(link(layer, head))}" data-layer="{layer}" data-head="{head}">'
-                         f'<rect x="{LEFT + head * PITCH}" y="{TOP + layer * PITCH}" width="{CELL}" height="{CELL}" '
-                         f'fill="{fill}"/><title>{escape(f"Layer {layer}, head {head}: {what} {said}")}</title></a>')
+                         f'<path d="M{LEFT + head * PITCH} {TOP + layer * PITCH}h{CELL}v{CELL}h-{CELL}z" '
+                         f'fill="{fill}"/><title>{escape(f"Layer {layer}, head {head}: {said}")}</title></a>')
     parts += axes(layers, heads)
     top = TOP + layers * PITCH + 10
     width = max(LEFT + heads * PITCH, LEFT + STEPS * SWATCH * 2 + 120)

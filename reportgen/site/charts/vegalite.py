@@ -224,12 +224,19 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, l
     `link` (the head view of this head on this example, reportgen.report.head_link) makes each cell
     open it with the cell's query token pinned. The address is computed in the chart from the row's
     query index, so a matrix of 64 tokens carries one expression instead of 4,096 addresses.
+
+    The data is one row per query, {"q", "w": its weights}: the chart flattens it into cells and names each
+    by the axis labels (`order`, written once). A row per cell with its two labels made the patterns page
+    999 KB of HTML (issue 47); the downloads are a row per cell again (matrix_rows).
     """
-    rows = [{"q": q, "k": k, "query": f"{q}: {tokens[q]}", "key": f"{k}: {tokens[k]}", "weight": w}
-            for q, row in enumerate(matrix) for k, w in enumerate(row)]
+    rows = [{"q": q, "w": list(row)} for q, row in enumerate(matrix)]
     order = [f"{i}: {t}" for i, t in enumerate(tokens)]
+    labels = json.dumps(order, ensure_ascii=False)
     tooltip = [alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")]
-    chart = spoken(alt.Chart(ROWS, title=title), tooltip)
+    chart = alt.Chart(ROWS, title=title).transform_flatten(["w"], as_=["weight"]).transform_window(
+        column="row_number()", groupby=["q"]).transform_calculate(
+        k="datum.column - 1", query=f"{labels}[datum.q]", key=f"{labels}[datum.column - 1]")
+    chart = spoken(chart, tooltip)
     link_channels = {}
     if link is not None:
         chart = chart.transform_calculate(url=f"{json.dumps(link + '&token=')} + datum.q")
@@ -240,12 +247,26 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, l
         color=alt.Color("weight:Q", scale=alt.Scale(scheme="blues", domain=[0, 1]), legend=None),
         tooltip=tooltip, **link_channels,
     )
-    strongest = max(rows, key=lambda row: row["weight"] if row["weight"] is not None else -1, default=None)
-    top = (f"; the largest weight, {_share(strongest['weight'])}, is from token {strongest['query']} "
-           f"to token {strongest['key']}") if strongest else ""
+    cells = [(w, q, k) for q, row in enumerate(matrix) for k, w in enumerate(row) if w is not None]
+    top = ""
+    if cells:
+        weight, q, k = max(cells)
+        top = f"; the largest weight, {_share(weight)}, is from token {order[q]} to token {order[k]}"
     description = (f"{title}: a matrix of attention weights over {len(tokens)} tokens, each row a token "
                    f"attending and each column a token attended, darker for more weight{top}.")
     return with_rows(chart.properties(width=alt.Step(14), height=alt.Step(14)), rows, description, len(tokens))
+
+
+def matrix_rows(spec: dict) -> list[dict] | None:
+    """An attention matrix's rows as a table a reader downloads, a row per cell ({"q", "k", "query", "key",
+    "weight"}), or None for any other chart: its data is a row per query (attention_matrix), and its labels are
+    its axis's order."""
+    values = spec.get("data", {}).get("values") or []
+    if not values or set(values[0]) != {"q", "w"}:
+        return None
+    order = spec["encoding"]["y"]["sort"]
+    return [{"q": row["q"], "k": k, "query": order[row["q"]], "key": order[k], "weight": weight}
+            for row in values for k, weight in enumerate(row["w"])]
 
 
 def delta_heatmap(rows: list[dict], title: str, label: str, higher_is_better: bool = True,

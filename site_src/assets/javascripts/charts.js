@@ -125,20 +125,28 @@
     window.setTimeout(drawNext, 0);
   }
 
+  // Each chart under `root` whose box changed width since it was laid out, laid out again.
+  function layOutAgain(root) {
+    root.querySelectorAll(".rg-chart").forEach(function (target) {
+      if (target.rgView && target.rgSpec && Math.abs(available(target) - target.rgWidth) > 1) {
+        target.rgView.finalize();
+        target.rgView = null;
+        layOut(target, target.rgSpec);
+      }
+    });
+  }
+
   // A screen turned or a window resized: each chart whose box changed width is laid out again.
   var resizing = null;
   window.addEventListener("resize", function () {
     window.clearTimeout(resizing);
-    resizing = window.setTimeout(function () {
-      document.querySelectorAll(".rg-chart").forEach(function (target) {
-        if (target.rgView && target.rgSpec && Math.abs(available(target) - target.rgWidth) > 1) {
-          target.rgView.finalize();
-          target.rgView = null;
-          layOut(target, target.rgSpec);
-        }
-      });
-    }, 250);
+    resizing = window.setTimeout(function () { layOutAgain(document); }, 250);
   });
+  // A <details> opened (the patterns page's attention matrices, collapsed until asked for): its charts were drawn
+  // with no box to fit, and fit it now. "toggle" does not bubble: it is caught on its way down.
+  document.addEventListener("toggle", function (event) {
+    if (event.target.open) layOutAgain(event.target);
+  }, true);
 
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", drawAll);

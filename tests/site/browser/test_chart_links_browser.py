@@ -119,7 +119,7 @@ def test_attention_matrix_cells_open_the_head_view_with_their_query_pinned():
     spec = vegalite.attention_matrix(["[CLS]", "a", "[SEP]"], [[1 / 3] * 3] * 3, "t",
                                    "example-4.html#view=head&layer=2&head=7")
     assert linked_marks(spec) == 1
-    calculate = [step for step in spec["transform"] if "calculate" in step]
+    calculate = [step for step in spec["transform"] if step.get("as") == "url"]
     assert calculate == [{"calculate": '"example-4.html#view=head&layer=2&head=7&token=" + datum.q', "as": "url"}]
     assert all("url" not in row for row in spec["data"]["values"])  # one expression, no address per cell
 
@@ -232,6 +232,14 @@ def drawn(view, chart_id: str, match: str | None = None) -> dict:
     return view.page.evaluate(SCENE, [chart_id, match])
 
 
+def open_matrices(view) -> None:
+    """Opens every collapsed group of attention matrices on the page (issue 47) and waits for its charts to be laid
+    out again at their width."""
+    view.page.evaluate("() => document.querySelectorAll('details.rg-matrices').forEach(d => { d.open = true; })")
+    wait_until(view.page, "() => [...document.querySelectorAll('details.rg-matrices .rg-chart')]"
+                          ".every(c => c.rgView && c.rgWidth > 0)", timeout=30_000)
+
+
 def click_item(view, chart_id: str, match: str) -> dict:
     """Moves the mouse to the centre of the one item `match` selects, then clicks what is on top there."""
     found = drawn(view, chart_id, match)["found"]
@@ -301,7 +309,7 @@ def test_an_example_entropy_cell_opens_that_head_in_the_view_above(default_site,
     page = (default_site / "example-2.html").as_uri()
     view = open_at(page, viewport)
     cell = view.page.locator('#chart-example-entropy a[data-layer="3"][data-head="9"]')
-    assert cell.locator("title").inner_text().startswith("Layer 3, head 9: entropy (nats) ")
+    assert re.fullmatch(r"Layer 3, head 9: \d\.\d\d nats", cell.locator("title").text_content())
     cell.scroll_into_view_if_needed()
     cell.click()
     view.page.wait_for_url(page + "#view=head&layer=3&head=9", timeout=10_000)
@@ -319,6 +327,7 @@ def test_an_attention_matrix_cell_opens_the_head_with_that_query_pinned(default_
     title = spec["title"] if isinstance(spec["title"], str) else spec["title"]["text"]
     layer, head, example = map(int, re.findall(r"\d+", title))
     view = open_page((default_site / "patterns.html").as_uri())
+    open_matrices(view)
     cell = click_item(view, "matrix-previous-token-1", "item.datum.q === 3 && item.datum.k === 2")
     assert cell["cursor"] == "pointer"
     view.page.wait_for_url(f"**/example-{example}.html#view=head&layer={layer}&head={head}&token=3", timeout=10_000)

@@ -160,10 +160,10 @@ def write(path: Path, content: str | bytes) -> Path:
 
 
 @pytest.mark.parametrize("content, problem", [
-    ('{"schema_version": 1, "title": "old"}', "schema version 1, this reportgen reads 3; rebuild the site with "
+    ('{"schema_version": 1, "title": "old"}', "schema version 1, this reportgen reads 4; rebuild the site with "
                                               "this reportgen"),
-    ('{"schema_version": 4}', "schema version 4, this reportgen reads 3; upgrade reportgen to read it"),
-    ('{"schema_version": "3"}', 'schema version "3", this reportgen reads 3; rebuild the site with this reportgen'),
+    ('{"schema_version": 5}', "schema version 5, this reportgen reads 4; upgrade reportgen to read it"),
+    ('{"schema_version": "4"}', 'schema version "4", this reportgen reads 4; rebuild the site with this reportgen'),
     ('{"title": "x"}', "not a reportgen report (no schema_version at the top level)"),
     ("[1, 2]", "not a reportgen report (no schema_version at the top level)"),
     ("<html></html>", "not valid JSON (Expecting value at line 1, column 1), so not a reportgen report.json"),
@@ -171,7 +171,7 @@ def write(path: Path, content: str | bytes) -> Path:
                               "column 22), so not a reportgen report.json"),
     (b'{"title": "\xe9"}', "not UTF-8 text (byte 0xe9 at offset 11), so not a reportgen report.json"),
     ("", "not valid JSON (Expecting value at line 1, column 1), so not a reportgen report.json"),
-    ('{"schema_version": 3, "title": "x"}', "not a valid report of schema version 3: key 'site_url': Field required "
+    ('{"schema_version": 4, "title": "x"}', "not a valid report of schema version 4: key 'site_url': Field required "
                                             "(and 12 more problems)"),
 ])
 def test_load_refuses_what_is_not_a_report_of_this_version(tmp_path, content, problem):
@@ -250,8 +250,8 @@ def test_load_checks_the_sizes_a_report_states_before_making_anything_of_them(bu
     path = write(tmp_path / "report.json", json.dumps({**data, **change}))
     with pytest.raises(DataError) as err:
         Report.load(path)
-    assert one_line(err.value) == (f"{path}: not a valid report of schema version 3: key '(top level)': Value error, "
-                                   f"{problem}")
+    assert one_line(err.value) == (f"{path}: not a valid report of schema version {SCHEMA_VERSION}: "
+                                   f"key '(top level)': Value error, {problem}")
 
 
 @pytest.mark.slow

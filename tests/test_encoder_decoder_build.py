@@ -80,7 +80,7 @@ def test_every_group_of_each_example_page_is_the_models_own_attention(sites, fam
         payload = page_payload(site, number)
         described = report["examples"][number - 1]
         assert (described["text"], described["target"]) == (example["text"], example["target"])
-        assert described["n_tokens"] == len(source) and described["target_tokens"] == len(decoder)
+        assert described["n_tokens"] == len(source) and described["n_target_tokens"] == len(decoder)
         assert described["qk_page"] is None and not (site / f"example-{number}-qk.html").exists()
         assert payload["tokens"] == source and payload["target"] == example["target"]
         sides = {"encoder": (source, source), "decoder": (decoder, decoder), "cross": (decoder, source)}

@@ -31,7 +31,7 @@ PACKAGE = ROOT / "reportgen"
 def test_the_report_schema_is_a_valid_json_schema():
     schema = report_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
-    assert schema["properties"]["schema_version"]["const"] == SCHEMA_VERSION == 3
+    assert schema["properties"]["schema_version"]["const"] == SCHEMA_VERSION == 4
     assert "findings" in schema["required"] and "statistics" in schema["required"]
 
 
@@ -122,7 +122,7 @@ def test_built_report_matches_its_schema_and_the_findings_page_prints_its_findin
     built = build(load_config(tmp_path / "reportgen.yaml"), reproducible=True)
     data = check_report(tmp_path / "site")
     assert Report.model_validate(data) == built.report
-    assert data["schema_version"] == 3 and {f["group"] for f in data["findings"]} == {"patterns", "ablation"}
+    assert data["schema_version"] == 4 and {f["group"] for f in data["findings"]} == {"patterns", "ablation"}
     parser = _Findings()
     parser.feed((tmp_path / "site" / "index.html").read_text(encoding="utf-8"))
     assert list(parser.blocks) == [f["id"] for f in data["findings"]]

@@ -96,7 +96,7 @@ def describe_example(number: int, run: ExampleRun, settings: PatternSettings | N
                    qk_page=f"example-{number}-qk.html" if "queries" in run.extras else None,
                    entropy=clean(labels.entropy.round(4)), patterns=labels.patterns, labels=labels.labels,
                    target=run.spec.target,
-                   target_tokens=len(run.seq2seq.target_tokens) if run.seq2seq is not None else None,
+                   n_target_tokens=len(run.seq2seq.target_tokens) if run.seq2seq is not None else None,
                    qk_mb=None if skipped is None else float(f"{skipped:.2g}"),
                    qk_limit_mb=None if skipped is None else qk_limit_mb)
 

@@ -10,7 +10,8 @@ if TYPE_CHECKING:
     pass
 
 
-SCHEMA_VERSION = 3  # 3: `decoder` (a decoder's statistics), and `statistics` null for a decoder
+SCHEMA_VERSION = 4  # 3: `decoder` (a decoder's statistics), and `statistics` null for a decoder; 4: an example's
+# `target_tokens` (a count) is `n_target_tokens`, as `n_tokens` is
 
 Number = float | None
 Grid = list[list[Number]]  # [layer][head]

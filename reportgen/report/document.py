@@ -89,7 +89,7 @@ class Example(Record):
     # `statistics.labels` use their means over the inputs), "mixed" where no pattern passes; the example's head map.
     labels: list[list[str]]
     target: str | None = None  # an encoder-decoder's target, which its decoder reads (teacher-forced)
-    target_tokens: int | None = None  # the decoder's input tokens: the start token, then the target shifted right
+    n_target_tokens: int | None = None  # how many input tokens the decoder read: the start token, then the target
     # No query/key page for its size: what its vectors would have added to the site, and the config's limit, in MB
     qk_mb: float | None = None
     qk_limit_mb: float | None = None
@@ -220,7 +220,7 @@ class BuildProgress(Record):
 class Report(Record):
     """What `reportgen build` measured: every number on the site, and nothing else."""
 
-    schema_version: Literal[3] = SCHEMA_VERSION
+    schema_version: Literal[4] = SCHEMA_VERSION
     title: str
     site_url: str | None
     built: str | None  # UTC time of the build; None in a --reproducible build

@@ -396,12 +396,12 @@ def _snippet(kind: str, payload: dict, qk_href: str | None = None) -> str:
     # One line per element and no blank lines: Markdown keeps a raw HTML block intact
     # only until the first blank line.
     label = html.escape(payload.get("name") or payload.get("text") or "example", quote=True)
-    qk = f' data-qk-href="{html.escape(qk_href, quote=True)}"' if qk_href else ""
+    extra = f' data-qk-href="{html.escape(qk_href, quote=True)}"' if qk_href else ""
     # what a long input needs besides (overrides/main.html loads views-heatmap.js and views-qk-long.js only there)
-    qk += ' data-rgv-long="1"' if needs_heatmaps(payload) else ""
-    qk += ' data-rgv-qk-long="1"' if needs_qk_pages(payload) else ""
+    extra += ' data-rgv-long="1"' if needs_heatmaps(payload) else ""
+    extra += ' data-rgv-qk-long="1"' if needs_qk_pages(payload) else ""
     return (
-        f'<div class="rgv" data-rgv="{kind}"{qk} aria-label="attention views: {label}">'
+        f'<div class="rgv" data-rgv="{kind}"{extra} aria-label="attention views: {label}">'
         f'<script type="application/json" class="rgv-data">{script_json(payload)}</script>'
         '<noscript>The attention views need JavaScript.</noscript></div>'
     )

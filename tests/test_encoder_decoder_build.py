@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from reportgen.site import view_files, views
+from reportgen.site.token_text import shown_tokens
 from tests.helpers import build_tiny_site, check_report, tiny_config
 from tests.seq2seq_checkpoints import FAMILIES, make_encoder_decoder, model_attention, write_pairs
 
@@ -82,6 +83,7 @@ def test_every_group_of_each_example_page_is_the_models_own_attention(sites, fam
         assert (described["text"], described["target"]) == (example["text"], example["target"])
         assert described["n_tokens"] == len(source) and described["n_target_tokens"] == len(decoder)
         assert described["qk_page"] is None and not (site / f"example-{number}-qk.html").exists()
+        source, decoder = shown_tokens(source), shown_tokens(decoder)  # as the views show them ("Ġc" as "␣c")
         assert payload["tokens"] == source and payload["target"] == example["target"]
         sides = {"encoder": (source, source), "decoder": (decoder, decoder), "cross": (decoder, source)}
         for group in payload["groups"]:

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from reportgen.progress import Callback, silent
-from reportgen.site.charts import vegalite
 from reportgen.site.export_cache import NO_CACHE, ExportCache, drawn
 
 FORMATS = ("png", "svg", "csv", "json")
@@ -131,6 +130,8 @@ def table_rows(spec: dict) -> list[dict]:
 
 def _rows(spec: dict) -> list[dict]:
     """One chart's table: its data, an attention matrix's a row per cell (vegalite.matrix_rows)."""
+    from reportgen.site.charts import vegalite  # Altair, only once there are charts (a build that stops early
+    # imports this module and must not pay for it: tests/test_api.py)
     return vegalite.matrix_rows(spec) or spec["data"]["values"]
 
 

@@ -40,6 +40,7 @@ class Lead:
     heads: int  # per layer
     looked_for: list[str]  # the names of the patterns each head was tested for
     take_home: str
+    unseen: list[str] = field(default_factory=list)  # those of `looked_for` that no head shows
     named: dict[str, str] = field(default_factory=dict)  # label -> its heads named ("layer 2 head 5"), few only
     significant: str = ""  # the single heads whose masking matters, named when few
 
@@ -65,11 +66,12 @@ def lead(report) -> Lead:
     if single is not None and 0 < single.numbers["count"] <= NAMED:
         significant = heads_named([(h["layer"], h["head"]) for h in single.numbers["significant"]], groups)
     looked_for = [names.name(label) for label in atlas.label_counts if label != "mixed"]
+    unseen = [names.name(label) for label, count in atlas.label_counts.items() if label != "mixed" and not count]
     total = sum(atlas.label_counts.values())
     sentence = f"{_pattern_clause(atlas.label_counts, total)}; {_task_clause(report, significant)}"
     return Lead(model=report.model.name, kind=KINDS[report.architecture],
                 layers=len(atlas.labels), heads=report.heads, looked_for=looked_for,
-                take_home=sentence[:1].upper() + sentence[1:], named=named, significant=significant)
+                take_home=sentence[:1].upper() + sentence[1:], unseen=unseen, named=named, significant=significant)
 
 
 def _finding(report, fid: str):
@@ -96,6 +98,11 @@ def _task_clause(report, significant: str) -> str:
     """What masking showed, as far as its tests go; without a task, that none was measured."""
     ablation = report.ablation
     if ablation is None:
+        progress = getattr(report, "progress", None)  # a site written while its build runs (or was stopped)
+        if progress is not None:
+            return ("the head ablation was stopped before it finished, so this report does not say which heads the "
+                    "model needs" if progress.interrupted else
+                    "the head ablation is still running, so which heads the model needs is not said yet")
         return "no task was measured, so this report does not say which heads the model needs"
     said = names.metric(ablation.task.metric)
     single, fraction = _finding(report, "ablation-single-heads"), _finding(report, "ablation-random-fraction")
@@ -107,7 +114,7 @@ def _task_clause(report, significant: str) -> str:
         else:
             who = f" ({significant})" if significant else ""
             parts.append(f"masking one head alone changes {said} significantly for {count} of {total} heads{who}")
-    if fraction is not None and fraction.numbers["up_to"]:
+    if fraction is not None and fraction.numbers["up_to"] and not parts:  # one clause: the bullets give the rest
         worse = "raising" if ablation.task.higher_is_better[ablation.task.metric] is False else "lowering"
         parts.append(f"up to {percent(fraction.numbers['up_to'])} of the heads can be masked at random, "
                      f"{worse} {said} by less than {margin(fraction.numbers['margin'])}")

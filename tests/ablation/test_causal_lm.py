@@ -474,7 +474,7 @@ def test_the_pages_say_the_loss_and_that_a_rise_is_the_cost():
                                                                  "correction": "holm", "worst": head, "best": head}),
              finding("ablation-random-fraction", "Up to", {"up_to": 0.25, "margin": 0.6, "seeds": 2, "failing": 0.5,
                                                            "ci": [0.266, 0.547]})]
-    task = {"type": "causal_lm", "data": "texts.txt", "examples": 10, "metric": "loss"}
+    task = {"type": "causal_lm", "data": "texts.txt", "examples": 10, "metric": "loss", "method": "zero"}
     data = {"title": "t", "model": {"name": "tiny-gpt2", "model_type": "gpt2", "parameters": 1000}, "layers": 2,
             "heads": 4, "statistics": {"counts": {"examples": 2}}, "decoder": None,
             "ablation": {"task": task, "experiments": []},

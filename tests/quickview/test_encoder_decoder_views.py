@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from reportgen.site.token_text import shown_tokens
 from tests.helpers import VIEW_DRAWN, wait_until
 from tests.seq2seq_checkpoints import FAMILIES, PAIRS, make_encoder_decoder, model_attention
 
@@ -68,6 +69,7 @@ def test_each_group_of_the_file_is_the_models_own_attention_with_contributions(f
     payload = page_payload(page_text(run_text(SOURCE, model=str(checkpoints[family]), target=TARGET)))
     attention, source, decoder = model_attention(checkpoints[family], SOURCE, TARGET)
     assert [group["name"] for group in payload["groups"]] == list(views.GROUP_NAMES)
+    source, decoder = shown_tokens(source), shown_tokens(decoder)  # as the views show them ("Ġc" as "␣c")
     assert payload["tokens"] == source and payload["target"] == TARGET and "qk" not in payload
     sides = {"encoder": (source, source), "decoder": (decoder, decoder), "cross": (decoder, source)}
     for group in payload["groups"]:

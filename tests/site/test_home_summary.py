@@ -233,26 +233,24 @@ def test_interactive_instructions_are_marked_for_print():
 def test_the_first_screen_names_the_model_links_the_terms_and_gives_the_take_home():
     """Issue 47: the model's name, its shape counted from 0 and one take-home sentence open the page, "transformer
     layers", "attention heads" and "masking" linked to the glossary at their first use; a label counted in a few
-    heads names them, and so does a count of significant single heads."""
+    heads names them, the patterns no head shows are named too, and so is a count of significant single heads."""
     from reportgen.site.story import Lead
 
     lead = Lead(model="tiny *bert*", kind="an encoder", layers=12, heads=12, looked_for=["Previous token", "Broad"],
                 take_home="Most of its attention heads (99 of 144) look around; masking one head alone changes",
+                unseen=["Same word", "Next token", "Other pieces"],
                 named={"previous_token": "layer 0 head 1 and layer 2 head 3"}, significant="layer 4 head 5")
     html = home(lead=lead)
     lead_html = html[html.index('class="rg-lead">') + len('class="rg-lead">'):]
     lead_html = lead_html[:lead_html.index("</p>")]
     opening = text_of(lead_html)
     assert opening.startswith("tiny *bert* is an encoder with 12 transformer layers of 12 attention heads each, "
-                              "counted from 0"), opening
+                              "counted from 0. In one sentence: Most of its attention heads (99 of 144) look "
+                              "around"), opening
     assert "<strong>tiny &#42;bert&#42;</strong>" in lead_html  # the name is text, bold, not Markdown
-    assert "tested for these patterns: Previous token, Broad (head labels)" in opening
-    for term in ("layer", "head"):
+    for term in ("layer", "head", "masking"):
         assert f'href="glossary.md#{term}"' in lead_html, term
-    take = html[html.index('class="rg-take-home">') + len('class="rg-take-home">'):]
-    take = take[:take.index("</p>")]
-    assert text_of(take).startswith("In one sentence: Most of its attention heads (99 of 144) look around")
-    assert 'href="glossary.md#masking"' in take
     texts = [item["text"] for item in outline(html).items]
     assert "Previous token 2 (layer 0 head 1 and layer 2 head 3)" in texts[0]
+    assert "none shows Same word, Next token or Other pieces; the other 99 are" in texts[0], texts[0]
     assert "5 of 144 heads (layer 4 head 5) change Spearman significantly" in texts[2]

@@ -76,3 +76,12 @@ def test_no_pattern_and_an_unnamed_pattern_are_said_plainly():
         "None of its 2 attention heads passes the threshold of any pattern looked for")
     lead = story.lead(_report([["source_special", "mixed"]]))
     assert lead.take_home.startswith("Its most common head pattern is Source special tokens (1 of 2 attention heads)")
+
+
+def test_a_site_written_while_its_ablation_runs_says_so_not_that_no_task_was_measured():
+    running = _report(MOSTLY_DELIMITER, metric=None)
+    running.progress = SimpleNamespace(interrupted=False)
+    assert story.lead(running).take_home.endswith("the head ablation is still running, so which heads the model "
+                                                  "needs is not said yet")
+    running.progress = SimpleNamespace(interrupted=True)
+    assert "the head ablation was stopped before it finished" in story.lead(running).take_home

@@ -90,8 +90,7 @@ def _cell(drawn: HeadMap, cell: Cell) -> str:
     colour = names.colour(cell.label)
     marked = cell.masking is not None and cell.masking.significant
     mark = _mark(left, top, cell.masking.sign, _glyph_colour(colour)) if marked else ""
-    # data-layer/-head: the page's script makes the map one Tab stop with arrow keys (views-start.js)
-    return (f'<a href="{escape(cell.link)}" data-layer="{cell.layer}" data-head="{cell.head}">'
+    return (f'<a href="{escape(cell.link)}">'
             f'<rect x="{left}" y="{top}" width="{CELL}" height="{CELL}" fill="{colour}"/>'
             f'{mark}<title>{escape(tooltip(drawn, cell))}</title></a>')
 

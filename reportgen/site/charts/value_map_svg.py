@@ -1,7 +1,7 @@
 """A layers x heads map of one number per head, drawn as inline SVG: an example page's attention entropy.
 
 The head map's drawing (reportgen.site.charts.head_map_svg: cells as links with a <title>, the same axes, one Tab
-stop with arrow keys and the readout line under it, views-start.js), coloured on a sequential scale instead of by
+stop with arrow keys and the readout line under it, head-maps.js), coloured on a sequential scale instead of by
 label. Drawn at build time rather than by Vega in the browser: it was the only chart of an example page, and the
 Vega bundle it needed was 62% of the page's 1.45 MB (issue 47).
 """
@@ -42,7 +42,7 @@ def value_map(grid: list[list[float | None]], title: str, what: str, link: Calla
             fill = NONE if value is None else colour(value, low, high)
             said = "no value" if value is None else f"{value:.{digits}f}{unit}"
             # a path, not a <rect>: 72 cells of an example page, every byte 14 times over
-            parts.append(f'<a href="{escape(link(layer, head))}" data-layer="{layer}" data-head="{head}">'
+            parts.append(f'<a href="{escape(link(layer, head))}">'
                          f'<path d="M{LEFT + head * PITCH} {TOP + layer * PITCH}h{CELL}v{CELL}h-{CELL}z" '
                          f'fill="{fill}"/><title>{escape(f"Layer {layer}, head {head}: {said}")}</title></a>')
     parts += axes(layers, heads)

@@ -308,7 +308,7 @@ def test_an_example_entropy_cell_opens_that_head_in_the_view_above(default_site,
     """The entropy map is drawn at build time (value_map_svg, issue 47): a cell is a link to the head view above."""
     page = (default_site / "example-2.html").as_uri()
     view = open_at(page, viewport)
-    cell = view.page.locator('#chart-example-entropy a[data-layer="3"][data-head="9"]')
+    cell = view.page.locator('#chart-example-entropy a[href="#view=head&layer=3&head=9"]')
     assert re.fullmatch(r"Layer 3, head 9: \d\.\d\d nats", cell.locator("title").text_content())
     cell.scroll_into_view_if_needed()
     cell.click()

@@ -19,11 +19,13 @@ FIRST_SCREEN = """() => {
   const box = element => element && element.getBoundingClientRect();
   const h1 = article.querySelector('h1');
   const items = [...article.querySelectorAll('.rg-summary li')];
-  const opening = article.querySelector('.rg-summary > p');
+  const opening = article.querySelector('.rg-summary > p:not(.rg-lead)');
+  const lead = article.querySelector('.rg-summary > p.rg-lead');
   return {
     h1: h1 && h1.textContent.trim(), h1Bottom: box(h1) && box(h1).bottom,
     h1Weight: h1 && Number(getComputedStyle(h1).fontWeight),
     opening: opening && opening.textContent.trim(), openingBottom: box(opening) && box(opening).bottom,
+    lead: lead && lead.textContent.trim(), leadBottom: box(lead) && box(lead).bottom,
     items: items.map(item => ({text: item.textContent.trim(), bottom: box(item).bottom,
                                links: [...item.querySelectorAll('a')].map(a => a.getAttribute('href'))})),
     height: window.innerHeight,
@@ -71,6 +73,10 @@ def test_the_first_screen_says_what_the_task_is_and_what_was_found(default_site,
     view = open_page((default_site / "index.html").as_uri(), viewport=LAPTOP, reuse=tab(LAPTOP))
     seen = view.page.evaluate(FIRST_SCREEN)
     assert seen["h1"] and seen["h1Weight"] >= 600, seen  # the title is the h1, and bold
+    # issue 47: the model's name, its shape and one take-home sentence come first, then the task
+    assert seen["lead"].startswith("sentence-transformers/all-MiniLM-L6-v2 (embedded) is an encoder with 6 "
+                                   "transformer layers of 12 attention heads each, counted from 0."), seen["lead"]
+    assert "In one sentence:" in seen["lead"] and seen["leadBottom"] <= seen["openingBottom"]
     assert seen["opening"].startswith("The model scores how similar two texts are;")
     assert "Spearman correlation" in seen["opening"] and "gold grades" in seen["opening"]
     assert 3 <= len(seen["items"]) <= 5, seen["items"]

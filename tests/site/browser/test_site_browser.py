@@ -188,7 +188,7 @@ def test_the_policy_stops_markup_that_escaping_let_through(default_site, browser
     view.page.goto(page_file.as_uri())
     title = view.page.title()
     wait_until(view.page, "() => document.querySelector('.rgv[data-rgv-state]') && "
-                          "document.querySelector('.vega-embed svg')", timeout=15_000)
+                          "document.querySelector('.rg-head-map-readout')", timeout=15_000)
     view.page.click("#rg-canary-link")
     wait_until(view.page, "() => ['script-src-elem', 'script-src-attr', 'style-src-attr']"
                           ".every(kind => (window.__seen || []).includes(kind))", timeout=15_000)

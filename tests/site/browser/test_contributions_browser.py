@@ -300,7 +300,8 @@ def test_example_template_explains_the_switch_only_where_there_is_one(tmp_path):
     context = {"ex": {"id": 1, "name": None, "text": "<b>x</b>", "pair": None, "truncated": False, "n_tokens": 3,
                       "qk_page": None, "qk_mb": None},
                "tokens": [], "views": "", "ln_n": float(np.log(3)), "patterns": [],
-               "selectivity": None, "summary_chart": {}, "pager": {"previous": None, "next": None},
+               "selectivity": None, "summary_chart": {}, "summary_picture": "",
+               "pager": {"previous": None, "next": None},
                "head_map": {"id": "head-map-example-1", "model": "m", "metric": None, "svg": ""}}
     recorder = page_render.Charts()
     page_render.render(env, "example.md.j2", tmp_path / "with.md", recorder, contributions=True, **context)

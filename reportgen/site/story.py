@@ -38,9 +38,9 @@ class Lead:
     kind: str  # "an encoder", ...
     layers: int
     heads: int  # per layer
-    looked_for: list[str]  # the names of the patterns each head was tested for
     take_home: str
-    unseen: list[str] = field(default_factory=list)  # those of `looked_for` that no head shows
+    unseen: list[str] = field(default_factory=list)  # the patterns looked for that no head shows (the labels bullet
+    # names the others with their counts, so every pattern looked for is named)
     named: dict[str, str] = field(default_factory=dict)  # label -> its heads named ("layer 2 head 5"), few only
     significant: str = ""  # the single heads whose masking matters, named when few
 
@@ -65,12 +65,11 @@ def lead(report) -> Lead:
     significant = ""
     if single is not None and 0 < single.numbers["count"] <= NAMED:
         significant = heads_named([(h["layer"], h["head"]) for h in single.numbers["significant"]], groups)
-    looked_for = [names.name(label) for label in atlas.label_counts if label != "mixed"]
     unseen = [names.name(label) for label, count in atlas.label_counts.items() if label != "mixed" and not count]
     total = sum(atlas.label_counts.values())
     sentence = f"{_pattern_clause(atlas.label_counts, total)}; {_task_clause(report, significant)}"
     return Lead(model=report.model.name, kind=KINDS[report.architecture],
-                layers=len(atlas.labels), heads=report.heads, looked_for=looked_for,
+                layers=len(atlas.labels), heads=report.heads,
                 take_home=sentence[:1].upper() + sentence[1:], unseen=unseen, named=named, significant=significant)
 
 

@@ -236,7 +236,7 @@ def test_the_first_screen_names_the_model_links_the_terms_and_gives_the_take_hom
     heads names them, the patterns no head shows are named too, and so is a count of significant single heads."""
     from reportgen.site.story import Lead
 
-    lead = Lead(model="tiny *bert*", kind="an encoder", layers=12, heads=12, looked_for=["Previous token", "Broad"],
+    lead = Lead(model="tiny *bert*", kind="an encoder", layers=12, heads=12,
                 take_home="Most of its attention heads (99 of 144) look around; masking one head alone changes",
                 unseen=["Same word", "Next token", "Other pieces"],
                 named={"previous_token": "layer 0 head 1 and layer 2 head 3"}, significant="layer 4 head 5")

@@ -34,10 +34,10 @@ def _report(labels, findings=(), metric: str | None = "spearman", higher: bool =
 MOSTLY_DELIMITER = [["delimiter", "delimiter", "previous_token"], ["delimiter", "mixed", "broad"]]
 
 
-def test_the_lead_names_the_model_its_shape_and_the_patterns_looked_for():
+def test_the_lead_names_the_model_its_shape_and_the_heads_of_a_few():
     lead = story.lead(_report(MOSTLY_DELIMITER))
     assert lead.model == "tiny <b>model</b>" and lead.kind == "an encoder" and (lead.layers, lead.heads) == (2, 3)
-    assert lead.looked_for == ["Previous token", "[CLS], [SEP] and punctuation", "Broad attention"]
+    assert lead.unseen == []  # every pattern of this atlas shows in some head
     # a count of a few names its heads
     assert lead.named == {"delimiter": "layer 0 head 0, layer 0 head 1 and layer 1 head 0",
                           "previous_token": "layer 0 head 2", "broad": "layer 1 head 2"}
@@ -85,3 +85,8 @@ def test_a_site_written_while_its_ablation_runs_says_so_not_that_no_task_was_mea
                                                   "needs is not said yet")
     running.progress = SimpleNamespace(interrupted=True)
     assert "the head ablation was stopped before it finished" in story.lead(running).take_home
+
+
+def test_the_patterns_no_head_shows_are_named():
+    lead = story.lead(_report([["delimiter", "mixed"]]))
+    assert lead.unseen == ["Previous token", "Broad attention"]  # the atlas's labels with a count of 0

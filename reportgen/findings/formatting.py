@@ -62,8 +62,12 @@ def interval(ci: list[float | None]) -> str:
 
 def fractions_list(fractions: list[float]) -> str:
     """10%, 20% and 30%."""
-    names = [percent(f) for f in fractions]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return words_list([percent(f) for f in fractions])
+
+
+def words_list(words: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def p_text(adjusted: float | None, raw: float | None, permutations: int, alpha: float | None = None) -> str:

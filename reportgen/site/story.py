@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from reportgen.findings import names
-from reportgen.findings.formatting import margin, percent
+from reportgen.findings.formatting import margin, percent, words_list
 
 KINDS = {"encoder": "an encoder", "decoder": "a decoder (each token sees only itself and the tokens before it)",
          "encoder-decoder": "an encoder-decoder"}
@@ -47,8 +47,7 @@ class Lead:
 
 def heads_named(heads: Sequence[tuple[int, int]], groups: Sequence[str] | None = None) -> str:
     """"layer 2 head 5", "layer 0 head 1 and layer 3 head 2", "layer 0 head 1, layer 1 head 0 and layer 3 head 2"."""
-    said = [names.head_name(layer, head, groups) for layer, head in heads]
-    return said[0] if len(said) == 1 else ", ".join(said[:-1]) + " and " + said[-1]
+    return words_list([names.head_name(layer, head, groups) for layer, head in heads])
 
 
 def lead(report) -> Lead:

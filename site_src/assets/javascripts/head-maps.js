@@ -30,10 +30,10 @@
     function show(cell) {
       var title = cell.querySelector('title');
       shown = cell;
-      if (places.has(cell)) rove(cell);
+      var where = places.get(cell); // [layer, head], read from its title once (below)
+      if (where) rove(cell);
       numbers.textContent = title ? title.textContent : '';
-      var where = /^Layer (\d+), head (\d+)/.exec(numbers.textContent);
-      open.textContent = where ? 'Open layer ' + where[1] + ', head ' + where[2] : 'Open this head';
+      open.textContent = where ? 'Open layer ' + where[0] + ', head ' + where[1] : 'Open this head';
       open.href = cell.getAttribute('href');
       open.hidden = false;
       readout.classList.add('rg-head-map-readout-on');

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from reportgen.config import ExampleSpec
+from reportgen.model.special_tokens import special_flags, special_ids_of
 from reportgen.runs import ExampleRun
 
 WEIGHTS, TOKENIZER = "model.safetensors", "tokenizer.json"
@@ -87,7 +88,7 @@ class LightBert:
         self.tokenizer.enable_truncation(max_length, strategy="longest_first")
         encoding = self.tokenizer.encode(*texts)
         self.tokenizer.no_truncation()
-        special = np.array(encoding.special_tokens_mask, dtype=bool)
+        special = special_flags(encoding.ids, special_ids_of(self.tokenizer))  # <unk> is content
         segments = np.array([-1 if s is None else s for s in encoding.sequence_ids], dtype=np.int64)
         words = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)
         if (segments == 1).any():  # word ids restart in sentence B: unique across the pair, as run.encode

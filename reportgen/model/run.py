@@ -9,6 +9,7 @@ import numpy as np
 
 from reportgen.config import ExampleSpec
 from reportgen.model.attention_capture import layer_attention
+from reportgen.model.special_tokens import special_flags, special_ids
 from reportgen.runs import ExampleRun
 
 # A token covers at most a word, and a word of over 100 characters is one [UNK] to WordPiece: the first
@@ -36,9 +37,8 @@ def encode(tokenizer, spec: ExampleSpec, max_length: int):
     parts = [clip(text, max_length) for text in (spec.text, spec.pair) if text is not None]
     args = tuple(text for text, _ in parts)
     full = tokenizer(*args, truncation=False, verbose=False)["input_ids"]
-    inputs = tokenizer(*args, truncation=True, max_length=max_length, return_tensors="pt",
-                       return_special_tokens_mask=True)
-    special = inputs.pop("special_tokens_mask")[0].numpy().astype(bool)
+    inputs = tokenizer(*args, truncation=True, max_length=max_length, return_tensors="pt")
+    special = special_flags(inputs["input_ids"][0].tolist(), special_ids(tokenizer))  # <unk> is content
     encoding = inputs.encodings[0]
     segments = np.array([-1 if s is None else s for s in encoding.sequence_ids], dtype=np.int64)
     words = np.array([-1 if w is None else w for w in encoding.word_ids], dtype=np.int64)

@@ -13,11 +13,10 @@ the source) and, for contributions, the value norms of each group (Kobayashi et 
 
 from __future__ import annotations
 
-import numpy as np
-
 from reportgen.config import ExampleSpec
 from reportgen.errors import ModelError
 from reportgen.model.run import clip, encode
+from reportgen.model.special_tokens import special_flags, special_ids
 from reportgen.runs import ExampleRun, Seq2SeqRun
 
 
@@ -79,8 +78,8 @@ def run_source_target(model, tokenizer, spec: ExampleSpec, max_length: int) -> E
     _, tokens, words, segments, special, _ = encode(tokenizer, ExampleSpec(text=spec.text), max_length)
     if list(tokens) != list(pair_run.source_tokens):  # both read the same text at the same max_length
         raise RuntimeError("the source was tokenized two ways; report this as a bug")
-    specials = set(tokenizer.all_special_tokens)
-    pair_run.target_special = np.array([token in specials for token in pair_run.target_tokens], dtype=bool)
+    pair_run.target_special = special_flags(tokenizer.convert_tokens_to_ids(list(pair_run.target_tokens)),
+                                            special_ids(tokenizer))
     return ExampleRun(spec, list(tokens), words, segments, special, pair_run.encoder_attention,
                       pair_run.source_truncated or pair_run.target_truncated,
                       value_norms=(pair_run.value_norms or {}).get("encoder"), seq2seq=pair_run)

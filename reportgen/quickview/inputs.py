@@ -139,20 +139,21 @@ def _run_pair(path: Path, name: str, settings, texts: tuple[str, str],
 
 def _loaded_seq2seq(path: Path, settings) -> Callable[[str, str, int], tuple[Seq2SeqRun, dict[str, list[bool]]]]:
     """An encoder-decoder of `path` ready to run one (source, target), loaded once per process through
-    transformers (eager attention); gives the run and each side's special flags (the tokenizer's own)."""
+    transformers (eager attention); gives the run and each side's special flags (reportgen.model.special_tokens)."""
     from reportgen.model import loading
     from reportgen.model.seq2seq import run_pair
+    from reportgen.model.special_tokens import special_flags, special_ids
 
     key = (str(path.resolve()), settings.device, "seq2seq")
     if key not in _LOADED:
         with _policy(settings):
             net, tokenizer = loading.load(path, settings.device)
-        specials = set(tokenizer.all_special_tokens)
+        specials = special_ids(tokenizer)
 
         def run(source: str, target: str, max_length: int) -> tuple[Seq2SeqRun, dict[str, list[bool]]]:
             pair_run = run_pair(net, tokenizer, source, target, max_length)
-            flags = {"source": [token in specials for token in pair_run.source_tokens],
-                     "target": [token in specials for token in pair_run.target_tokens]}
+            flags = {side: special_flags(tokenizer.convert_tokens_to_ids(list(tokens)), specials).tolist()
+                     for side, tokens in (("source", pair_run.source_tokens), ("target", pair_run.target_tokens))}
             return pair_run, flags
 
         _LOADED[key] = run

@@ -127,3 +127,14 @@ test('empty or whitespace-only text is refused with a sentence for the reader', 
 test('a spec of another version is refused', () => {
   assert.throws(() => live.createTokenizer(spec(null, { version: 99 })), /rebuild the site/);
 });
+
+test('the special ids are the roles and special added tokens, [UNK] left as content unless it shares a role', () => {
+  const ids = live.specialIds(spec());
+  const flagged = Object.keys(ids).map(Number).sort((a, b) => a - b);
+  assert.deepStrictEqual(flagged, ['[PAD]', '[CLS]', '[SEP]', '[MASK]'].map((t) => VOCAB.indexOf(t)).sort((a, b) => a - b));
+  assert.strictEqual(ids[VOCAB.indexOf('[UNK]')], undefined);
+  // GPT-2's way: one token is unknown and end of text at once; it stays special
+  const shared = spec();
+  shared.special_tokens.sep = { token: '[UNK]', id: VOCAB.indexOf('[UNK]') };
+  assert.strictEqual(live.specialIds(shared)[VOCAB.indexOf('[UNK]')], true);
+});

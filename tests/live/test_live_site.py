@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from reportgen.live import weights as live_weights
+from reportgen.model.special_tokens import special_ids
 from reportgen.site import live_page
 from tests.helpers import VIEWPORTS, BrowserPage, build_tiny_site, shared_site, tiny_config, wait_until, write_config
 
@@ -43,8 +44,9 @@ LAST_JS = """() => { const last = window.reportgen.live.last;
   const base64 = (values) => { const bytes = new Uint8Array(Float32Array.from(values).buffer); let text = '';
     for (let at = 0; at < bytes.length; at += 32768) text += String.fromCharCode(...bytes.subarray(at, at + 32768));
     return btoa(text); };
-  return {tokens: last.tokens, ids: last.ids, segments: last.segments, truncated: last.truncated, ms: last.ms,
-          layers: last.layers, heads: last.heads, values: base64(last.values), norms: base64(last.norms)}; }"""
+  return {tokens: last.tokens, ids: last.ids, segments: last.segments, special: last.special,
+          truncated: last.truncated, ms: last.ms, layers: last.layers, heads: last.heads,
+          values: base64(last.values), norms: base64(last.norms)}; }"""
 
 
 # Over 60 s once per test run: the build runs the embedded model and makes its compact export (GPTQ, calibration).
@@ -102,6 +104,9 @@ def floats(text: str) -> np.ndarray:
 def check_against_torch(last: dict, torch_model, text: str, pair: str | None) -> float:
     ids, attention = torch_attention(torch_model, text, pair)
     assert last["ids"] == ids, (text, last["tokens"])
+    # the special flags a build gives the same text (reportgen.model.special_tokens: [UNK] is content)
+    specials = special_ids(torch_model[1])
+    assert last["special"] == [int(i in specials) for i in ids], (text, last["tokens"])
     n = len(ids)
     values = floats(last["values"]).reshape(last["layers"], last["heads"], n, n)
     assert values.shape == attention.shape
@@ -120,11 +125,14 @@ def test_the_page_runs_the_seed_pair_and_typed_texts_as_the_model_does(browser, 
         view.page.click(".rgv-mode button:not([aria-pressed=true]), .rgv button[data-mode=contributions]")
         state = view.page.get_attribute(".rg-live-views .rgv", "data-rgv-state")
         assert "mode=contributions" in state, state
+        unknown = 0
         for text, pair in TYPED:
             submit(view, text, pair)
             last = view.page.evaluate(LAST_JS)
             check_against_torch(last, torch_model, text, pair)
+            unknown += last["tokens"].count("[UNK]")
             assert last["truncated"] == (len(last["ids"]) == 128)
+        assert unknown > 0  # a typed text had a token the vocabulary lacks, flagged as content
         assert view.page.locator(".rg-live-views .rgv-line").count() > 0  # the head view drew the last input
         assert "truncated to 128 tokens" in view.page.inner_text(".rg-live-status")
         assert view.errors == [] and view.remote_requests == [] and view.failed == []

@@ -19,6 +19,7 @@ INPUTS = [
     ExampleSpec(text="Héllo WORLD, naïve café: 東京 😀 don't stop"),
     ExampleSpec(text="the cat sat on the mat " * 40),  # past max_length: truncated
     ExampleSpec(text="a red car " * 30, pair="he is it " * 30),  # a pair cut from both sides
+    ExampleSpec(text="a typed [MASK] and [SEP], an unknown \u2603 and a typed [UNK]"),  # specials as typed (issue 47)
 ]
 
 

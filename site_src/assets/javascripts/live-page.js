@@ -268,7 +268,7 @@
     var n = input.ids.length;
     var last = {
       text: input.text, pair: input.pair, tokens: input.tokens, ids: input.ids, segments: input.segments,
-      truncated: input.truncated, ms: result.ms, layers: dims.layers, heads: dims.heads,
+      special: input.ids.map(function (id) { return specialIds[id] ? 1 : 0; }), truncated: input.truncated, ms: result.ms, layers: dims.layers, heads: dims.heads,
       values: result.attention, norms: result.norms,
     };
     var nested = null;
@@ -358,10 +358,7 @@
       }
       try {
         tokenizer = window.reportgenLiveTokenizer.createTokenizer(spec.tokenizer);
-        Object.keys(spec.tokenizer.special_tokens).forEach(function (role) {
-          specialIds[spec.tokenizer.special_tokens[role].id] = true;
-        });
-        (spec.tokenizer.added_tokens || []).forEach(function (added) { if (added.special) specialIds[added.id] = true; });
+        specialIds = window.reportgenLiveTokenizer.specialIds(spec.tokenizer); // [UNK] is content, as in a build
         say('Preparing the model\u2026');
         startEngine(joinedBytes());
       } catch (err) {

@@ -394,9 +394,26 @@
     };
   }
 
+  /*
+   * The ids the views flag as special, as a build does (reportgen/model/special_tokens.py): the tokenizer's roles
+   * and its special added tokens, less [UNK], which stands for a word of the text (a content token), unless
+   * another role shares its id. Returns {id: true}.
+   */
+  function specialIds(spec) {
+    var roles = spec.special_tokens;
+    var out = {};
+    Object.keys(roles).forEach(function (role) { out[roles[role].id] = true; });
+    (spec.added_tokens || []).forEach(function (added) { if (added.special) out[added.id] = true; });
+    var unk = roles.unk;
+    var shared = unk && Object.keys(roles).some(function (role) { return role !== 'unk' && roles[role].id === unk.id; });
+    if (unk && !shared) delete out[unk.id];
+    return out;
+  }
+
   var api = {
     SPEC_VERSION: SPEC_VERSION,
     createTokenizer: createTokenizer,
+    specialIds: specialIds,
     // The pipeline's steps, exported for the tests (tests/js/live-tokenizer.test.js, tests/live/).
     normalize: normalize,
     preTokenize: preTokenize,

@@ -65,6 +65,7 @@ from reportgen.report.links import (
     flat_model_link,
     group_layer,
     head_link,
+    head_link_expression,
     model_link,
 )
 from reportgen.report.patterns import (
@@ -147,6 +148,7 @@ __all__ = [
     "flat_model_link",
     "group_layer",
     "head_link",
+    "head_link_expression",
     "head_statistics",
     "model_link",
     "report_schema",

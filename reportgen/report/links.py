@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -24,6 +25,15 @@ def head_link(example: int, layer: int, head: int, token: int | None = None, key
     pinned = f"&token={token}" if token is not None else f"&key={key}" if key is not None else ""
     shown = f"&mode={mode}" if mode is not None else ""
     return f"example-{example + 1}.html#view=head{_attention_group(group)}&layer={layer}&head={head}{pinned}{shown}"
+
+
+def head_link_expression(mode: Literal["contributions"] | None = None, group: str | None = None) -> str:
+    """`head_link(datum.example, datum.layer, datum.head, mode=mode, group=group)` as a Vega expression over a
+    chart's row: a heatmap computes its cells' addresses from its rows' example, layer and head, rather than
+    carrying one written out per head (87 KB of the patterns page's 502 KB; issue 47)."""
+    shown = f"&mode={mode}" if mode is not None else ""
+    return ("'example-' + (datum.example + 1) + " + json.dumps(f".html#view=head{_attention_group(group)}&layer=")
+            + " + datum.layer + '&head=' + datum.head" + (f" + {json.dumps(shown)}" if shown else ""))
 
 
 def model_link(layer: int, example: int = 0, group: str | None = None) -> str:

@@ -227,3 +227,27 @@ def test_every_marks_aria_label_is_its_tooltip_text(name):
     calculated = [value for key, value in spec_items(spec) if key == "calculate" and "'; '" in str(value)]
     assert described and all(item.get("field") == "aria" for item in described), name
     assert calculated and "url" not in calculated[0], name
+
+
+@pytest.mark.parametrize(("mode", "group"), [(None, None), ("contributions", "decoder")])
+def test_a_heatmap_computes_each_cells_link_as_head_link_writes_it(mode, group):
+    """Issue 47: a pattern heatmap carried one address per head (87 KB of the patterns page); its cells now
+    compute it from the row's example, layer and head (head_link_expression). Drawn by Vega itself, each link
+    is head_link's, and a head with no strongest example (-1) is no link."""
+    import html
+    import json
+    import re
+
+    import vl_convert
+
+    from reportgen.report import head_link
+    from reportgen.site.charts import chartdata
+
+    examples = [[3, -1], [0, 12]]
+    rows, url = chartdata.strongest_links(vegalite.head_rows([[0.1, 0.9], [0.5, 0.2]]), examples, mode, group)
+    spec = vegalite.head_heatmap(rows, "Share of attention on X", "share", domain=(0.0, 1.0), url=url)
+    assert "url" not in json.dumps(spec["data"])
+    drawn = re.findall(r'href="[^"]*?(example-[^"]+)"', vl_convert.vegalite_to_svg(spec))
+    expected = [head_link(example, layer, head, mode=mode, group=group)
+                for layer, row in enumerate(examples) for head, example in enumerate(row) if example >= 0]
+    assert sorted(html.unescape(link) for link in drawn) == sorted(expected)

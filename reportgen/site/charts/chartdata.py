@@ -25,6 +25,7 @@ from reportgen.report import (
     flat_head_link,
     flat_model_link,
     head_link,
+    head_link_expression,
 )
 from reportgen.site.charts import vegalite
 from reportgen.site.htmlsafe import chart_text
@@ -87,15 +88,15 @@ MATRICES = 3  # top heads per pattern shown as an attention matrix
 
 
 def strongest_links(rows: list[dict], examples: list[list[int]], mode: str | None = None,
-                    group: str | None = None) -> list[dict]:
-    """Gives each head's row the link to its head view on the example where it shows the statistic
-    most (HeadStatistic.example), in the view's `mode` (contributions for a contribution heatmap) and an
-    encoder-decoder's `group`; a head with no such example (-1) gets no link and no pointer."""
+                    group: str | None = None) -> tuple[list[dict], str]:
+    """Gives each head's row the example where it shows the statistic most (HeadStatistic.example; None where
+    no example does, -1), and the Vega expression of the link to its head view there (head_link_expression),
+    in the view's `mode` (contributions for a contribution heatmap) and an encoder-decoder's `group`: the
+    heatmap computes each cell's address, and a head without an example gets no link and no pointer."""
     for row in rows:
         example = examples[row["layer"]][row["head"]]
-        if example is not None and example >= 0:
-            row["url"] = head_link(example, row["layer"], row["head"], mode=mode, group=group)
-    return rows
+        row["example"] = example if example is not None and example >= 0 else None
+    return rows, head_link_expression(mode=mode, group=group)
 
 
 # A decoder's patterns page, one section per statistic: (report key, anchor, what it measures).
@@ -127,7 +128,8 @@ def decoder_sections(stats: DecoderStatistics, group: str | None = None) -> list
             continue
         test = stats.induction_test
         scale = names.pattern(key).scale
-        rows = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std), statistic.example, group=group)
+        rows, url = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std), statistic.example,
+                                    group=group)
         spread = "std over sequences" if key == "induction" else "std over inputs"
         top = [dict(head.model_dump(), url=Markup(_source_link(head.example, head.layer, head.head, group=group))
                     if head.example >= 0 else None) for head in stats.top_heads.get(key, [])[:TOP_HEADS]]
@@ -135,7 +137,7 @@ def decoder_sections(stats: DecoderStatistics, group: str | None = None) -> list
                     "description": prose(description.format(n=test.n if test else 0,
                                                             sequences=test.sequences if test else 0)),
                     "heatmap": vegalite.head_heatmap(rows, names.name(key), LEGEND[scale], {"std": spread},
-                                                     names.domain(key)),
+                                                     names.domain(key), url=url),
                     "null": statistic.null, "queries": statistic.queries, "top": top, "scale": scale})
     return out
 
@@ -173,10 +175,10 @@ def statistics_charts(stats: PatternStatistics) -> dict:
     """The statistics page's heatmaps; a cell opens that head on the example where it shows the value most."""
     entropy, cls_sep = stats.entropy, stats.cls_sep
     return {
-        "entropy": vegalite.head_heatmap(
+        "entropy": _linked_heatmap(
             strongest_links(vegalite.head_rows(entropy.mean, std=entropy.std), entropy.example),
             "Attention entropy (nats)", "entropy", {"std": "std over examples"}, names.domain("entropy")),
-        "cls_sep": vegalite.head_heatmap(
+        "cls_sep": _linked_heatmap(
             strongest_links(vegalite.head_rows(cls_sep.mean, std=cls_sep.std), cls_sep.example),
             f"Share of attention on {names.name('cls_sep')}", "share", {"std": "std over examples"},
             names.domain("cls_sep")),
@@ -202,13 +204,14 @@ def pattern_sections(stats: PatternStatistics, views: list[ExampleViews]) -> lis
 def _pattern_section(stats: PatternStatistics, views: list[ExampleViews], key: str, anchor: str, title: str,
                      description: str, extra: dict[str, str]) -> dict:
     statistic = stats[key]
-    rows = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std, example=statistic.example,
-                                            **{name: stats[name].mean for name in extra}), statistic.example)
+    rows, url = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std,
+                                                 **{name: stats[name].mean for name in extra}), statistic.example)
     top = _top_heads(stats, key, extra)
     scale = names.pattern(key).scale
     domain = _domain(stats, key)
     return {"key": key, "id": anchor, "title": title, "description": prose(description), "count": statistic.count,
-            "heatmap": vegalite.head_heatmap(rows, title, LEGEND[scale], {"std": "std over examples", **extra}, domain),
+            "heatmap": vegalite.head_heatmap(rows, title, LEGEND[scale], {"std": "std over examples", **extra}, domain,
+                                             url=url),
             "contribution": _contribution_heatmap(stats, key, title, domain),
             "scale": scale, "columns": [prose(column) for column in extra.values()], "top": top,
             "nulls": _null_rows(stats, key, extra), "matrices": _matrices(views, top) if key != "entropy" else [],
@@ -235,10 +238,17 @@ def _contribution_heatmap(stats: PatternStatistics, key: str, title: str,
     if stats.contribution is None:
         return None
     contribution = stats.contribution.statistics[key]
-    rows = strongest_links(vegalite.head_rows(contribution.mean, std=contribution.std, weight=stats[key].mean),
-                           contribution.example, mode="contributions")
-    return vegalite.head_heatmap(rows, f"{title}: contributions", LEGEND[names.pattern(key).scale],
-                               {"std": "std over examples", "weight": "weight-based value"}, domain)
+    return _linked_heatmap(strongest_links(vegalite.head_rows(contribution.mean, std=contribution.std,
+                                                              weight=stats[key].mean),
+                                           contribution.example, mode="contributions"),
+                           f"{title}: contributions", LEGEND[names.pattern(key).scale],
+                           {"std": "std over examples", "weight": "weight-based value"}, domain)
+
+
+def _linked_heatmap(linked: tuple[list[dict], str], *args, **kwargs) -> dict:
+    """vegalite.head_heatmap of strongest_links' rows, each cell computing its link."""
+    rows, url = linked
+    return vegalite.head_heatmap(rows, *args, url=url, **kwargs)
 
 
 def _delimiter_test(test: DelimiterContribution) -> dict:

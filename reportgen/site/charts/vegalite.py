@@ -165,11 +165,13 @@ def head_rows(mean: list[list[float | None]], **fields: list[list]) -> list[dict
 
 def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, str] | None = None,
                  domain: tuple[float, float] | None = None, percent: bool = False,
-                 layer_labels: list[str] | None = None, higher_is_better: bool = True) -> dict:
+                 layer_labels: list[str] | None = None, higher_is_better: bool = True,
+                 url: str | None = None) -> dict:
     """A layers x heads heatmap of `rows` (see head_rows); the tooltip shows exact values.
 
     `tooltips` maps extra row fields to their titles. A row with a "url" field makes its cell a link
-    (see links); a chart without any is not clickable and shows no pointer.
+    (see links); a chart without any is not clickable and shows no pointer. `url`, a Vega expression of a
+    row's address (reportgen.report.head_link_expression), links instead the rows whose "example" is set.
     `domain` fixes the colour scale (reportgen.findings.names.domain: 0-1 for every share of attention, so
     one colour is one value on every pattern); a domain around 0 (lower bound < 0) gets diverging
     colours (red for worse: reversed where `higher_is_better` is False, for changes of a loss). Values
@@ -189,9 +191,14 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
     if domain is not None:
         diverging = {"scheme": "redblue", **({} if higher_is_better else {"reverse": True})}
         scale = alt.Scale(**(diverging if domain[0] < 0 else {"scheme": "viridis"}), domain=list(domain), clamp=True)
-    mark, link = links(rows)
+    chart = alt.Chart(ROWS, title=title)
+    if url is not None:
+        chart = chart.transform_calculate(url=f"isValid(datum.example) ? {url} : ''")
+        mark, link = links([{"url": row.get("example") is not None} for row in rows])
+    else:
+        mark, link = links(rows)
     legend = alt.Legend(format="%") if percent else alt.Undefined
-    chart = spoken(alt.Chart(ROWS, title=title), tooltip).mark_rect(**mark).encode(
+    chart = spoken(chart, tooltip).mark_rect(**mark).encode(
         x=alt.X("head:O", title="head"), y=_layer_encoding(alt.Y, "layer", layer_labels),
         color=alt.Color("value:Q", title=label, scale=scale, legend=legend), tooltip=tooltip, **link)
     text = formatting.change if percent else _share

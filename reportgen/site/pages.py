@@ -209,11 +209,34 @@ class Charts:
 
 
 def _placed(chart_id: str, spec: dict) -> str:
-    """Where charts.js draws a chart: its element and, beside it, its spec, a whole number written as one ("0",
-    not "0.0": the patterns page's attention matrices are mostly zeros; issue 47)."""
-    page_spec = {**spec, "data": _whole_numbers(spec["data"])} if "data" in spec else spec
+    """Where charts.js draws a chart: its element and, beside it, its spec as the page carries it (_page_spec)."""
     return (f'<div class="rg-chart" id="{escape(chart_id)}"></div>\n'
-            f'<script type="application/json" data-rg-chart="{escape(chart_id)}">{script_json(page_spec)}</script>\n')
+            f'<script type="application/json" data-rg-chart="{escape(chart_id)}">{script_json(_page_spec(spec))}'
+            '</script>\n')
+
+
+def _page_spec(spec: dict) -> dict:
+    """`spec` less what the page writes once for all its charts (vegalite.page_defaults: charts.js puts it back),
+    a whole number written as one ("0", not "0.0": the patterns page's attention matrices are mostly zeros;
+    issue 47)."""
+    from reportgen.site.charts import vegalite  # Altair: only where a page has a chart
+
+    defaults = vegalite.page_defaults()
+    page = {key: value for key, value in spec.items() if key not in ("$schema", "config") or value != defaults[key]}
+    narrow = (spec.get("usermeta") or {}).get("narrow")
+    if narrow and narrow.get("config") == defaults["narrow"]:
+        page["usermeta"] = {**spec["usermeta"], "narrow": {key: value for key, value in narrow.items()
+                                                           if key != "config"}}
+    if "data" in page:
+        page["data"] = _whole_numbers(page["data"])
+    return page
+
+
+def _chart_defaults() -> str:
+    from reportgen.site.charts import vegalite
+
+    return (f'\n<script type="application/json" data-rg-chart-defaults>{script_json(vegalite.page_defaults())}'
+            '</script>\n')
 
 
 def _whole_numbers(value):
@@ -235,6 +258,8 @@ def render(env: jinja2.Environment, template: str, target: Path, recorder: Chart
     if recorder is not None:
         recorder.page = target.stem
     text = env.get_template(template).render(chart=recorder, **context)
+    if 'data-rg-chart="' in text:  # what its charts share, once (_page_spec)
+        text += _chart_defaults()
     if front_matter:
         text = f"---\n{yaml.safe_dump(front_matter, sort_keys=True)}---\n\n{text}"
     target.write_text(text, encoding="utf-8")

@@ -279,8 +279,11 @@ def test_default_site_tests_the_no_op_reading_and_shows_contributions(default_si
     assert found["supported"] and test["weight"] > 0.6 and test["contribution"] < 0.5 * test["weight"]
     page = (default_site / "patterns.html").read_text(encoding="utf-8")
     specs = dict(re.findall(r'<script type="application/json" data-rg-chart="([^"]+)">(.*?)</script>', page, re.S))
-    rows = json.loads(specs["chart-cls-contribution"])["data"]["values"]
-    assert len(rows) == 72 and all(row["url"].endswith("&mode=contributions") for row in rows)
+    spec = json.loads(specs["chart-cls-contribution"])
+    rows = spec["data"]["values"]
+    assert len(rows) == 72 and all(row["example"] is not None for row in rows)
+    links = [step["calculate"] for step in spec["transform"] if step.get("as") == "url"]  # each cell's, computed
+    assert links and links[0].endswith('"&mode=contributions" : \'\'')
     assert 'id="delimiter-contribution"' in page
 
 

@@ -179,6 +179,19 @@ def test_patterns_page_exports_each_grid_of_matrices_once(default_site):
     assert len(re.findall(r'class="rg-grid" id="matrices-', page)) == len(grids)
 
 
+PATTERNS_LIMIT = 400_000  # bytes of patterns.html (issue 47: 996 KB, then 502 KB)
+
+
+def test_the_patterns_page_is_at_most_400_kb_with_its_matrices_closed_and_its_chart_defaults_once(default_site):
+    page = (default_site / "patterns.html").read_text(encoding="utf-8")
+    assert len(page.encode("utf-8")) <= PATTERNS_LIMIT
+    assert page.count('<details class="rg-matrices">') == page.count('id="matrices-') > 0  # closed until opened
+    specs = [json.loads(text) for text in re.findall(r'data-rg-chart="[^"]+">(.*?)</script>', page, re.S)]
+    shared = re.findall(r"<script type=\"application/json\" data-rg-chart-defaults>(.*?)</script>", page, re.S)
+    assert len(shared) == 1 and set(json.loads(shared[0])) == {"$schema", "config", "narrow"}
+    assert specs and not any("config" in spec or "$schema" in spec for spec in specs)
+
+
 # -- the default site, in Chromium -----------------------------------------------------------------
 @pytest.fixture
 def open_sized(open_page):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import textwrap
 from collections.abc import Callable
@@ -11,6 +12,7 @@ import altair as alt
 from reportgen.findings import formatting, names
 
 CELL = 28  # pixels per heatmap cell
+SHOWN_DIGITS = 4  # decimals of a heatmap's values in its tooltip (format .4f), its data and its download
 # Charts are built on this placeholder and get their rows in with_rows: Altair validates inline data
 # row by row against the Vega-Lite schema, which took most of a build's time (an attention matrix of
 # 64 tokens has 4,096 rows).
@@ -47,6 +49,15 @@ def with_rows(chart: alt.TopLevelMixin, rows: list[dict], description: str, band
     spec["description"] = description
     spec["config"] = {**spec.get("config", {}), **CONFIG}
     return narrow(spec, bands * MIN_STEP + AXIS_ROOM if bands else 0)
+
+
+@functools.cache
+def page_defaults() -> dict:
+    """What every chart of this module shares: its "$schema", its "config" and its narrow layout's "config". A page
+    writes them once (reportgen.site.pages) and charts.js gives them back to each spec that lacks them: written
+    in each of the patterns page's 48 charts they took 23 KB of it (issue 47)."""
+    shared = with_rows(alt.Chart(ROWS).mark_rect(), [], "")
+    return {"$schema": shared["$schema"], "config": shared["config"], "narrow": NARROW_CONFIG}
 
 
 def narrow(spec: dict, min_width: int = 0) -> dict:
@@ -185,8 +196,10 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
         tooltip = [_layer_tooltip(layer_labels), alt.Tooltip("head:O"), alt.Tooltip("value_text:N", title=label)]
     else:
         tooltip = [_layer_tooltip(layer_labels), alt.Tooltip("head:O"),
-                   alt.Tooltip("value:Q", title=label, format=".4f")]
-    tooltip += [alt.Tooltip(f"{name}:Q", title=title_, format=".4f") for name, title_ in (tooltips or {}).items()]
+                   alt.Tooltip("value:Q", title=label, format=f".{SHOWN_DIGITS}f")]
+        rows = _as_shown(rows, ["value", *(tooltips or {})])
+    tooltip += [alt.Tooltip(f"{name}:Q", title=title_, format=f".{SHOWN_DIGITS}f")
+                for name, title_ in (tooltips or {}).items()]
     scale = alt.Scale(scheme="viridis")
     if domain is not None:
         diverging = {"scheme": "redblue", **({} if higher_is_better else {"reverse": True})}
@@ -206,6 +219,14 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
                    f"{extremes(rows, _head, text)}.")
     return with_rows(chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows, description,
                      len({row["head"] for row in rows}))
+
+
+def _as_shown(rows: list[dict], fields: list[str]) -> list[dict]:
+    """`rows` with `fields` rounded to the SHOWN_DIGITS decimals the tooltip shows: the digits past them were
+    a third of a pattern heatmap's data on the page (issue 47: patterns.html at most 400 KB); report.json
+    keeps every digit."""
+    return [{**row, **{name: round(row[name], SHOWN_DIGITS) for name in fields if isinstance(row.get(name), float)}}
+            for row in rows]
 
 
 def head_scatter(points: list[dict], title: str) -> dict:

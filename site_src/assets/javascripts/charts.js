@@ -48,6 +48,24 @@
     return out;
   }
 
+  // What every chart of the page shares, written once (<script data-rg-chart-defaults>, reportgen/site/pages.py
+  // _page_spec): its $schema, config and narrow layout's config, given back to each spec that lacks them.
+  var defaults = null;
+  function withDefaults(spec) {
+    if (defaults === null) {
+      var script = document.querySelector("script[data-rg-chart-defaults]");
+      defaults = script ? JSON.parse(script.textContent) : {};
+    }
+    var out = Object.assign({}, spec);
+    if (!out.$schema && defaults.$schema) out.$schema = defaults.$schema;
+    if (!out.config && defaults.config) out.config = defaults.config;
+    var narrow = (out.usermeta || {}).narrow;
+    if (narrow && !narrow.config && defaults.narrow) {
+      out.usermeta = Object.assign({}, out.usermeta, { narrow: Object.assign({}, narrow, { config: defaults.narrow }) });
+    }
+    return out;
+  }
+
   function drawnWidth(target) {
     var svg = target.querySelector("svg");
     return svg ? parseFloat(svg.getAttribute("width")) : 0;
@@ -107,7 +125,7 @@
     }
     if (watcher) watcher.unobserve(target);
     near.delete(target);
-    target.rgSpec = JSON.parse(target.rgSpecText);
+    target.rgSpec = withDefaults(JSON.parse(target.rgSpecText));
     layOut(target, target.rgSpec).then(function () { window.setTimeout(drawNext, 0); });
   }
 

@@ -97,9 +97,14 @@ def test_the_decoder_atlas_is_the_definitions_on_the_models_own_attention(sites,
     sink_null = np.mean([1 / (q + 1) for _, q in previous])
     assert atlas["sink"]["null"] == pytest.approx(sink_null, abs=1e-6)
     assert atlas["previous_token"]["queries"] == len(previous)
-    # the example-by-example spread and the strongest example, from each example's own score
+    # the example-by-example spread and the strongest example, from each example's own score, weighted by its
+    # queries as the mean is (population std of every query carrying its example's score)
     per_example = np.stack([decoder.previous_token(one) for one in seen])
-    assert np.abs(grid(atlas["previous_token"]["std"]) - per_example.std(0)).max() < 1e-5
+    weights = np.array([len(row) - 1 for row in ids], dtype=np.float64)
+    centre = np.average(per_example, axis=0, weights=weights)
+    assert np.abs(grid(atlas["previous_token"]["mean"]) - centre).max() < 1e-5
+    spread = np.sqrt(np.average((per_example - centre) ** 2, axis=0, weights=weights))
+    assert np.abs(grid(atlas["previous_token"]["std"]) - spread).max() < 1e-5
     assert (np.array(atlas["previous_token"]["example"]) == per_example.argmax(0)).all()
     # induction: the test's own input, rebuilt from its seed, through the model here
     test = atlas["induction_test"]

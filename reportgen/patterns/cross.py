@@ -10,8 +10,9 @@ Two statistics per head, each beside what a uniform head over the S source token
   head scores its null ln S exactly and a head on one source token 0.
 
 Both are pooled over every decoder query of every example (a long target counts by its queries, as the
-decoder atlas pools), with the spread of each example's own score, the example where the head shows it most,
-and the number of queries; each null is pooled the same way.
+decoder atlas pools), with the spread of each example's own score weighted by its queries (population, ddof 0,
+so that it is the spread of what the mean averages), min and max of those scores, the example where the head
+shows it most, and the number of queries; each null is pooled the same way.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def cross_atlas(attentions: Sequence[np.ndarray], source_special: Sequence[np.nd
         sums = np.stack([scores[name][0] for scores in per_example])  # [N, L, H]
         nulls = np.array([scores[name][1] for scores in per_example])
         out[name] = statistic_summary(sums.sum(0) / counts.sum(), sums / counts[:, None, None], int(counts.sum()),
-                             nulls.sum() / counts.sum(), linkable=len(attentions))
+                                      nulls.sum() / counts.sum(), linkable=len(attentions), weights=counts)
     out["threshold"] = float(threshold)
     out["top_heads"] = {name: strongest_heads(out[name], top_k) for name in CROSS_STATS}
     layers, heads = attentions[0].shape[:2]

@@ -7,6 +7,11 @@ pages can treat both alike: a mean per head (pooled over every qualifying query,
 `decoder.decoder_head_statistics` does), the spread over the inputs (each input's own score), the example
 where the head shows it most (a page exists for each example), and a label per head from thresholds.
 
+Mean and spread are of the same values: the pooled mean is the mean of the inputs' own scores, each weighted
+by the number of its queries that qualify, so the spread (`_weighted_std`) is the population standard
+deviation (ddof 0) of those scores with the same weights, i.e. of every qualifying query carrying its input's
+score. min and max are the smallest and largest score of an input the statistic applies to.
+
 Labels: a head passes a pattern when its mean is above the pattern's threshold (config `patterns.thresholds`:
 `previous_token`, `induction`, `duplicate_token` and `sink`, the decoders' own); its label is the passing
 pattern with the largest value / threshold, "mixed" where none passes (as `statistics.label_heads`).
@@ -59,24 +64,42 @@ def _statistics(runs: Sequence[ExampleRun], induction_attention: np.ndarray | No
     return found
 
 
-def per_input_scores(runs: Sequence[ExampleRun]) -> dict[str, np.ndarray]:
-    """Each example statistic on each example alone: name -> [N, L, H] float64, NaN where it does not apply
-    to an example (duplicate_token on a text without a repeated token)."""
+def per_input_scores(runs: Sequence[ExampleRun]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Each example statistic on each example alone: (name -> [N, L, H] float64, NaN where it does not apply
+    to an example (duplicate_token on a text without a repeated token); name -> [N] the queries each score is
+    over, 0 there)."""
     shape = runs[0].attention.shape[:2]
     out = {name: np.full((len(runs), *shape), np.nan) for name in EXAMPLE_STATS}
+    queries = {name: np.zeros(len(runs), dtype=np.int64) for name in EXAMPLE_STATS}
     for index, run in enumerate(runs):
         for name, entry in _statistics([run]).items():
             out[name][index] = entry["score"]
-    return out
+            queries[name][index] = entry["queries"]
+    return out, queries
 
 
-def statistic_summary(pooled: np.ndarray, scores: np.ndarray, queries: int, null: float, linkable: int) -> dict:
-    """One statistic's record: the pooled mean, the spread of the per-input scores [N, L, H] and the strongest
-    of the first `linkable` inputs (the examples, which have pages)."""
+def _weighted_std(scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """[L, H]: the population standard deviation (ddof 0) of the scores [N, L, H], input i weighted by
+    weights[i] (its queries), around their weighted mean; NaN where no input with weight counts."""
+    counted = np.isfinite(scores) & (np.asarray(weights, dtype=np.float64) > 0)[:, None, None]
+    weight = np.where(counted, np.asarray(weights, dtype=np.float64)[:, None, None], 0.0)
+    total = weight.sum(0)
+    values = np.where(counted, scores, 0.0)
+    mean = np.divide((weight * values).sum(0), total, out=np.zeros(total.shape), where=total > 0)
+    square = (weight * (values - mean) ** 2).sum(0)
+    return np.sqrt(np.divide(square, total, out=np.full(total.shape, np.nan), where=total > 0))
+
+
+def statistic_summary(pooled: np.ndarray, scores: np.ndarray, queries: int, null: float, linkable: int,
+                      weights: np.ndarray) -> dict:
+    """One statistic's record: the pooled mean, the spread of the per-input scores [N, L, H] weighted by
+    `weights` [N] (each input's queries, so that it is the spread of what the pooled mean averages), their
+    min and max, and the strongest of the first `linkable` inputs (the examples, which have pages)."""
     counted = np.isfinite(scores)
+    std = _weighted_std(scores, weights)
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a head no input counts for: NaN, as it should be
-        std, low, high = np.nanstd(scores, 0), np.nanmin(scores, 0), np.nanmax(scores, 0)
+        low, high = np.nanmin(scores, 0), np.nanmax(scores, 0)
     pages = scores[:linkable]
     on_pages = np.isfinite(pages).any(0) if linkable else np.zeros(scores.shape[1:], dtype=bool)
     best = np.where(on_pages, np.where(np.isfinite(pages), pages, -np.inf).argmax(0) if linkable else -1, -1)
@@ -127,14 +150,16 @@ def decoder_atlas(runs: Sequence[ExampleRun], induction_attention: np.ndarray | 
     """
     linkable = len(runs) if linkable is None else linkable
     pooled = _statistics(runs, induction_attention)
-    scores = per_input_scores(runs)
+    scores, queries = per_input_scores(runs)
     out: dict[str, Any] = {}
     for name, entry in pooled.items():
-        if name == "induction":
+        if name == "induction":  # every sequence has n queries: weighted alike
             per_sequence = np.stack([decoder.induction(one, induction_test["n"]) for one in induction_attention])
-            out[name] = statistic_summary(entry["score"], per_sequence, entry["queries"], entry["null"], linkable=0)
+            out[name] = statistic_summary(entry["score"], per_sequence, entry["queries"], entry["null"], linkable=0,
+                                          weights=np.full(len(per_sequence), induction_test["n"]))
         else:
-            out[name] = statistic_summary(entry["score"], scores[name], entry["queries"], entry["null"], linkable)
+            out[name] = statistic_summary(entry["score"], scores[name], entry["queries"], entry["null"], linkable,
+                                          weights=queries[name])
     thresholds = thresholds_of(settings.thresholds)
     labels, patterns = label_decoder_heads({name: entry["mean"] for name, entry in out.items()}, thresholds)
     out["labels"] = labels.tolist()

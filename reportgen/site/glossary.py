@@ -95,6 +95,15 @@ TERMS: tuple[Term, ...] = (
          "Next- and previous-token scores are averaged over the tokens that have such a neighbour (n - 1 of "
          "them), so a pure next-token head scores exactly 1 at any length. Clark et al. (2019) divide by all n "
          "tokens; their value (Clark's /n) is this one times (n - 1) / n and is shown alongside."),
+    Term("pooled-mean", "Mean and spread per head", ("standard deviation",),
+         "How a head's pattern numbers are taken over the inputs (the examples and any corpus sentences; for "
+         "cross-attention the examples). Each input first gets its own score, the statistic over its tokens. "
+         "Encoder patterns: the mean of these scores, every input alike. Decoder and cross-attention patterns: "
+         "the mean over every attending token the statistic counts, in all inputs together, i.e. of the scores "
+         "each weighted by its input's number of such tokens (the induction test's random sequences are all of "
+         "one length). The standard deviation (std) beside a mean is of the same scores with the same weights, "
+         "a population one (divided by their number, not by one less); min and max are the lowest and highest "
+         "score. An input the statistic does not apply to counts in none of these."),
     Term("null", "Null", ("null", "nulls"),
          "What a head with a known simple pattern scores on the same inputs: a uniform head (1/n on every "
          "token), a pure previous-token head and a pure next-token head. A pattern score says something about "

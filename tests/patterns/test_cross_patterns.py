@@ -42,7 +42,12 @@ def test_the_atlas_pools_by_query_and_the_uniform_head_scores_the_null():
     assert special["queries"] == 8 and special["mean"][0][0] == pytest.approx(1.0)
     assert atlas["entropy"]["null"] == pytest.approx((2 * math.log(4) + 6 * math.log(5)) / 8)
     assert atlas["entropy"]["mean"][0][1] == pytest.approx(atlas["entropy"]["null"])
-    assert special["std"][0][1] == pytest.approx(np.std([0.25, 0.2]))  # over the examples' own scores
+    # the mean is of the examples' own scores (0.25 and 0.2) weighted by their queries (2 and 6), and so is the
+    # spread: the population std (ddof 0) of every query carrying its example's score
+    every_query = np.repeat([0.25, 0.2], [2, 6])
+    assert special["mean"][0][1] == pytest.approx(np.mean(every_query))
+    assert special["std"][0][1] == pytest.approx(np.std(every_query, ddof=0), abs=1e-6)
+    assert (special["min"][0][1], special["max"][0][1]) == (0.2, 0.25)  # over the examples' own scores
     assert special["example"][0][1] == 0  # the example where the uniform head puts most there: the shorter source
     assert [(head["layer"], head["head"]) for head in atlas["top_heads"]["source_special"]] == [(0, 0), (0, 1)]
     assert atlas["threshold"] == 0.6 and atlas["counts"]["tokens"] == 8

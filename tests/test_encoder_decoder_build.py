@@ -9,6 +9,7 @@ findings. What an encoder-decoder's build cannot take is refused up front in one
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -18,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from reportgen.model.special_tokens import special_flags, special_ids
+from reportgen.report import head_link
 from reportgen.site import view_files, views
 from reportgen.site.token_text import shown_tokens
 from tests.helpers import build_tiny_site, check_report, tiny_config
@@ -142,12 +145,13 @@ def test_the_cross_attention_statistics_are_the_formulas_on_its_own_attention(si
 
     model, site = sites[family]
     report = check_report(site)
-    specials = set(AutoTokenizer.from_pretrained(model).all_special_tokens)
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    specials = special_ids(tokenizer)  # one definition for every statistic: <unk> is content
     runs = [model_attention(model, example["text"], example["target"]) for example in EXAMPLES]
     on_special, entropy, null_special, null_entropy, queries = 0.0, 0.0, 0.0, 0.0, 0
     for attention, source, _ in runs:
         cross = attention["cross"].astype(np.float64)  # [L, H, T, S]
-        special = np.array([token in specials for token in source])
+        special = special_flags(tokenizer.convert_tokens_to_ids(list(source)), specials)
         on_special = on_special + cross[..., special].sum((-1, -2))
         entropy = entropy - np.where(cross > 0, cross * np.log(np.where(cross > 0, cross, 1)), 0).sum((-1, -2))
         null_special += cross.shape[2] * special.sum() / len(source)
@@ -164,6 +168,14 @@ def test_the_cross_attention_statistics_are_the_formulas_on_its_own_attention(si
     assert all("&attn=cross&" in span["link"] for span in finding["spans"] if span.get("link"))
     page = (site / "cross-attention.html").read_text(encoding="utf-8")
     assert 'id="chart-source-special"' in page and 'id="chart-entropy"' in page and "attn=cross" in page
+    # beside the finding, the attention of the head it names, linked to that head's cross-attention view (issue 47)
+    numbers = finding["numbers"]
+    named = numbers["heads"][0] if numbers["heads"] else numbers["strongest"]
+    home = (site / "index.html").read_text(encoding="utf-8")
+    block = home[home.index('id="finding-cross-patterns-source-special"'):]
+    block = block[:block.index("</figure>", block.index('class="rg-finding-attention"'))]
+    link = head_link(named["example"], named["layer"], named["head"], group="cross")
+    assert f'<a href="{html.escape(link)}" class="rg-attention-link"' in block
 
 
 def test_the_heads_frame_has_a_row_per_head_of_every_group(sites):

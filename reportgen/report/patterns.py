@@ -176,8 +176,9 @@ class PatternStatistics(Record):
 class DecoderStatistic(Record):
     """One decoder statistic per head (reportgen/patterns/decoder.py), with the uniform causal head's score.
 
-    `mean` pools every qualifying query of every input (a long input counts by its queries); `std`, `min`
-    and `max` are over the inputs' own scores. For induction the inputs are the test's random sequences,
+    `mean` pools every qualifying query of every input (a long input counts by its queries); `std` is the
+    population spread of the same values, the inputs' own scores weighted by their queries; `min` and `max`
+    are the lowest and highest of those scores. For induction the inputs are the test's random sequences,
     which have no page, so `example` is -1 throughout.
     """
 

@@ -84,7 +84,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
                  headline=report.headline, lead=story.lead(report),
                  task_data=names.task_data(report.ablation.task.data) if report.ablation else None,
                  head_maps=findings_figures(report, docs / "charts", cache),  # the head map(s), the first's PNG
-                 pictures=finding_pictures.rendered(report, cache))  # finding id -> its picture (inline SVG)
+                 pictures=finding_pictures.rendered(report, cache, example_views))  # finding id -> its pictures
     seq2seq = report.groups is not None  # an encoder-decoder's decoder atlas is a page beside its encoder's
     if report.decoder is not None:  # a decoder's own atlas: its patterns and their causal nulls
         # an encoder-decoder's decoder self-attention: a page beside its encoder's (and links opening its group)

@@ -182,6 +182,7 @@ def test_patterns_page_exports_each_grid_of_matrices_once(default_site):
 PATTERNS_LIMIT = 400_000  # bytes of patterns.html (issue 47: 996 KB, then 502 KB)
 
 
+@pytest.mark.slow
 def test_the_patterns_page_is_at_most_400_kb_with_its_matrices_closed_and_its_chart_defaults_once(default_site):
     page = (default_site / "patterns.html").read_text(encoding="utf-8")
     assert len(page.encode("utf-8")) <= PATTERNS_LIMIT

@@ -160,13 +160,13 @@ def cross_sections(stats: CrossStatistics) -> list[dict]:
     out = []
     for key, anchor, description in CROSS_SECTIONS:
         statistic, scale = stats[key], names.pattern(key).scale
-        rows = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std), statistic.example,
-                               group="cross")
+        linked = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std), statistic.example,
+                                 group="cross")
         top = [dict(head.model_dump(), url=Markup(_source_link(head.example, head.layer, head.head, group="cross")))
                for head in stats.top_heads.get(key, [])[:TOP_HEADS] if head.example >= 0]
         out.append({"key": key, "id": anchor, "title": names.name(key), "description": prose(description),
-                    "heatmap": vegalite.head_heatmap(rows, names.name(key), LEGEND[scale], {"std": "std over examples"},
-                                                     names.domain(key)),
+                    "heatmap": _linked_heatmap(linked, names.name(key), LEGEND[scale], {"std": "std over examples"},
+                                               names.domain(key)),
                     "null": statistic.null, "queries": statistic.queries, "top": top, "scale": scale})
     return out
 

@@ -18,8 +18,8 @@ from markupsafe import Markup, escape
 
 from reportgen.findings import formatting, names
 from reportgen.findings.decoder import SEQ2SEQ_DECODER_PREFIX
-from reportgen.report import Ablation, Finding, HeadStatistic, Report
-from reportgen.site.charts import inline_svg
+from reportgen.report import Ablation, ExampleViews, Finding, HeadStatistic, Report
+from reportgen.site.charts import attention_picture, inline_svg
 from reportgen.site.export_cache import NO_CACHE, ExportCache
 
 WIDTH, HEIGHT = 240, 140  # px, the whole picture with its axes and legend (a thumbnail)
@@ -40,17 +40,23 @@ PERCENT = {"format": "~%"}
 
 
 class Picture(NamedTuple):
-    """A finding's picture as the findings page places it: the SVG and its caption (also its label)."""
+    """A finding's picture as the findings page places it: the SVG and its caption (also its label), and for a
+    pattern finding the attention of the head it names (attention_picture), linked to its view."""
 
     svg: Markup
     caption: Markup
+    attention: Markup | None = None
 
 
-def rendered(report: Report, cache: ExportCache = NO_CACHE) -> dict[str, Picture]:
+def rendered(report: Report, cache: ExportCache = NO_CACHE,
+             views: list[ExampleViews] | None = None) -> dict[str, Picture]:
     """Every finding's picture drawn as inline SVG (or taken from `cache`), by finding id; ids inside each
-    SVG carry the finding's."""
+    SVG carry the finding's. With the examples' `views`, a pattern finding's picture has its head's attention."""
+    drawers = {finding.id: drawer.__name__ for finding in report.findings
+               if (drawer := _drawer(report, finding.id)) is not None}
+    heads = attention_picture.pictures(report.findings, drawers, views) if views else {}
     return {finding_id: Picture(inline_svg.svg(spec, f"rg-pic-{finding_id}", spec["description"], cache),
-                                Markup(escape(spec["description"])))
+                                Markup(escape(spec["description"])), heads.get(finding_id))
             for finding_id, spec in pictures(report).items()}
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reportgen.report import Report
+from reportgen.report import Report, head_link
 from reportgen.site.charts import finding_pictures
 from tests.helpers import BrowserPage, make_tiny_bert
 
@@ -62,6 +62,32 @@ MEASURE_JS = """ids => ids.map(id => {
 })"""
 
 
+# Per pattern finding's attention picture (attention_picture.py): where it is, the smallest text it shows, the
+# link's name and address.
+ATTENTION_JS = """() => [...document.querySelectorAll('figure.rg-finding-attention')].map(figure => {
+  const svg = figure.querySelector('svg'), link = figure.querySelector('a.rg-attention-link');
+  const box = svg.getBoundingClientRect(), column = document.querySelector('.md-content').getBoundingClientRect();
+  const scale = box.width / svg.viewBox.baseVal.width;
+  const smallest = Math.min(...[...svg.querySelectorAll('text')].map(t => parseFloat(getComputedStyle(t).fontSize)
+    * scale));
+  return {id: figure.closest('.rg-finding').id, left: box.left, right: box.right, width: box.width,
+          columnLeft: column.left, columnRight: column.right, smallest, name: link && link.getAttribute('aria-label'),
+          href: link && link.getAttribute('href')};
+})"""
+
+
+def attention_problems(found: dict) -> list[str]:
+    out = []
+    if found["width"] < 100 or found["left"] < found["columnLeft"] - TOLERANCE \
+            or found["right"] > found["columnRight"] + TOLERANCE:
+        out.append(f"not shown whole in the column ({found['left']:.0f}..{found['right']:.0f})")
+    if found["smallest"] < MIN_TEXT:
+        out.append(f"text shown at {found['smallest']:.1f} px")
+    if not (found["name"] or "").startswith("Attention of layer ") or "#view=head" not in (found["href"] or ""):
+        out.append(f"not a named link to a head view: {found['name']!r} {found['href']!r}")
+    return out
+
+
 @pytest.fixture(scope="module")
 def tiny_site(tmp_path_factory) -> Path:
     from reportgen.config import load_config
@@ -98,6 +124,9 @@ def check_pictures(browser, site: Path, ids: set[str]) -> list[str]:
             page.page.emulate_media(media=media)
             for found in page.page.evaluate(MEASURE_JS, sorted(ids)):
                 failures += [f"{name} {media} {found['id']}: {problem}" for problem in problems(found, name, media)]
+            if media == "screen":
+                for found in page.page.evaluate(ATTENTION_JS):
+                    failures += [f"{name} {found['id']}: {problem}" for problem in attention_problems(found)]
         failures += [f"{name}: remote request {url}" for url in page.remote_requests]
         failures += [f"{name}: {error}" for error in page.errors]
         context.close()
@@ -144,3 +173,13 @@ def test_the_default_sites_findings_show_their_pictures(browser, default_site):
     ids = expected(default_site)
     assert ids >= DEFAULT_PICTURES
     assert not check_pictures(browser, default_site, ids)
+    # each pattern finding that names a head shows that head's attention on its example (issue 47)
+    report = Report.model_validate(json.loads((default_site / "report.json").read_text(encoding="utf-8")))
+    html = (default_site / "index.html").read_text(encoding="utf-8")
+    for finding_id in ("patterns-previous-token", "patterns-next-token", "patterns-delimiter"):
+        numbers = next(f for f in report.findings if f.id == finding_id).numbers
+        named = (numbers["heads"] or [numbers["strongest"]])[0]
+        start = html.index(f'id="finding-{finding_id}"')
+        block = html[start:html.find('id="finding-', start + 1)]  # up to the next finding
+        link = head_link(named["example"], named["layer"], named["head"]).replace("&", "&amp;")
+        assert f'<a href="{link}" class="rg-attention-link"' in block, finding_id

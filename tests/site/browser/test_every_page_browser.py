@@ -24,6 +24,7 @@ finds and reports them together, naming the page, the viewport and the element.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import time
@@ -277,7 +278,8 @@ class _LinkParser(HTMLParser):
         if tag == "article":
             self.article_depth -= 1
         if tag == "script" and self.chart_spec is not None:
-            self.found.charts += _spec_links(json.loads("".join(self.chart_spec)))
+            spec = json.loads("".join(self.chart_spec))
+            self.found.charts += _spec_links(spec) + _computed_links(spec)
             self.found.chart_count += 1
             self.chart_spec = None
 
@@ -294,6 +296,18 @@ def _spec_links(value) -> list[str]:
         return [link for item in value for link in _spec_links(item)]
     linked = isinstance(value, str) and (PAGE_LINK.match(value) or value.startswith("#view="))
     return [value] if linked else []
+
+
+def _computed_links(spec: dict) -> list[str]:
+    """The links a chart's marks compute from their rows (a "url" calculated per cell: the pattern heatmaps and
+    attention matrices, reportgen.report.head_link_expression), as Vega draws them: its hrefs in vl-convert's SVG,
+    less the base address vl-convert puts before a relative one."""
+    if not any(step.get("as") == "url" for step in spec.get("transform", [])):
+        return []
+    import vl_convert
+
+    hrefs = re.findall(r'href="([^"]+)"', vl_convert.vegalite_to_svg(spec))
+    return list(dict.fromkeys(html.unescape(href).split("vega-datasets/", 1)[-1] for href in hrefs))
 
 
 def read_pages(site: Path) -> dict[str, PageLinks]:
@@ -673,11 +687,13 @@ def test_one_link_of_each_kind_is_clicked_on_every_kind_of_page(pages, tabs):
 
 
 def head_map_ends(hrefs: list[str]) -> list[str]:
-    """The same-page view links to click: all that pin a token, and of the bare ones (an example's head map,
-    a cell per head) the first and last; tests/site/browser/test_head_map_browser.py clicks every cell on a tiny
-    site."""
+    """The same-page view links to click: of those that pin a token (the text's tokens) and of the bare ones (an
+    example's head map, a cell per head), the first and last each (CI time: every pinned token's link was 40 s;
+    test_every_link_target_exists checks every target without a browser, and
+    tests/site/browser/test_head_map_browser.py clicks every cell on a tiny site)."""
     bare = [href for href in hrefs if "token=" not in href and "key=" not in href]
-    return [href for href in hrefs if href not in bare] + bare[:1] + bare[-1:]
+    pinned = [href for href in hrefs if href not in bare]
+    return list(dict.fromkeys(pinned[:1] + pinned[-1:] + bare[:1] + bare[-1:]))
 
 
 # over 60 s: a page load per view link followed, waiting for the restored state

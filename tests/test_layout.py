@@ -37,6 +37,7 @@ ALLOWED: dict[str, set[str]] = {
     "kinds": {"errors", "config", "runs", "report", "cache", "datafiles", "model", "patterns", "progress"},
     "patterns": {"errors", "config", "runs", "report", "stats", "datafiles"},
     "ablation": {"errors", "config", "report", "stats", "datafiles", "cache", "model", "kinds", "progress"},
+    "patching": {"errors", "runs", "stats", "model"},  # activation patching on prompt pairs (issue 49)
     "findings": {"report"},
     "site": {"errors", "config", "report", "runs", "progress", "findings", "cache"},
     "pipeline": BASE | {"cache", "model", "kinds", "live", "patterns", "ablation", "findings", "site"},
@@ -52,7 +53,7 @@ RENDERING = {"jinja2", "altair", "mkdocs", "markdown", "vl_convert"}
 FORBIDDEN: dict[str, set[str]] = {
     "site": TORCH,
     **{part: TORCH | RENDERING for part in ("findings", "patterns", "cache", "kinds", *BASE)},
-    **{part: RENDERING for part in ("model", "live", "ablation")},
+    **{part: RENDERING for part in ("model", "live", "ablation", "patching")},
 }
 STAGES = ("model", "kinds", "live", "patterns", "pipeline", "report", "ablation", "findings", "site", "site/charts",
           "cache", "commands", "quickview", "notebook", "api")

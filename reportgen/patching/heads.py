@@ -1,0 +1,99 @@
+"""Recording each head's output and patching another run's in its place, exactly, in one batched forward.
+
+A head's output here is its context vector: its slice of the input to the attention output projection
+(`HeadSites.out_proj`), the same site reportgen.model.masking gates. Patching head h of layer l at positions P
+replaces context[P, h] by the context the source run gave there, so everything downstream (the output
+projection, the residual stream, later layers) sees the source run's head, as in Wang et al. 2022's path-free
+activation patching ("patch the head's output"). One forward patches many variants: the batch repeats the target
+prompt, and each row carries its own (layer, head, positions) to patch.
+
+The source and target prompts have the same number of tokens (pairs.py refuses others), so positions match.
+A model that runs one layer module at several depths (ALBERT) is refused: its depth is not known from the module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from reportgen.model.head_sites import HeadSites, locate
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One variant of a forward: the heads to patch, each a (flat layer, head), at `positions` (None: every
+    position)."""
+
+    heads: tuple[tuple[int, int], ...]
+    positions: tuple[int, ...] | None = None
+
+
+def _depths(sites: HeadSites) -> dict[int, int]:
+    """id(output projection) -> flat layer; one projection per layer, or patching cannot tell the layers apart."""
+    depths = {id(module): depth for depth, module in enumerate(sites.out_proj)}
+    if len(depths) != sites.n_layers:
+        raise ValueError("this model runs one layer module at several depths (ALBERT); patching needs one per layer")
+    return depths
+
+
+@contextmanager
+def _hooked(sites: HeadSites, on_context) -> Iterator[None]:
+    """`on_context(depth, context [rows, tokens, heads, head_dim])` at every output projection's input; its
+    return value (same shape) or None (unchanged) is what the projection reads."""
+    depths = _depths(sites)
+
+    def hook(module, args):
+        context = args[0]
+        rows, tokens = context.shape[:2]
+        changed = on_context(depths[id(module)], context.view(rows, tokens, sites.heads, sites.head_dim))
+        return None if changed is None else (changed.reshape(rows, tokens, -1), *args[1:])
+
+    handles = [module.register_forward_pre_hook(hook) for module in sites.out_proj]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def record_contexts(model: nn.Module, inputs: dict[str, torch.Tensor],
+                    sites: HeadSites | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """One forward of `inputs`: (its logits, each flat layer's contexts [rows, tokens, heads, head_dim])."""
+    sites = sites or locate(model)
+    recorded: dict[int, torch.Tensor] = {}
+
+    def keep(depth: int, context: torch.Tensor) -> None:
+        recorded[depth] = context.detach().clone()
+
+    with _hooked(sites, keep), torch.inference_mode():
+        logits = model(**inputs).logits
+    return logits, [recorded[depth] for depth in range(sites.n_layers)]
+
+
+def patched_logits(model: nn.Module, inputs: dict[str, torch.Tensor], source: Sequence[torch.Tensor],
+                   patches: Sequence[Patch], sites: HeadSites | None = None) -> torch.Tensor:
+    """The logits of `inputs` (one prompt, batch 1) run once per patch, each with its heads' contexts taken from
+    `source` (record_contexts of the other prompt, batch 1): [patches, tokens, vocabulary]."""
+    sites = sites or locate(model)
+    rows = len(patches)
+    wanted: dict[int, list[tuple[int, int, tuple[int, ...] | None]]] = {}  # depth -> (row, head, positions)
+    for row, patch in enumerate(patches):
+        for depth, head in patch.heads:
+            wanted.setdefault(depth, []).append((row, head, patch.positions))
+
+    def swap(depth: int, context: torch.Tensor) -> torch.Tensor | None:
+        if depth not in wanted:
+            return None
+        # per layer: an encoder-decoder's decoder and cross layers have the decoder's tokens, not the source's
+        replace = torch.zeros(context.shape[:3], dtype=torch.bool, device=context.device)
+        for row, head, positions in wanted[depth]:
+            replace[row, slice(None) if positions is None else list(positions), head] = True
+        return torch.where(replace.unsqueeze(-1), source[depth].expand_as(context), context)
+
+    batch = {name: value.expand(rows, *value.shape[1:]) for name, value in inputs.items()}
+    with _hooked(sites, swap), torch.inference_mode():
+        return model(**batch).logits

@@ -41,7 +41,7 @@ def _depths(sites: HeadSites) -> dict[int, int]:
 
 
 @contextmanager
-def _hooked(sites: HeadSites, on_context) -> Iterator[None]:
+def hooked(sites: HeadSites, on_context) -> Iterator[None]:
     """`on_context(depth, context [rows, tokens, heads, head_dim])` at every output projection's input; its
     return value (same shape) or None (unchanged) is what the projection reads."""
     depths = _depths(sites)
@@ -69,7 +69,7 @@ def record_contexts(model: nn.Module, inputs: dict[str, torch.Tensor],
     def keep(depth: int, context: torch.Tensor) -> None:
         recorded[depth] = context.detach().clone()
 
-    with _hooked(sites, keep), torch.inference_mode():
+    with hooked(sites, keep), torch.inference_mode():
         logits = model(**inputs).logits
     return logits, [recorded[depth] for depth in range(sites.n_layers)]
 
@@ -95,5 +95,5 @@ def patched_logits(model: nn.Module, inputs: dict[str, torch.Tensor], source: Se
         return torch.where(replace.unsqueeze(-1), source[depth].expand_as(context), context)
 
     batch = {name: value.expand(rows, *value.shape[1:]) for name, value in inputs.items()}
-    with _hooked(sites, swap), torch.inference_mode():
+    with hooked(sites, swap), torch.inference_mode():
         return model(**batch).logits

@@ -31,9 +31,10 @@ class Sweep:
     patched: dict[str, np.ndarray]
 
 
-def metric(logits: torch.Tensor, pair: PromptPair) -> torch.Tensor:
+def logit_difference(logits: torch.Tensor, pair: PromptPair) -> torch.Tensor:
     """logit(answer) - logit(wrong) at the pair's position, per row of `logits` [rows, tokens, vocabulary]."""
-    at = logits[:, pair.position].float()
+    at = logits[:, pair.position]
+    at = at.float() if at.dtype in (torch.float16, torch.bfloat16) else at  # half logits differ too coarsely
     return at[:, pair.answer] - at[:, pair.wrong]
 
 
@@ -52,13 +53,13 @@ def sweep(model: nn.Module, pairs: list[PromptPair], directions: tuple[Direction
     for index, pair in enumerate(pairs):
         runs = {name: _inputs(getattr(pair, name), device) for name in ("clean", "corrupted")}
         recorded = {name: record_contexts(model, runs[name], sites) for name in runs}
-        clean[index] = float(metric(recorded["clean"][0], pair)[0])
-        corrupted[index] = float(metric(recorded["corrupted"][0], pair)[0])
+        clean[index] = float(logit_difference(recorded["clean"][0], pair)[0])
+        corrupted[index] = float(logit_difference(recorded["corrupted"][0], pair)[0])
         for direction in directions:
             source, target = ("clean", "corrupted") if direction == "denoising" else ("corrupted", "clean")
             values = []
             for start in range(0, len(every), rows):
                 logits = patched_logits(model, runs[target], recorded[source][1], every[start:start + rows], sites)
-                values.append(metric(logits, pair).cpu().numpy())
+                values.append(logit_difference(logits, pair).cpu().numpy())
             patched[direction][index] = np.concatenate(values).reshape(sites.n_layers, sites.heads)
     return Sweep(clean, corrupted, patched)

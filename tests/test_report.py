@@ -20,7 +20,8 @@ from reportgen.model.loading import load
 from reportgen.model.run import run_example
 from reportgen.patterns.statistics import PatternAccumulator, load_settings
 from reportgen.pipeline import build
-from reportgen.report import SCHEMA_VERSION, PatternStatistics, Report, report_schema
+from reportgen.report import SCHEMA_VERSION, Finding, PatternStatistics, Report, head_link, report_schema
+from reportgen.site.charts import attention_picture
 from tests.helpers import ROOT, check_report, tiny_config, write_config
 
 PACKAGE = ROOT / "reportgen"
@@ -102,7 +103,10 @@ class _Findings(HTMLParser):
             self.blocks[self._current] = {"text": "", "links": []}
         if self._current is not None:
             self._depth += tag == "div"
-            if tag == "a" and "rg-term" not in (attrs.get("class") or ""):  # glossary terms are not its links
+            classes = (attrs.get("class") or "").split()
+            if tag == "a" and "rg-attention-link" in classes:  # its picture of the head it names
+                self.blocks[self._current]["pictured"] = attrs["href"]
+            elif tag == "a" and "rg-term" not in classes:  # glossary terms are not its links
                 self.blocks[self._current]["links"].append(attrs["href"])
 
     def handle_endtag(self, tag):
@@ -131,6 +135,10 @@ def test_built_report_matches_its_schema_and_the_findings_page_prints_its_findin
         assert " ".join(finding["sentence"].split()) in " ".join(block["text"].split())
         hrefs = [span["link"] for span in finding["spans"] if span["link"]] + [x["href"] for x in finding["links"]]
         assert block["links"] == hrefs
+        if "pictured" in block:  # the picture beside it is of the head it names, on its example
+            named = attention_picture.named_head(Finding.model_validate(finding))
+            assert block["pictured"] == head_link(named["example"], named["layer"], named["head"])
+    assert any("pictured" in block for block in parser.blocks.values())
     text = (tmp_path / "site" / "report.json").read_text(encoding="utf-8")
     assert not re.search(r"^\s*(-?[0-9]|null|true|false)", text, re.M), "a plain value alone on a line"
     assert re.search(r'^ {3}"[a-z_]+": \[-?[0-9][^\n]*, -?[0-9][^\n]*\],?$', text, re.M), "no number list inline"

@@ -24,31 +24,32 @@ from reportgen.patching.sweep import logit_difference
 
 
 def head_gradients(model: nn.Module, inputs: dict[str, torch.Tensor], pair: PromptPair,
-                   sites: HeadSites | None = None) -> tuple[float, list[torch.Tensor]]:
-    """(the metric of `inputs`, its gradient with respect to each flat layer's contexts [tokens, heads, head_dim])."""
+                   sites: HeadSites | None = None) -> tuple[float, list[torch.Tensor], list[torch.Tensor]]:
+    """One forward and backward of `inputs`: (its metric, the metric's gradient with respect to each flat layer's
+    contexts, and those contexts; each [tokens, heads, head_dim])."""
     sites = sites or locate(model)
-    kept: dict[int, torch.Tensor] = {}
+    kept: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def keep(depth: int, context: torch.Tensor) -> torch.Tensor:
         # the projection reads context + 0: the zero's gradient is dm/dc with every later layer recomputed from it,
         # as patching the head recomputes them (a detached context would cut the paths through later heads)
         zero = torch.zeros_like(context, requires_grad=True)
-        kept[depth] = zero
+        kept[depth] = (zero, context.detach())
         return context + zero
 
     with hooked(sites, keep), torch.enable_grad():
         metric = logit_difference(model(**inputs).logits, pair)[0]
-        grads = torch.autograd.grad(metric, [kept[depth] for depth in range(sites.n_layers)])
-    return float(metric.detach()), [grad[0].detach() for grad in grads]
+        grads = torch.autograd.grad(metric, [kept[depth][0] for depth in range(sites.n_layers)])
+    return (float(metric.detach()), [grad[0].detach() for grad in grads],
+            [kept[depth][1][0] for depth in range(sites.n_layers)])
 
 
 def attribution(model: nn.Module, source: dict[str, torch.Tensor], target: dict[str, torch.Tensor],
                 pair: PromptPair, sites: HeadSites | None = None, per_position: bool = False) -> torch.Tensor:
     """The estimated change of the metric when each head of `target` takes its context from `source`:
-    [layers, heads], or [layers, heads, tokens] with `per_position`."""
+    [layers, heads], or [layers, heads, tokens] with `per_position`. Two forwards and one backward."""
     sites = sites or locate(model)
     _, contexts = record_contexts(model, source, sites)
-    _, grads = head_gradients(model, target, pair, sites)
-    _, own = record_contexts(model, target, sites)
-    per = torch.stack([((contexts[d][0] - own[d][0]) * grads[d]).sum(-1).T for d in range(sites.n_layers)])
+    _, grads, own = head_gradients(model, target, pair, sites)
+    per = torch.stack([((contexts[d][0] - own[d]) * grads[d]).sum(-1).T for d in range(sites.n_layers)])
     return per if per_position else per.sum(-1)

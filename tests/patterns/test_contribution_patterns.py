@@ -18,7 +18,7 @@ import pytest
 from reportgen.findings import pattern_findings
 from reportgen.findings.contributions import FINDING_ID
 from reportgen.patterns import noop, statistics
-from reportgen.report import ExampleViews, PatternStatistics
+from reportgen.report import ExampleViews, PatternStatistics, head_link_expression
 from reportgen.runs import shares
 from reportgen.site import exports, pages
 from reportgen.site.charts import chartdata
@@ -244,9 +244,10 @@ def test_patterns_page_shows_contributions_beside_the_weights(tmp_path):
         for (layer, head), row in rows.items():
             assert row["value"] == stats.contribution.statistics[key].mean[layer][head]
             assert row["weight"] == stats[key].mean[layer][head]
-            example = stats.contribution.statistics[key].example[layer][head]
-            link = f"example-{example + 1}.html#view=head&layer={layer}&head={head}&mode=contributions"
-            assert row.get("url") == (link if example >= 0 else None), (anchor, layer, head)
+            example = stats.contribution.statistics[key].example[layer][head]  # its cell's link is computed from it
+            assert row["example"] == (example if example >= 0 else None), (anchor, layer, head)
+        links = [step["calculate"] for step in contribution["transform"] if step.get("as") == "url"]
+        assert links == [f"isValid(datum.example) ? {head_link_expression(mode='contributions')} : ''"], anchor
         assert f'id="heatmaps-{anchor}"' in text
     top = stats.top_heads["sep"][0]
     value = stats.contribution.statistics["sep"].mean[top.layer][top.head]

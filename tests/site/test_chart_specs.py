@@ -252,12 +252,3 @@ def test_a_heatmap_computes_each_cells_link_as_head_link_writes_it(mode, group):
                 for layer, row in enumerate(examples) for head, example in enumerate(row) if example >= 0]
     assert sorted(html.unescape(link) for link in drawn) == sorted(expected)
 
-
-def test_a_heatmaps_data_has_the_digits_its_tooltip_shows():
-    rows = vegalite.head_rows([[0.123456789, None], [2.0, 1 / 3]], std=[[0.0001234, 0.5], [None, 0.25]])
-    spec = vegalite.head_heatmap(rows, "Entropy", "entropy (nats)", {"std": "std over examples"})
-    shown = {item["field"]: item.get("format") for item in tooltips(spec)}
-    assert shown["value"] == shown["std"] == f".{vegalite.SHOWN_DIGITS}f" == ".4f"
-    assert [(row["value"], row["std"]) for row in spec["data"]["values"]] == [
-        (0.1235, 0.0001), (None, 0.5), (2.0, None), (0.3333, 0.25)]
-    assert rows[0]["value"] == 0.123456789  # the caller's rows stay whole

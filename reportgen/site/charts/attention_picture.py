@@ -99,7 +99,7 @@ def picture(attention: Attention, layer: int, head: int, example: int, group: st
                   f'viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" '
                   f'font-family="sans-serif" font-size="{FONT}" fill="currentColor">{"".join(parts)}</svg></a>'
                   f'<figcaption>{escape(where)}: its attention, queries down and keys across, darker for more '
-                  f'weight{pooled_said}. Click it for its view.</figcaption>')
+                  f'weight{pooled_said}.<span class="rg-interactive"> Click it for its view.</span></figcaption>')
 
 
 def _room(tokens: list[str]) -> int:

@@ -12,7 +12,7 @@ import altair as alt
 from reportgen.findings import formatting, names
 
 CELL = 28  # pixels per heatmap cell
-SHOWN_DIGITS = 4  # decimals of a heatmap's values in its tooltip (format .4f), its data and its download
+MATRIX_LABELS = "labels"  # the field of an attention matrix's cells that holds its tokens' labels (an array)
 # Charts are built on this placeholder and get their rows in with_rows: Altair validates inline data
 # row by row against the Vega-Lite schema, which took most of a build's time (an attention matrix of
 # 64 tokens has 4,096 rows).
@@ -196,10 +196,8 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
         tooltip = [_layer_tooltip(layer_labels), alt.Tooltip("head:O"), alt.Tooltip("value_text:N", title=label)]
     else:
         tooltip = [_layer_tooltip(layer_labels), alt.Tooltip("head:O"),
-                   alt.Tooltip("value:Q", title=label, format=f".{SHOWN_DIGITS}f")]
-        rows = _as_shown(rows, ["value", *(tooltips or {})])
-    tooltip += [alt.Tooltip(f"{name}:Q", title=title_, format=f".{SHOWN_DIGITS}f")
-                for name, title_ in (tooltips or {}).items()]
+                   alt.Tooltip("value:Q", title=label, format=".4f")]
+    tooltip += [alt.Tooltip(f"{name}:Q", title=title_, format=".4f") for name, title_ in (tooltips or {}).items()]
     scale = alt.Scale(scheme="viridis")
     if domain is not None:
         diverging = {"scheme": "redblue", **({} if higher_is_better else {"reverse": True})}
@@ -219,14 +217,6 @@ def head_heatmap(rows: list[dict], title: str, label: str, tooltips: dict[str, s
                    f"{extremes(rows, _head, text)}.")
     return with_rows(chart.properties(width=alt.Step(CELL), height=alt.Step(CELL)), rows, description,
                      len({row["head"] for row in rows}))
-
-
-def _as_shown(rows: list[dict], fields: list[str]) -> list[dict]:
-    """`rows` with `fields` rounded to the SHOWN_DIGITS decimals the tooltip shows: the digits past them were
-    a third of a pattern heatmap's data on the page (issue 47: patterns.html at most 400 KB); report.json
-    keeps every digit."""
-    return [{**row, **{name: round(row[name], SHOWN_DIGITS) for name in fields if isinstance(row.get(name), float)}}
-            for row in rows]
 
 
 def head_scatter(points: list[dict], title: str) -> dict:
@@ -254,24 +244,26 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, l
     query index, so a matrix of 64 tokens carries one expression instead of 4,096 addresses.
 
     The data is one row per query, {"q", "w": its weights}: the chart flattens it into cells and names each
-    by the axis labels (`order`, written once). A row per cell with its two labels made the patterns page
-    999 KB of HTML (issue 47); the downloads are a row per cell again (matrix_rows).
+    by its tokens' labels ("3: the"), written once in the chart (a calculate of the array, MATRIX_LABELS), the
+    axes ordered by the tokens' indexes. A row per cell with its two labels made the patterns page 999 KB of HTML
+    (issue 47); the downloads are a row per cell again (matrix_rows).
     """
     rows = [{"q": q, "w": list(row)} for q, row in enumerate(matrix)]
     order = [f"{i}: {t}" for i, t in enumerate(tokens)]
-    labels = json.dumps(order, ensure_ascii=False)
     tooltip = [alt.Tooltip("query:N"), alt.Tooltip("key:N"), alt.Tooltip("weight:Q", format=".4f")]
-    chart = alt.Chart(ROWS, title=title).transform_flatten(["w"], as_=["weight"]).transform_window(
-        column="row_number()", groupby=["q"]).transform_calculate(
-        k="datum.column - 1", query=f"{labels}[datum.q]", key=f"{labels}[datum.column - 1]")
+    # the labels' array made once a query row, before the rows are flattened into cells that share it
+    chart = alt.Chart(ROWS, title=title).transform_calculate(
+        **{MATRIX_LABELS: json.dumps(order, ensure_ascii=False)}).transform_flatten(
+        ["w"], as_=["weight"]).transform_window(column="row_number()", groupby=["q"]).transform_calculate(
+        k="datum.column - 1", query=f"datum.{MATRIX_LABELS}[datum.q]", key=f"datum.{MATRIX_LABELS}[datum.column - 1]")
     chart = spoken(chart, tooltip)
     link_channels = {}
     if link is not None:
         chart = chart.transform_calculate(url=f"{json.dumps(link + '&token=')} + datum.q")
         link_channels = {"href": alt.Href("url:N")}
     chart = chart.mark_rect().encode(
-        x=alt.X("key:N", sort=order, title="attended token"),
-        y=alt.Y("query:N", sort=order, title="attending token"),
+        x=alt.X("key:N", sort=alt.EncodingSortField("k", op="min"), title="attended token"),
+        y=alt.Y("query:N", sort=alt.EncodingSortField("q", op="min"), title="attending token"),
         color=alt.Color("weight:Q", scale=alt.Scale(scheme="blues", domain=[0, 1]), legend=None),
         tooltip=tooltip, **link_channels,
     )
@@ -288,11 +280,12 @@ def attention_matrix(tokens: list[str], matrix: list[list[float]], title: str, l
 def matrix_rows(spec: dict) -> list[dict] | None:
     """An attention matrix's rows as a table a reader downloads, a row per cell ({"q", "k", "query", "key",
     "weight"}), or None for any other chart: its data is a row per query (attention_matrix), and its labels are
-    its axis's order."""
+    the array its chart computes once (MATRIX_LABELS)."""
     values = spec.get("data", {}).get("values") or []
-    if not values or set(values[0]) != {"q", "w"}:
+    labels = next((step["calculate"] for step in spec.get("transform", []) if step.get("as") == MATRIX_LABELS), None)
+    if not values or set(values[0]) != {"q", "w"} or labels is None:
         return None
-    order = spec["encoding"]["y"]["sort"]
+    order = json.loads(labels)
     return [{"q": row["q"], "k": k, "query": order[row["q"]], "key": order[k], "weight": weight}
             for row in values for k, weight in enumerate(row["w"])]
 

@@ -128,16 +128,16 @@ def decoder_sections(stats: DecoderStatistics, group: str | None = None) -> list
             continue
         test = stats.induction_test
         scale = names.pattern(key).scale
-        rows, url = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std), statistic.example,
-                                    group=group)
+        linked = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std), statistic.example,
+                                 group=group)
         spread = "std over sequences" if key == "induction" else "std over inputs"
         top = [dict(head.model_dump(), url=Markup(_source_link(head.example, head.layer, head.head, group=group))
                     if head.example >= 0 else None) for head in stats.top_heads.get(key, [])[:TOP_HEADS]]
         out.append({"key": key, "id": anchor, "title": names.name(key),
                     "description": prose(description.format(n=test.n if test else 0,
                                                             sequences=test.sequences if test else 0)),
-                    "heatmap": vegalite.head_heatmap(rows, names.name(key), LEGEND[scale], {"std": spread},
-                                                     names.domain(key), url=url),
+                    "heatmap": _linked_heatmap(linked, names.name(key), LEGEND[scale], {"std": spread},
+                                               names.domain(key)),
                     "null": statistic.null, "queries": statistic.queries, "top": top, "scale": scale})
     return out
 
@@ -204,14 +204,13 @@ def pattern_sections(stats: PatternStatistics, views: list[ExampleViews]) -> lis
 def _pattern_section(stats: PatternStatistics, views: list[ExampleViews], key: str, anchor: str, title: str,
                      description: str, extra: dict[str, str]) -> dict:
     statistic = stats[key]
-    rows, url = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std,
-                                                 **{name: stats[name].mean for name in extra}), statistic.example)
+    linked = strongest_links(vegalite.head_rows(statistic.mean, std=statistic.std,
+                                              **{name: stats[name].mean for name in extra}), statistic.example)
     top = _top_heads(stats, key, extra)
     scale = names.pattern(key).scale
     domain = _domain(stats, key)
     return {"key": key, "id": anchor, "title": title, "description": prose(description), "count": statistic.count,
-            "heatmap": vegalite.head_heatmap(rows, title, LEGEND[scale], {"std": "std over examples", **extra}, domain,
-                                             url=url),
+            "heatmap": _linked_heatmap(linked, title, LEGEND[scale], {"std": "std over examples", **extra}, domain),
             "contribution": _contribution_heatmap(stats, key, title, domain),
             "scale": scale, "columns": [prose(column) for column in extra.values()], "top": top,
             "nulls": _null_rows(stats, key, extra), "matrices": _matrices(views, top) if key != "entropy" else [],

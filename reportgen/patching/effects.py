@@ -49,13 +49,51 @@ def effects(clean: np.ndarray, corrupted: np.ndarray, patched: np.ndarray, direc
     clean, corrupted, patched = (np.asarray(a, dtype=np.float64) for a in (clean, corrupted, patched))
     shape = patched.shape[1:]
     flat = patched.reshape(len(patched), -1)
-    rng = np.random.default_rng([seed, 49])
-    draws = rng.integers(0, len(clean), size=(samples, len(clean)))
-    boot = np.stack([normalised(clean[rows], corrupted[rows], flat[rows]) for rows in draws])
-    with np.errstate(invalid="ignore"):
-        low, high = np.nanpercentile(boot, [2.5, 97.5], axis=0) if np.isfinite(boot).any() else (
-            np.full(flat.shape[1], np.nan),) * 2
-    unpatched = corrupted if direction == "denoising" else clean
-    p = sign_flip_p(flat - unpatched[:, None], permutations, seed)
-    return Effects(normalised(clean, corrupted, flat).reshape(shape), np.asarray(low).reshape(shape),
-                   np.asarray(high).reshape(shape), adjust(p, "holm").reshape(shape))
+    ran = np.isfinite(flat).all(axis=0)  # a head exact patching did not run (NaN) has no effect and no test
+    effect, low, high, p = (np.full(flat.shape[1], np.nan) for _ in range(4))
+    if ran.any():
+        done = flat[:, ran]
+        rng = np.random.default_rng([seed, 49])
+        draws = rng.integers(0, len(clean), size=(samples, len(clean)))
+        boot = np.stack([normalised(clean[rows], corrupted[rows], done[rows]) for rows in draws])
+        if np.isfinite(boot).any():
+            with np.errstate(invalid="ignore"):
+                low[ran], high[ran] = np.nanpercentile(boot, [2.5, 97.5], axis=0)
+        effect[ran] = normalised(clean, corrupted, done)
+        unpatched = corrupted if direction == "denoising" else clean
+        p[ran] = sign_flip_p(done - unpatched[:, None], permutations, seed)
+    return Effects(effect.reshape(shape), low.reshape(shape), high.reshape(shape), adjust(p, "holm").reshape(shape))
+
+
+@dataclass
+class Agreement:
+    """How attribution patching ranks the heads beside exact patching (Kramár et al. 2024 report the same): the
+    Spearman correlation of the two over heads, how many of exact patching's top `top` heads the estimate also puts
+    in its top `top`, and the heads of either top that the other leaves out, (flat layer, head)."""
+
+    spearman: float
+    overlap: int
+    top: int
+    disagree: list[tuple[int, int]]
+
+
+def agreement(exact: np.ndarray, estimate: np.ndarray, top: int = 10) -> Agreement:
+    """`exact` and `estimate` [layers, heads], the same quantity (a mean change of the metric) by both methods;
+    heads ranked by size, |value|, as either sign of a change is a head that matters."""
+    from reportgen.stats import spearman_rows
+
+    exact, estimate = np.abs(np.asarray(exact, dtype=np.float64)), np.abs(np.asarray(estimate, dtype=np.float64))
+    heads = exact.shape[1]
+    top = min(top, exact.size)
+    first = set(np.argsort(-exact.ravel(), kind="stable")[:top].tolist())
+    second = set(np.argsort(-estimate.ravel(), kind="stable")[:top].tolist())
+    rho = float(spearman_rows(exact.ravel()[None], estimate.ravel()[None])[0])
+    return Agreement(rho, len(first & second), top, sorted(divmod(int(i), heads) for i in first ^ second))
+
+
+def top_heads(estimate: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """The heads exact patching runs on when it cannot run on all: the `budget` largest estimates by size,
+    (flat layer, head), largest first."""
+    flat = np.abs(np.asarray(estimate, dtype=np.float64)).ravel()
+    heads = np.asarray(estimate).shape[1]
+    return [divmod(int(i), heads) for i in np.argsort(-flat, kind="stable")[:budget]]

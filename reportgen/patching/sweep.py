@@ -20,6 +20,7 @@ from reportgen.patching.heads import Patch, patched_logits, record_contexts
 from reportgen.patching.pairs import PromptPair
 
 ROWS = 32  # patched variants a forward
+MAX_POSITIONS = 64  # tokens a prompt may have for patching each head at each position (issue 49)
 
 
 @dataclass
@@ -43,13 +44,22 @@ def _inputs(ids: tuple[int, ...], device: torch.device) -> dict[str, torch.Tenso
 
 
 def sweep(model: nn.Module, pairs: list[PromptPair], directions: tuple[Direction, ...] = ("denoising", "noising"),
-          rows: int = ROWS) -> Sweep:
-    """Every head patched alone, at every position, in each direction, for every pair."""
+          rows: int = ROWS, heads: list[tuple[int, int]] | None = None, positions: bool = False) -> Sweep:
+    """Every head (or only `heads`, (flat layer, head)) patched alone in each direction, for every pair: at every
+    position at once, or with `positions` at each position alone (the pairs' prompts of one length, at most
+    MAX_POSITIONS tokens). `patched` holds [pairs, layers, heads] (or [..., tokens]), NaN for a head not run."""
     sites = locate(model)
     device = next(model.parameters()).device
-    every = [Patch(((depth, head),)) for depth in range(sites.n_layers) for head in range(sites.heads)]
+    chosen = heads if heads is not None else [(d, h) for d in range(sites.n_layers) for h in range(sites.heads)]
+    tokens = len(pairs[0].clean)
+    if positions and (tokens > MAX_POSITIONS or any(len(pair.clean) != tokens for pair in pairs)):
+        raise ValueError(f"patching each position needs prompts of one length, at most {MAX_POSITIONS} tokens")
+    every = ([Patch((head,), (at,)) for head in chosen for at in range(tokens)] if positions
+             else [Patch((head,)) for head in chosen])
+    shape = (len(pairs), sites.n_layers, sites.heads, *((tokens,) if positions else ()))
     clean, corrupted = np.zeros(len(pairs)), np.zeros(len(pairs))
-    patched = {direction: np.zeros((len(pairs), sites.n_layers, sites.heads)) for direction in directions}
+    patched = {direction: np.full(shape, np.nan) for direction in directions}
+    layer_of, head_of = (np.array([head[i] for head in chosen]) for i in (0, 1))
     for index, pair in enumerate(pairs):
         runs = {name: _inputs(getattr(pair, name), device) for name in ("clean", "corrupted")}
         recorded = {name: record_contexts(model, runs[name], sites) for name in runs}
@@ -61,5 +71,6 @@ def sweep(model: nn.Module, pairs: list[PromptPair], directions: tuple[Direction
             for start in range(0, len(every), rows):
                 logits = patched_logits(model, runs[target], recorded[source][1], every[start:start + rows], sites)
                 values.append(logit_difference(logits, pair).cpu().numpy())
-            patched[direction][index] = np.concatenate(values).reshape(sites.n_layers, sites.heads)
+            found = np.concatenate(values).reshape(len(chosen), *((tokens,) if positions else ()))
+            patched[direction][index][layer_of, head_of] = found
     return Sweep(clean, corrupted, patched)

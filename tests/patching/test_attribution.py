@@ -68,3 +68,20 @@ def test_a_sweep_gives_each_runs_metric_and_every_heads_patched_metric():
         one = patched_logits(model, corrupted, recorded, [Patch(((1, 3),))])
         assert np.isclose(found.patched["denoising"][index, 1, 3], float(logit_difference(one, pair)[0]))
     assert found.patched["noising"].shape == (3, 2, 4)
+
+
+def test_a_sweep_of_chosen_heads_at_each_position_patches_one_position_at_a_time():
+    model = _model("llama")
+    pairs = induction_pairs(vocab_size=40, bos=0, count=2, n=4, seed=5, exclude=(0,))
+    chosen = [(0, 2), (1, 1)]
+    found = sweep(model, pairs, ("noising",), rows=3, heads=chosen, positions=True)
+    patched = found.patched["noising"]
+    assert patched.shape == (2, 2, 4, 8)
+    assert np.isnan(patched[:, 0, 0]).all() and np.isfinite(patched[:, 1, 1]).all()  # only the chosen heads ran
+    pair = pairs[1]
+    clean, corrupted = ({"input_ids": torch.tensor([ids])} for ids in (pair.clean, pair.corrupted))
+    _, recorded = record_contexts(model, corrupted)
+    one = patched_logits(model, clean, recorded, [Patch(((1, 1),), (5,))])
+    assert np.isclose(patched[1, 1, 1, 5], float(logit_difference(one, pair)[0]))
+    with pytest.raises(ValueError, match="at most 64 tokens"):
+        sweep(model, induction_pairs(vocab_size=40, bos=0, count=1, n=40, seed=0, exclude=(0,)), positions=True)

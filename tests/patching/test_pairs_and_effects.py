@@ -97,3 +97,23 @@ def test_effects_are_the_ratio_of_sums_with_an_interval_around_it_and_corrected_
                         permutations=50)
     assert np.allclose(noised.effect, [1.0, 0.25]) and noised.p_adjusted[0] == 1.0
     assert np.isnan(fx.normalised(np.ones(3), np.ones(3), np.ones((3, 2)))).all()  # nothing to restore
+
+
+def test_heads_not_run_have_no_effect_and_do_not_count_in_the_correction():
+    clean, corrupted = np.array([2.0, 4.0, 3.0, 5.0, 1.0]), np.zeros(5)
+    patched = np.stack([clean / 2, np.full(5, np.nan), clean], axis=1)
+    found = fx.effects(clean, corrupted, patched, "denoising", samples=100, permutations=100)
+    alone = fx.effects(clean, corrupted, patched[:, [0, 2]], "denoising", samples=100, permutations=100)
+    assert np.isnan([found.effect[1], found.low[1], found.high[1], found.p_adjusted[1]]).all()
+    assert np.allclose(found.p_adjusted[[0, 2]], alone.p_adjusted)  # Holm over the two heads that ran
+
+
+def test_agreement_ranks_heads_by_size_and_names_where_the_two_tops_differ():
+    exact = np.array([[0.9, -0.8, 0.0], [0.1, 0.05, -0.02]])
+    estimate = np.array([[0.7, -0.9, 0.01], [0.0, 0.2, -0.03]])
+    found = fx.agreement(exact, estimate, top=2)
+    assert (found.overlap, found.top, found.disagree) == (2, 2, [])
+    third = fx.agreement(exact, estimate, top=3)
+    assert third.overlap == 2 and third.disagree == [(1, 0), (1, 1)]  # exact's third is (1, 0), the estimate's (1, 1)
+    assert fx.agreement(exact, exact).spearman == pytest.approx(1.0)
+    assert fx.top_heads(estimate, 3) == [(0, 1), (0, 0), (1, 1)]

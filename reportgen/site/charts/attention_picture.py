@@ -149,9 +149,7 @@ def pictures(findings: list[Finding], drawers: dict[str, str], views: list[Examp
         head = named_head(finding) if drawers.get(finding.id) in PATTERN_STATS else None
         if head is None or head["example"] >= len(views):
             continue
-        group = head.get("group")
-        if group is None and drawers[finding.id] == "cross_pattern":
-            group = "cross"
+        group = head.get("group")  # an encoder-decoder's decoder and cross findings name their heads' group
         attention = head_attention(views[head["example"]], head["layer"], head["head"], group)
         out[finding.id] = picture(attention, head["layer"], head["head"], head["example"], group)
     return out

@@ -217,7 +217,11 @@ class AblationSettings(Strict):
         description="Role -> column name or 0-based index; null = the task's default names.")
     limit: int | None = Field(ge=1, le=MAX_ROWS, description="Use only the first N examples.")
     max_length: int = Field(ge=8, le=8192)
-    method: Literal["zero", "uniform"]
+    method: Literal["zero", "uniform", "mean", "resample"] = Field(
+        description="zero (head removed, Michel et al. 2019) | uniform (1/n attention, Kovaleva et al. 2019) | "
+                    "mean (the head's mean output over the task's inputs at each position) | resample (the "
+                    "head's output on another input of the task): mean and resample keep the model on its "
+                    "distribution (Wang et al. 2022; Chan et al. 2022).")
     experiments: ExperimentSwitches
     seeds: list[Seed] = Field(min_length=1, max_length=MAX_SEEDS)
     fractions: list[float] = Field(
@@ -277,6 +281,32 @@ class AblationSettings(Strict):
         return value
 
 
+class PatchingSettings(Strict):
+    """The `patching:` section: activation patching on prompt pairs (reportgen.patching)."""
+
+    enabled: bool
+    data: str = Field(min_length=1, description='"builtin" (repeated random tokens, the induction behaviour: any '
+                                                'decoder) or a JSONL file of {clean, corrupted, answer, wrong} rows '
+                                                '(an encoder-decoder\'s rows may add `target`, what its decoder reads '
+                                                'before the answer).')
+    limit: int | None = Field(ge=1, le=MAX_ROWS, description="Use only the first N pairs of the file.")
+    pairs: int = Field(ge=2, le=10_000, description="Built-in pairs.")
+    tokens: int = Field(ge=2, le=512, description="Random tokens a copy in the built-in pairs (prompts of "
+                                                  "2 x tokens: [BOS] + r + r without its last token).")
+    positions: bool = Field(description="Also patch each head at each position (prompts of one length, at most "
+                                        "64 tokens), within max_masks.")
+    max_masks: int = Field(ge=1, le=100_000_000,
+                           description="Patched runs (pairs x directions x heads, x positions) exact patching may "
+                                       "take; above it, only attribution patching's top heads are patched exactly.")
+    top: int = Field(ge=1, le=10_000, description="Heads compared at the top of both rankings (agreement).")
+    bootstrap_samples: int = Field(ge=100, le=MAX_RESAMPLES)
+    permutations: int = Field(ge=100, le=MAX_RESAMPLES)
+    alpha: float = Field(gt=0, lt=1)
+    seed: Seed
+
+    _data = field_validator("data", mode="before")(no_script_url)
+
+
 class ViewSettings(Strict):
     """The `views:` section: what the site's attention views offer besides the examples' own."""
 
@@ -316,6 +346,7 @@ class Config(Strict):
     max_length: int = Field(ge=8, le=8192, description="Tokens per example; longer ones are truncated.")
     patterns: PatternSettings
     ablation: AblationSettings
+    patching: PatchingSettings
     views: ViewSettings
     compare: CompareSettings | None = Field(description="A second model: patterns and ablations side by side.")
     claims: Literal["seed004"] | None = Field(
@@ -358,6 +389,7 @@ class Config(Strict):
         for item in data["patterns"]["corpus"]:
             item["path"] = relative(item["path"])
         data["ablation"]["data"] = relative(self.ablation.data)
+        data["patching"]["data"] = relative(self.patching.data)
         # Where the masks ran changes no number (a Ray build's report equals a local one's), and a
         # cluster address names private hosts: the published manifest leaves it out.
         data["ablation"].pop("ray", None)
@@ -528,6 +560,8 @@ def config_from_mapping(user: Any, source: str, base_dir: Path) -> Config:
         corpus_file.path = base_dir / corpus_file.path.expanduser()
     if config.ablation.data != "builtin":
         config.ablation.data = str(base_dir / Path(config.ablation.data).expanduser())
+    if config.patching.data != "builtin":
+        config.patching.data = str(base_dir / Path(config.patching.data).expanduser())
     config.model = _model_path(config.model, base_dir, "model")
     if config.compare is not None:
         config.compare.model = _model_path(config.compare.model, base_dir, "compare.model")

@@ -37,10 +37,12 @@ ALLOWED: dict[str, set[str]] = {
     "kinds": {"errors", "config", "runs", "report", "cache", "datafiles", "model", "patterns", "progress"},
     "patterns": {"errors", "config", "runs", "report", "stats", "datafiles"},
     "ablation": {"errors", "config", "report", "stats", "datafiles", "cache", "model", "kinds", "progress"},
-    "patching": {"errors", "runs", "stats", "model"},  # activation patching on prompt pairs (issue 49)
+    # activation patching on prompt pairs (issue 49): the same LM heads as the ablation tasks, records of the report
+    "patching": {"errors", "config", "runs", "report", "stats", "datafiles", "cache", "model", "kinds", "progress",
+                 "ablation"},
     "findings": {"report"},
     "site": {"errors", "config", "report", "runs", "progress", "findings", "cache"},
-    "pipeline": BASE | {"cache", "model", "kinds", "live", "patterns", "ablation", "findings", "site"},
+    "pipeline": BASE | {"cache", "model", "kinds", "live", "patterns", "ablation", "patching", "findings", "site"},
     "quickview": {"errors", "config", "runs", "model", "kinds", "site"},
     "notebook": {"errors", "quickview", "site"},
     "api": BASE | {"pipeline"},

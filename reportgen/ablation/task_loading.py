@@ -335,3 +335,9 @@ def load_ablation_task(model_dir: Path, settings: AblationSettings, *, device: s
         columns=settings.columns, limit=settings.limit, max_length=settings.max_length,
         mlm_probability=settings.mlm_probability, mlm_seed=settings.mlm_seed, precision=settings.precision,
     )
+
+
+def load_lm(kind: TaskKind, model_dir: Path, device: str) -> tuple[torch.nn.Module, object]:
+    """The model class task `kind` needs, its trained head checked, and its tokenizer: activation patching
+    (reportgen.patching) reads the same language-model heads as tasks mlm, causal_lm and seq2seq."""
+    return _load_model(kind, model_dir, device)

@@ -73,6 +73,11 @@ class ModelKind:
     reads_target: bool = False  # each example is a source and a `target` its decoder reads
     pair_needs_separator: bool = False  # a pair reaches the model only joined by its tokenizer's separator token
     reads_last_token: bool = False  # a sequence classifier of this kind reads each text's last token
+    # Activation patching (reportgen.patching): the ablation task whose model class holds the LM head the metric reads,
+    # whether the prompts hold a [MASK] the metric is read at, and whether the built-in induction pairs fit this kind.
+    lm_task: str = "mlm"
+    masked_prompts: bool = False
+    builtin_pairs: bool = False
 
     def holds(self, config: Mapping) -> bool:
         """Whether a checkpoint whose config.json is `config` is of this kind (the registry asks each in turn)."""
@@ -92,6 +97,13 @@ class ModelKind:
         if task not in self.tasks:
             raise ModelError(f"model directory {model_dir}: model type '{model_type}' is "
                              f"{self.task_refusal(task)}")
+
+    def patching_refusal(self, data: str) -> str | None:
+        """Why activation patching on `data` ("builtin" or a file) cannot run on this kind, None when it can."""
+        if data == "builtin" and not self.builtin_pairs:
+            return (f"the built-in induction pairs are for decoders; {self.article} needs a JSONL file of prompt "
+                    "pairs {clean, corrupted, answer, wrong}")
+        return None
 
     def task_refusal(self, task: str) -> str:
         """Why `task` is refused for this kind, after "model type 'x' is ..."."""

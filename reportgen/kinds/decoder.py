@@ -22,6 +22,8 @@ class DecoderKind(ModelKind):
     name = "decoder"
     article = "a decoder"
     tasks = frozenset({"similarity", "classification", "mlm", "causal_lm"})
+    lm_task = "causal_lm"
+    builtin_pairs = True  # repeated random tokens: the induction behaviour, on any decoder
     pair_needs_separator = True
     reads_last_token = True
 

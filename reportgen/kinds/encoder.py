@@ -16,6 +16,7 @@ class EncoderKind(ModelKind):
     name = "encoder"
     article = "an encoder"
     tasks = frozenset({"similarity", "classification", "mlm"})
+    masked_prompts = True  # patching reads a masked-LM's logits at the prompt's [MASK]
 
     def holds(self, config: Mapping) -> bool:  # noqa: ARG002 (asked last)
         return True  # the last kind asked: what the file policy admits and is neither of the others

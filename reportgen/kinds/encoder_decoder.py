@@ -26,6 +26,7 @@ class EncoderDecoderKind(ModelKind):
     tasks = frozenset({"classification", "seq2seq"})
     grouped = True
     reads_target = True
+    lm_task = "seq2seq"  # patching reads the decoder's next-token logits after a pair's `target`
 
     def holds(self, config: Mapping) -> bool:
         return encoder_decoder_config(config)

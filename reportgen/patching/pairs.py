@@ -33,11 +33,24 @@ class PromptPair:
     corrupted: tuple[int, ...]
     answer: int
     wrong: int
-    position: int  # where the metric is read: the last token, or the [MASK]
+    position: int  # where the metric is read: the last token, or the [MASK] (an encoder-decoder's: in `decoder`)
+    decoder: tuple[int, ...] | None = None  # what an encoder-decoder's decoder reads in both runs: start + target
+
+    def inputs(self, name: str, device) -> dict:
+        """The model's inputs for the `clean` or `corrupted` prompt, batch 1."""
+        import torch
+
+        inputs = {"input_ids": torch.tensor([getattr(self, name)], device=device)}
+        if self.decoder is not None:
+            inputs["decoder_input_ids"] = torch.tensor([self.decoder], device=device)
+        return inputs
 
 
-def read_pairs(path: Path, tokenizer, masked: bool = False, limit: int | None = None) -> list[PromptPair]:
-    """The pairs of a JSONL file, tokenized as the model reads them (`masked`: an encoder's masked-LM pairs)."""
+def read_pairs(path: Path, tokenizer, masked: bool = False, limit: int | None = None,
+               decoder_start: int | None = None) -> list[PromptPair]:
+    """The pairs of a JSONL file, tokenized as the model reads them (`masked`: an encoder's masked-LM pairs;
+    `decoder_start`: an encoder-decoder's, whose decoder reads its start token and the row's optional `target`, the
+    same in both runs, and the metric is read at its last token)."""
     pairs = []
     with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
@@ -45,7 +58,11 @@ def read_pairs(path: Path, tokenizer, masked: bool = False, limit: int | None = 
                 continue
             if limit is not None and len(pairs) >= limit:
                 break
-            pairs.append(_pair(_row(path, number, line), tokenizer, masked, f"{path}: row {number}"))
+            row, where = _row(path, number, line), f"{path}: row {number}"
+            pair = _pair(row, tokenizer, masked, where)
+            if decoder_start is not None:
+                pair = _with_decoder(pair, row, tokenizer, decoder_start, where)
+            pairs.append(pair)
     if not pairs:
         raise DataError(f"{path}: no prompt pairs; each line is {{\"clean\", \"corrupted\", \"answer\", \"wrong\"}}")
     return pairs
@@ -81,6 +98,14 @@ def _pair(row: dict, tokenizer, masked: bool, where: str) -> PromptPair:
                               "same place in 'corrupted'")
         position = at[0]
     return PromptPair(clean, corrupted, answer, wrong, position)
+
+
+def _with_decoder(pair: PromptPair, row: dict, tokenizer, start: int, where: str) -> PromptPair:
+    target = row.get("target", "")
+    if not isinstance(target, str):
+        raise DataError(f"{where}: 'target' is not text")
+    decoder = (start, *tokenizer(target, add_special_tokens=False)["input_ids"]) if target.strip() else (start,)
+    return PromptPair(pair.clean, pair.corrupted, pair.answer, pair.wrong, len(decoder) - 1, tuple(decoder))
 
 
 def _one_token(tokenizer, text: str, where: str, field: str) -> int:

@@ -23,6 +23,13 @@ ROWS = 32  # patched variants a forward
 MAX_POSITIONS = 64  # tokens a prompt may have for patching each head at each position (issue 49)
 
 
+def positions_possible(pairs: list[PromptPair]) -> bool:
+    """Whether each head can be patched at each position: prompts of one length, at most MAX_POSITIONS tokens, read
+    by one stack (an encoder-decoder's groups have two lengths, the source's and the decoder's)."""
+    tokens = len(pairs[0].clean)
+    return tokens <= MAX_POSITIONS and all(len(pair.clean) == tokens and pair.decoder is None for pair in pairs)
+
+
 @dataclass
 class Sweep:
     """The metric of every run: clean and corrupted [pairs], and each direction's patched runs [pairs, L, H]."""
@@ -39,10 +46,6 @@ def logit_difference(logits: torch.Tensor, pair: PromptPair) -> torch.Tensor:
     return at[:, pair.answer] - at[:, pair.wrong]
 
 
-def _inputs(ids: tuple[int, ...], device: torch.device) -> dict[str, torch.Tensor]:
-    return {"input_ids": torch.tensor([ids], device=device)}
-
-
 def sweep(model: nn.Module, pairs: list[PromptPair], directions: tuple[Direction, ...] = ("denoising", "noising"),
           rows: int = ROWS, heads: list[tuple[int, int]] | None = None, positions: bool = False) -> Sweep:
     """Every head (or only `heads`, (flat layer, head)) patched alone in each direction, for every pair: at every
@@ -52,7 +55,7 @@ def sweep(model: nn.Module, pairs: list[PromptPair], directions: tuple[Direction
     device = next(model.parameters()).device
     chosen = heads if heads is not None else [(d, h) for d in range(sites.n_layers) for h in range(sites.heads)]
     tokens = len(pairs[0].clean)
-    if positions and (tokens > MAX_POSITIONS or any(len(pair.clean) != tokens for pair in pairs)):
+    if positions and not positions_possible(pairs):
         raise ValueError(f"patching each position needs prompts of one length, at most {MAX_POSITIONS} tokens")
     every = ([Patch((head,), (at,)) for head in chosen for at in range(tokens)] if positions
              else [Patch((head,)) for head in chosen])
@@ -61,7 +64,7 @@ def sweep(model: nn.Module, pairs: list[PromptPair], directions: tuple[Direction
     patched = {direction: np.full(shape, np.nan) for direction in directions}
     layer_of, head_of = (np.array([head[i] for head in chosen]) for i in (0, 1))
     for index, pair in enumerate(pairs):
-        runs = {name: _inputs(getattr(pair, name), device) for name in ("clean", "corrupted")}
+        runs = {name: pair.inputs(name, device) for name in ("clean", "corrupted")}
         recorded = {name: record_contexts(model, runs[name], sites) for name in runs}
         clean[index] = float(logit_difference(recorded["clean"][0], pair)[0])
         corrupted[index] = float(logit_difference(recorded["corrupted"][0], pair)[0])

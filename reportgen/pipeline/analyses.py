@@ -12,7 +12,7 @@ from reportgen.model import loading
 from reportgen.model.loading import ModelInfo
 from reportgen.pipeline.model_stage import ModelStage, run_model
 from reportgen.progress import Callback, silent
-from reportgen.report import Ablation, Comparison, ModelSummary
+from reportgen.report import Ablation, Comparison, ModelSummary, Patching
 
 if TYPE_CHECKING:
     from reportgen.ablation.experiments import Finished
@@ -42,6 +42,26 @@ def run_ablation(config: Config, stage: ModelStage, progress: Callback = silent,
                            cluster=ray_runner.active_cluster(), finished=finished)
     result.task.data = config.shown_path(result.task.data)
     return result
+
+
+def run_patching(config: Config, stage: ModelStage, example: int | None,
+                 progress: Callback = silent) -> Patching | None:
+    """Activation patching on the configured prompt pairs (reportgen.patching.study), its whole record cached;
+    `example` is the index of the example that is the first pair's clean prompt (its head views), if any."""
+    if not config.patching.enabled:
+        return None
+    from reportgen.cache.store import Cache
+    from reportgen.patching import study
+
+    settings = config.patching
+    record = study.cached(settings, stage.kind, stage.fingerprint, config.cache_dir)
+    if record is None:
+        loaded = study.load(settings, stage.kind, stage.path, loading.resolve_device(config.device))
+        record = study.study(loaded, settings, progress)
+        Cache(config.cache_dir).put_json("patching", study.cache_key(settings, stage.kind, stage.fingerprint),
+                                         record.model_dump(mode="json"))
+    pairs = record.pairs.model_copy(update={"data": config.shown_path(settings.data)})
+    return record.model_copy(update={"example": example, "pairs": pairs})
 
 
 def ablation_watch(config: Config, stage: ModelStage, started: float) -> AblationWatch | None:

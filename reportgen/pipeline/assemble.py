@@ -25,6 +25,7 @@ from reportgen.report import (
     ExampleViews,
     ExperimentCost,
     Manifest,
+    Patching,
     PatternStatistics,
     Report,
 )
@@ -45,13 +46,14 @@ def versions() -> dict[str, str]:
 
 def make_report(config: Config, stage: ModelStage, atlas: Atlas, ablation: Ablation | None,
                 comparison: Comparison | None, manifest: Manifest, reproducible: bool,
-                progress: BuildProgress | None = None, examples: list[Example] | None = None) -> Report:
+                progress: BuildProgress | None = None, examples: list[Example] | None = None,
+                patching: Patching | None = None) -> Report:
     """Everything the site shows, findings included: templates and charts read only this. `atlas.main` is the
     encoder atlas, or a decoder's own; an encoder-decoder's is its encoder's, beside its decoder self-attention's
     atlas and its cross-attention statistics. `examples`: `describe_examples`, made once for every site a build
     writes (else from the stage's runs)."""
     main = atlas.main
-    found = findings.all_findings(main, ablation, atlas.decoder, atlas.cross)
+    found = findings.all_findings(main, ablation, atlas.decoder, atlas.cross, patching, stage.groups)
     return Report(
         title=config.title,
         site_url=config.site_url,
@@ -67,6 +69,7 @@ def make_report(config: Config, stage: ModelStage, atlas: Atlas, ablation: Ablat
         decoder=main if isinstance(main, DecoderStatistics) else atlas.decoder,
         cross=atlas.cross,
         ablation=ablation,
+        patching=patching,
         comparison=comparison,
         findings=found,
         claims=claim_checks(config.claims, ablation, found, main, running=progress is not None),

@@ -16,13 +16,13 @@ from typing import Any
 from reportgen.cache import usage
 from reportgen.cache.store import Cache, claim
 from reportgen.config import Config
-from reportgen.errors import writing
+from reportgen.errors import ConfigError, writing
 from reportgen.model import attention_capture, loading
-from reportgen.pipeline.analyses import ablation_watch, run_ablation, run_comparison, run_patterns
+from reportgen.pipeline.analyses import ablation_watch, run_ablation, run_comparison, run_patching, run_patterns
 from reportgen.pipeline.assemble import data_files, describe_examples, example_views, make_manifest, make_report
-from reportgen.pipeline.model_stage import live_model, run_model
+from reportgen.pipeline.model_stage import add_example, live_model, run_model
 from reportgen.progress import Callback, silent
-from reportgen.report import Ablation, Comparison, ExperimentCost, Report
+from reportgen.report import Ablation, Comparison, ExperimentCost, Patching, Report
 from reportgen.site import build_progress, output
 
 LIVE_SECONDS = 2.0  # a partial site's live line (build-progress.js) is rewritten at most this often
@@ -67,6 +67,21 @@ def _ray_cluster(address: str | None) -> AbstractContextManager[Any]:
     return ray_runner.connected(address)
 
 
+def patching_prompt(config: Config) -> dict | None:
+    """The first patching pair's clean prompt as an example (reportgen.patching.study.prompt_example), or None:
+    patching off, or a prompt no text reads back as."""
+    if not config.patching.enabled:
+        return None
+    from reportgen.kinds import kind_of
+    from reportgen.patching.study import prompt_example
+
+    _, path = loading.resolve(config.model)
+    kind = kind_of(path)
+    if problem := kind.patching_refusal(config.patching.data):  # said here too: before the tokenizer loads
+        raise ConfigError(f"{config.source}: field 'patching.data': {problem}")
+    return prompt_example(config.patching, kind, path)
+
+
 def protected_paths(config: Config) -> list[tuple[str, Path]]:
     """The user's own files that an output may never be, nor contain (see output.check): one pair per
     path the config names, so two files of the same name (a corpus file in the output and another
@@ -82,6 +97,8 @@ def protected_paths(config: Config) -> list[tuple[str, Path]]:
     paths += [(f"the corpus file {item.path.name}", item.path) for item in config.patterns.corpus]
     if config.ablation.enabled and config.ablation.data != "builtin":
         paths.append((f"the data file {Path(config.ablation.data).name}", Path(config.ablation.data)))
+    if config.patching.enabled and config.patching.data != "builtin":
+        paths.append((f"the prompt pairs {Path(config.patching.data).name}", Path(config.patching.data)))
     return paths
 
 
@@ -102,10 +119,12 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         from reportgen.ablation.task_checks import check_data
 
         check_data(config.ablation)
+    prompt = patching_prompt(config)  # the pairs read (a mistake in them said) before any model work
     stage = run_model(config, progress)
     lap("model")
     atlas = run_patterns(config, stage, progress)
     lap("patterns")
+    prompt_example = add_example(config, stage, prompt) if prompt is not None else None
     live = live_model(config, stage)
     stage.load.release()  # the model is read no more: not beside the views' encoding
     drawn = example_views(stage.runs, atlas.main)
@@ -113,13 +132,15 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
     stage.let_go()
     watch = ablation_watch(config, stage, started)
 
+    patching: list[Patching | None] = [None]
+
     def write(ablation: Ablation | None, comparison: Comparison | None = None, partial: bool = False,
               ticks: Callback = progress) -> Report:
         at = time.perf_counter()
         manifest = make_manifest(config, stage, data_files(config), timings, reproducible,
                                  watch.costs if watch else None)
         report = make_report(config, stage, atlas, ablation, comparison, manifest, reproducible,
-                             watch.state() if partial and watch else None, examples)
+                             watch.state() if partial and watch else None, examples, patching[0])
         from reportgen.site import writer  # rendering is imported by the stage that renders, once it is reached
 
         with writing(f"output {out.path}", "the previous site is left as it was"):
@@ -156,6 +177,9 @@ def _build(config: Config, out: output.Output, reproducible: bool, progress: Cal
         ablation = run_ablation(config, stage, ticked if watch else progress, watch, finished if watch else None)
         so_far[0] = ablation
         lap("ablation", watch.writing_in_ablation if watch else 0.0)
+        patching[0] = run_patching(config, stage, prompt_example, progress)
+        if config.patching.enabled:
+            lap("patching")
         comparison = None
         if config.compare is not None:
             if watch is not None and watch.partial_sites:  # the comparison runs another model: a long build goes on

@@ -127,6 +127,26 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
                       fingerprint, file_hashes, load, max_length, kind, notes)
 
 
+def add_example(config: Config, stage: ModelStage, item: dict) -> int:
+    """One more example after the pattern statistics (so it counts in none of them), from the cache when it has
+    it: the first patching pair's clean prompt, whose head views the patching page links to. Its 0-based index."""
+    from reportgen.config import ExampleSpec
+
+    spec = ExampleSpec(**item)
+    cache = Cache(config.cache_dir)
+    key = run_key(stage.fingerprint, spec, stage.max_length)
+    budget = round(config.views.query_key_mb * 1e6)
+    run = within_qk_budget(cache.get_run(key, spec), budget)
+    if run is None:
+        net, tokenizer = stage.load()
+        run = within_qk_budget(stage.kind.run(net, tokenizer, spec, stage.max_length), budget, fresh=True)
+        cache.put_run(key, run)
+        run = _from_entry(cache, key, run)
+    stage.runs.append(run)
+    stage.examples = len(stage.runs)
+    return len(stage.runs) - 1
+
+
 def within_qk_budget(run: ExampleRun | None, budget: int, fresh: bool = False) -> ExampleRun | None:
     """The run without its query/key vectors where its query/key page would add more than `budget` bytes to the
     site (views.without_qk_over; config views.query_key_mb). A cached run (not `fresh`) that went without them but
@@ -162,6 +182,13 @@ def check_before_work(config: Config, path: Path, model_spec: str | None) -> Non
             auto = loading.resolve_device("auto") if config.device == "auto" else None
             if problem := precision_problem(config.ablation.precision, config.device, auto):
                 raise ConfigError(f"{config.source}: field 'ablation.precision': {problem}")
+    if config.patching.enabled and model_spec is None:
+        kind = kind_of(path)
+        if problem := kind.patching_refusal(config.patching.data):
+            raise ConfigError(f"{config.source}: field 'patching.data': {problem}")
+        from reportgen.ablation.task_checks import check_task
+
+        check_task(kind.lm_task, path)  # the LM head the metric reads: a decoder's, a masked LM's or a seq2seq's
     if config.views.live and model_spec is None:
         from reportgen.live.weights import check_model_type
 

@@ -68,6 +68,7 @@ from reportgen.report.links import (
     head_link_expression,
     model_link,
 )
+from reportgen.report.patching import Patching, PatchingAgreement, PatchingEffects, PatchingPairs, PositionEffects
 from reportgen.report.patterns import (
     ContributionStatistics,
     CrossStatistics,
@@ -130,9 +131,14 @@ __all__ = [
     "ModelSummary",
     "NonInferiority",
     "PairedComparison",
+    "Patching",
+    "PatchingAgreement",
+    "PatchingEffects",
+    "PatchingPairs",
     "PatternCounts",
     "PatternNull",
     "PatternStatistics",
+    "PositionEffects",
     "Pruning",
     "RandomFraction",
     "RandomOrder",

@@ -18,7 +18,7 @@ class AblationTask(Record):
     metric: str  # the primary metric: every test and finding is about it
     metrics: list[str]
     higher_is_better: dict[str, bool]  # per metric
-    method: Literal["zero", "uniform"]
+    method: Literal["zero", "uniform", "mean", "resample"]
     method_note: str
     undefined: str | None  # why the metric is undefined on this data; None when it is defined
 

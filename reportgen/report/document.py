@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 from reportgen.report.ablation import Ablation
 from reportgen.report.base import SCHEMA_VERSION, Grid, Number, Record
 from reportgen.report.links import group_layer
+from reportgen.report.patching import Patching
 from reportgen.report.patterns import (
     CrossStatistics,
     DecoderStatistic,
@@ -127,7 +128,7 @@ class Finding(Record):
     """
 
     id: str  # stable: the anchor finding-{id} on the findings page
-    group: Literal["patterns", "ablation"]
+    group: Literal["patterns", "ablation", "patching"]
     supported: bool  # False: the data do not support the statement, and the sentence says so
     sentence: str
     spans: list[Span]
@@ -238,6 +239,7 @@ class Report(Record):
     decoder: DecoderStatistics | None = None  # the decoder atlas; null for an encoder
     cross: CrossStatistics | None = None  # an encoder-decoder's cross-attention heads; null for other models
     ablation: Ablation | None
+    patching: Patching | None = None  # config `patching:`; null when it is off
     comparison: Comparison | None = None
     findings: list[Finding]
     claims: list[ClaimCheck] | None = None  # config `claims:`; null when none is set
@@ -344,6 +346,9 @@ class Report(Record):
           `ablation_relative` (the change relative to the unmasked metric), `ablation_p_value`,
           `ablation_p_adjusted` (corrected over the heads) and `ablation_significant`; with the
           importance experiment, `importance` (Michel et al.). Absent when the report has none.
+        - with activation patching (`patching:`), per direction (`denoising`, `noising`): `patching_<direction>`
+          (the normalised effect), `patching_<direction>_low` / `_high` (its 95% interval), `_p_adjusted`,
+          `_significant`, and `_estimate` (attribution patching's estimate); NaN for a head not patched exactly.
 
         A number the report has as null is NaN. Needs pandas (`pip install "reportgen[pandas]"`).
         """
@@ -381,6 +386,13 @@ class Report(Record):
             for key in ("value", "delta", "relative", "p_value", "p_adjusted"):
                 columns[f"ablation_{key}"] = _per_head(getattr(single, key), cells)
             columns["ablation_significant"] = [bool(single.significant[layer][head]) for layer, head in cells]
+        for effects in self.patching.directions if self.patching is not None else ():
+            name = f"patching_{effects.direction}"
+            for key in ("effect", "low", "high", "p_adjusted"):
+                columns[f"{name}_{key}" if key != "effect" else name] = _per_head(getattr(effects, key), cells)
+            columns[f"{name}_significant"] = [bool(effects.significant[layer][head]) for layer, head in cells]
+            if effects.estimate is not None:
+                columns[f"{name}_estimate"] = _per_head(effects.estimate, cells)
         importance = self.ablation.importance if self.ablation is not None else None
         if importance is not None:
             columns["importance"] = _per_head(importance.importance, cells)

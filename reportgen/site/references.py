@@ -90,6 +90,32 @@ REFERENCES: tuple[Reference, ...] = (
               "Gorodkin, J. (2004). Comparing Two K-category Assignments by a K-category Correlation Coefficient. "
               "Computational Biology and Chemistry 28(5-6), 367-374.",
               "https://doi.org/10.1016/j.compbiolchem.2004.09.006", "MCC for more than two labels"),
+    # Activation patching (issue 49)
+    Reference("wang2022", "Wang et al. 2022",
+              "Wang, K., Variengien, A., Conmy, A., Shlegeris, B. and Steinhardt, J. (2022). Interpretability in the "
+              "Wild: a Circuit for Indirect Object Identification in GPT-2 small. ICLR 2023.",
+              "https://arxiv.org/abs/2211.00593", "activation patching of heads and the logit difference; mean ablation"),
+    Reference("chan2022", "Chan et al. 2022",
+              "Chan, L., Garriga-Alonso, A., Goldowsky-Dill, N., Greenblatt, R., Nitishinskaya, J., Radhakrishnan, A., "
+              "Shlegeris, B. and Thomas, N. (2022). Causal Scrubbing: a Method for Rigorously Testing "
+              "Interpretability Hypotheses. Alignment Forum.",
+              "https://www.alignmentforum.org/posts/JvZhhzycHu2Yd57RN", "resample ablation"),
+    Reference("meng2022", "Meng et al. 2022",
+              "Meng, K., Bau, D., Andonian, A. and Belinkov, Y. (2022). Locating and Editing Factual Associations in "
+              "GPT. NeurIPS 2022.", "https://arxiv.org/abs/2202.05262",
+              "causal tracing: restoring one part of a clean run inside a corrupted one"),
+    Reference("nanda2023", "Nanda 2023",
+              "Nanda, N. (2023). Attribution Patching: Activation Patching At Industrial Scale.",
+              "https://www.neelnanda.io/mechanistic-interpretability/attribution-patching",
+              "attribution patching: every head's effect from one backward pass"),
+    Reference("kramar2024", "Kramár et al. 2024",
+              "Kramár, J., Lieberum, T., Shah, R. and Nanda, N. (2024). AtP*: An Efficient and Scalable Method for "
+              "Localizing LLM Behaviour to Components.", "https://arxiv.org/abs/2403.00745",
+              "attribution patching's agreement with exact patching; exact patching of its top heads"),
+    Reference("zhang2024", "Zhang and Nanda 2024",
+              "Zhang, F. and Nanda, N. (2024). Towards Best Practices of Activation Patching in Language Models: "
+              "Metrics and Methods. ICLR 2024.", "https://arxiv.org/abs/2309.16042",
+              "the logit difference and its normalisation"),
     # Pictures
     Reference("brewer2003", "Brewer, Hatchard and Harrower 2003",
               "Brewer, C. A., Hatchard, G. W. and Harrower, M. A. (2003). ColorBrewer in Print: A Catalog of Color "

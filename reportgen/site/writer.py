@@ -32,7 +32,7 @@ from reportgen.site import (
     view_files,
     views,
 )
-from reportgen.site.charts import chartdata, finding_pictures
+from reportgen.site.charts import chartdata, finding_pictures, patching_charts
 from reportgen.site.charts.head_map_svg import example_figure, findings_figures
 from reportgen.site.charts.value_map_svg import value_map
 from reportgen.site.export_cache import NO_CACHE, ExportCache
@@ -105,6 +105,11 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
     if report.ablation or report.progress:  # a build still running has the page, saying where it stands
         pages.render(env, "ablation.md.j2", docs / "ablation.md", recorder, report=report, ablation=report.ablation,
                      charts=chartdata.ablation_charts(report.ablation) if report.ablation else {})
+    if report.patching:
+        pages.render(env, "patching.md.j2", docs / "patching.md", recorder, report=report, patching=report.patching,
+                     charts=patching_charts.patching_charts(report.patching, report.groups),
+                     significant=patching_charts.significant_rows(report.patching, report.groups),
+                     agreement=patching_charts.agreement_rows(report.patching, report.groups))
     if report.comparison:
         pages.render(env, "compare.md.j2", docs / "compare.md", recorder, report=report,
                      comparison=report.comparison, sections=chartdata.comparison_sections(report))
@@ -127,6 +132,7 @@ def write_pages(report: Report, example_views: list[ExampleViews], templates: Pa
     return [{"Findings": "index.md"}, *([{"Attention statistics": "statistics.md"}] if stats else []),
             *patterns_nav,
             *([{"Head ablation": "ablation.md"}] if report.ablation or report.progress else []),
+            *([{"Activation patching": "patching.md"}] if report.patching else []),
             *([{"Model comparison": "compare.md"}] if report.comparison else []),
             {"Examples": example_nav}, *([{"Your sentence": live_page.PAGE}] if live is not None else []),
             {"Glossary": glossary.PAGE}, {"References": references.PAGE}, {"Run manifest": "manifest.md"}]

@@ -24,7 +24,8 @@ FINGERPRINT = re.compile(r"^[0-9a-f]{16}$")
 KINDS = {"runs": "model runs", "patterns": "pattern statistics", "info": "model info",
          "ablation/mask": "ablation masks", "ablation/importance-calibrated": "importance masks",
          "ablation/stats": "experiment statistics", "ablation/record": "ablation records",
-         "exports": "chart exports", "live": "in-browser model", "used": "build records"}
+         "patching": "patching records", "exports": "chart exports", "live": "in-browser model",
+         "used": "build records"}
 UNKNOWN = "?"  # the column of entries whose model the cache cannot tell
 
 

@@ -60,7 +60,7 @@ FIELD = "(config field 'cache_dir')"
 TAG = "CACHEDIR.TAG"
 TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
             "# This file is a cache directory tag created by reportgen (https://bford.info/cachedir/).\n")
-OWN_FOLDERS = frozenset({"runs", "info", "patterns", "live", "ablation", "exports", "used"})
+OWN_FOLDERS = frozenset({"runs", "info", "patterns", "live", "ablation", "patching", "exports", "used"})
 
 
 def key_of(*parts) -> str:

@@ -51,5 +51,7 @@ def attribution(model: nn.Module, source: dict[str, torch.Tensor], target: dict[
     sites = sites or locate(model)
     _, contexts = record_contexts(model, source, sites)
     _, grads, own = head_gradients(model, target, pair, sites)
-    per = torch.stack([((contexts[d][0] - own[d]) * grads[d]).sum(-1).T for d in range(sites.n_layers)])
-    return per if per_position else per.sum(-1)
+    per = [((contexts[d][0] - own[d]) * grads[d]).sum(-1).T for d in range(sites.n_layers)]  # [heads, tokens]
+    if not per_position:  # an encoder-decoder's layers have the source's or the decoder's tokens: summed first
+        return torch.stack([layer.sum(-1) for layer in per])
+    return torch.stack(per)

@@ -94,11 +94,12 @@ REFERENCES: tuple[Reference, ...] = (
     Reference("wang2022", "Wang et al. 2022",
               "Wang, K., Variengien, A., Conmy, A., Shlegeris, B. and Steinhardt, J. (2022). Interpretability in the "
               "Wild: a Circuit for Indirect Object Identification in GPT-2 small. ICLR 2023.",
-              "https://arxiv.org/abs/2211.00593", "activation patching of heads and the logit difference; mean ablation"),
+              "https://arxiv.org/abs/2211.00593",
+              "activation patching of heads and the logit difference; mean ablation"),
     Reference("chan2022", "Chan et al. 2022",
-              "Chan, L., Garriga-Alonso, A., Goldowsky-Dill, N., Greenblatt, R., Nitishinskaya, J., Radhakrishnan, A., "
-              "Shlegeris, B. and Thomas, N. (2022). Causal Scrubbing: a Method for Rigorously Testing "
-              "Interpretability Hypotheses. Alignment Forum.",
+              "Chan, L., Garriga-Alonso, A., Goldowsky-Dill, N., Greenblatt, R., Nitishinskaya, J., "
+              "Radhakrishnan, A., Shlegeris, B. and Thomas, N. (2022). Causal Scrubbing: a Method for Rigorously "
+              "Testing Interpretability Hypotheses. Alignment Forum.",
               "https://www.alignmentforum.org/posts/JvZhhzycHu2Yd57RN", "resample ablation"),
     Reference("meng2022", "Meng et al. 2022",
               "Meng, K., Bau, D., Andonian, A. and Belinkov, Y. (2022). Locating and Editing Factual Associations in "

@@ -39,6 +39,8 @@ class Loaded:
     pairs: list[PromptPair]
     behaviour: str
     metric: str
+    where: tuple[Path, str, str]  # (model directory, the ablation task of its LM head, device): where Ray loads it
+    cluster: object | None = None  # a connected Ray cluster (ray_runner.RayCluster): exact patching runs there
 
 
 def cache_key(settings: PatchingSettings, kind: ModelKind, fingerprint: str) -> str:
@@ -74,7 +76,7 @@ def study(loaded: Loaded, settings: PatchingSettings, progress: Callback = silen
     size = np.abs(estimate["denoising"]).mean(0) + np.abs(estimate["noising"]).mean(0)
     chosen = (None if per_head * layers * heads <= settings.max_masks
               else top_heads(size, max(1, settings.max_masks // per_head)))
-    exact = _swept(model, pairs, chosen, False, progress, "heads")
+    exact = _swept(loaded, chosen, False, progress, "heads")
     ran = per_head * (len(chosen) if chosen is not None else layers * heads)
     records = [_effects(exact, estimate[direction], direction, settings) for direction in DIRECTIONS]
     positions, ran = _positions(loaded, records, settings, ran, progress)
@@ -94,14 +96,18 @@ def _shape(model) -> tuple[int, int]:
     return sites.n_layers, sites.heads
 
 
-def _swept(model, pairs: list[PromptPair], chosen, positions: bool, progress: Callback, what: str) -> Sweep:
-    """The sweep of `chosen` heads (None: all) over the pairs, one pair at a time so the bar moves."""
+def _swept(loaded: Loaded, chosen, positions: bool, progress: Callback, what: str) -> Sweep:
+    """The sweep of `chosen` heads (None: all) over the pairs: on Ray when the build has a cluster, else here one
+    pair at a time so the bar moves."""
+    if loaded.cluster is not None:
+        from reportgen.patching.ray_sweep import sweep_on
+
+        return sweep_on(loaded.cluster, loaded.where, loaded.pairs, DIRECTIONS, chosen, positions, progress, what)
     parts = []
-    for index, pair in enumerate(pairs):
-        parts.append(sweep(model, [pair], DIRECTIONS, heads=chosen, positions=positions))
-        progress(f"Patching: {what}", index + 1, len(pairs))
-    return Sweep(np.concatenate([p.clean for p in parts]), np.concatenate([p.corrupted for p in parts]),
-                 {d: np.concatenate([p.patched[d] for p in parts]) for d in DIRECTIONS})
+    for index, pair in enumerate(loaded.pairs):
+        parts.append(sweep(loaded.model, [pair], DIRECTIONS, heads=chosen, positions=positions))
+        progress(f"Patching: {what}", index + 1, len(loaded.pairs))
+    return Sweep.joined(parts)
 
 
 def _grid(values: np.ndarray) -> list[list[float | None]]:
@@ -148,7 +154,7 @@ def _positions(loaded: Loaded, records: list[PatchingEffects], settings: Patchin
              if all(r.effect[head[0]][head[1]] is not None for r in records)][:max(0, fits)]
     if not order:
         return [], ran
-    swept = _swept(loaded.model, pairs, order, True, progress, "positions")
+    swept = _swept(loaded, order, True, progress, "positions")
     from reportgen.patching.effects import normalised
 
     shown = [loaded.tokenizer.convert_ids_to_tokens(list(getattr(pairs[0], name))) for name in ("clean", "corrupted")]
@@ -174,7 +180,7 @@ def _pairs_record(loaded: Loaded, exact: Sweep, settings: PatchingSettings) -> P
                          clean_ci=interval(exact.clean), corrupted_ci=interval(exact.corrupted))
 
 
-def load(settings: PatchingSettings, kind: ModelKind, model_dir: Path, device: str) -> Loaded:
+def load(settings: PatchingSettings, kind: ModelKind, model_dir: Path, device: str, cluster=None) -> Loaded:
     """The model class whose LM head the metric reads (the ablation task of the same head, its trained weights
     checked), its tokenizer, and the pairs: the file's, or the built-in induction pairs."""
     from reportgen.ablation.task_loading import load_lm
@@ -184,7 +190,8 @@ def load(settings: PatchingSettings, kind: ModelKind, model_dir: Path, device: s
     pairs, behaviour = read(settings, kind, tokenizer, int(model.config.vocab_size), start)
     where = ("the [MASK]" if kind.masked_prompts else
              "the decoder's last token (after the row's target)" if kind.lm_task == "seq2seq" else "the last token")
-    return Loaded(model, tokenizer, pairs, behaviour, f"logit(answer) - logit(wrong) at {where}")
+    return Loaded(model, tokenizer, pairs, behaviour, f"logit(answer) - logit(wrong) at {where}",
+                  (model_dir, kind.lm_task, device), cluster)
 
 
 def read(settings: PatchingSettings, kind: ModelKind, tokenizer, vocab_size: int,

@@ -38,6 +38,12 @@ class Sweep:
     corrupted: np.ndarray
     patched: dict[str, np.ndarray]
 
+    @staticmethod
+    def joined(parts: list[Sweep]) -> Sweep:
+        """Sweeps of consecutive chunks of pairs as one, in their order."""
+        return Sweep(np.concatenate([p.clean for p in parts]), np.concatenate([p.corrupted for p in parts]),
+                     {d: np.concatenate([p.patched[d] for p in parts]) for d in parts[0].patched})
+
 
 def logit_difference(logits: torch.Tensor, pair: PromptPair) -> torch.Tensor:
     """logit(answer) - logit(wrong) at the pair's position, per row of `logits` [rows, tokens, vocabulary]."""

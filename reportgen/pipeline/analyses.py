@@ -56,7 +56,10 @@ def run_patching(config: Config, stage: ModelStage, example: int | None,
     settings = config.patching
     record = study.cached(settings, stage.kind, stage.fingerprint, config.cache_dir)
     if record is None:
-        loaded = study.load(settings, stage.kind, stage.path, loading.resolve_device(config.device))
+        from reportgen.ablation import ray_runner
+
+        loaded = study.load(settings, stage.kind, stage.path, loading.resolve_device(config.device),
+                            ray_runner.active_cluster())
         record = study.study(loaded, settings, progress)
         Cache(config.cache_dir).put_json("patching", study.cache_key(settings, stage.kind, stage.fingerprint),
                                          record.model_dump(mode="json"))

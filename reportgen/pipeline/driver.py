@@ -47,7 +47,7 @@ def build(config: Config, out: Path | None = None, reproducible: bool = False,
     # The config's trust_remote_code / allow_pickle govern every model load of the build.
     # cache_usage records which cache entries this build used, for `reportgen cache prune`.
     # With ablation.ray the Ray cluster is joined (or started) first: one that cannot be reached fails before any work.
-    ray = config.ablation.ray if config.ablation.enabled else None
+    ray = config.ablation.ray if config.ablation.enabled or config.patching.enabled else None
     claim(config.cache_dir)  # a folder of reportgen's own: never the home folder or the project's
     with (output.exclusive(target), loading.file_policy(config.trust_remote_code, config.allow_pickle, decoders=True,
                                                                  encoder_decoders=True),

@@ -320,3 +320,26 @@ def test_a_worker_killed_mid_sweep_is_replaced_and_the_report_is_the_same(projec
     assert done < total
     assert not Path(f"/proc/{pid}").exists() or b"MaskWorker" not in Path(f"/proc/{pid}/cmdline").read_bytes()
     assert_same(on_ray, local_report)
+
+
+@pytest.mark.slow  # two tiny GPT-2 builds with patching, the second's sweeps in two Ray tasks: ~30 s
+@pytest.mark.usefixtures("local_ray")
+def test_patching_runs_on_ray_as_it_runs_here(tmp_path):
+    """Activation patching's exact sweeps go to Ray as the ablation's masks do (issue 49): the same record."""
+    from reportgen.config import config_from_mapping
+    from tests.decoder_checkpoints import make_decoder
+
+    model = make_decoder("gpt2", tmp_path / "model", causal_lm=True)
+    records, stages = {}, set()
+    for name, ray in (("here", None), ("ray", "local")):
+        config = config_from_mapping(
+            {"model": str(model), "device": "cpu", "examples": [{"text": "the cat sat on the mat."}],
+             "patterns": {"similarity": False}, "ablation": {"enabled": False, "ray": ray},
+             "patching": {"enabled": True, "pairs": 6, "tokens": 5, "bootstrap_samples": 100, "permutations": 100}},
+            "reportgen.yaml", tmp_path)
+        config.cache_dir = tmp_path / f"cache-{name}"
+        report = build(config, tmp_path / f"site-{name}", reproducible=True,
+                       progress=lambda stage, *_: stages.add(stage)).report
+        records[name] = report.patching.model_dump(mode="json", exclude={"seconds"})
+    assert {"Patching: heads (Ray)", "Patching: positions (Ray)"} <= stages
+    assert_same(records["ray"], records["here"], "patching")

@@ -1,14 +1,19 @@
 """The fast evaluation engine: a task's per-example outputs under many head masks.
 
 Masking follows `reportgen.model.masking`: "zero" removes a head (Michel et al.), "uniform"
-replaces its attention by 1/n over the keys (Kovaleva et al. 2019).
+replaces its attention by 1/n over the keys (Kovaleva et al. 2019), "mean" replaces its context by its mean
+at the same position over the task's inputs (Wang et al. 2022) and "resample" by its context on another of
+the task's inputs (Chan et al. 2022), drawn by a fixed derangement of the seed (`Replacements`). Those two
+cost one more unmasked pass (the means) and, for resample, one unmasked forward of each batch's donors, kept
+per batch within `record_bytes`; every fast path below is exact for them, as a replacement is fixed per input
+and position whatever the mask.
 
 Speed: the cost is forward passes, so `Engine` (1) runs each distinct text once,
 (2) buckets texts by exact token length, so a batch needs no padding (only buckets too
 small for a forward of their own are merged with their neighbours), (3) runs under
 `torch.inference_mode`, (4) records the unmasked model once and starts each masked forward
 at the first layer its mask touches (a mask in layer l cannot change layers below l):
-for method "zero" on the BERT layout it starts inside layer l, at its attention
+for methods "zero", "mean" and "resample" on the BERT layout it starts inside layer l, at its attention
 LayerNorm, from the recorded per-head context and attention sum less the masked heads'
 share of the output projection (`HeadMasker.resuming`), which skips layer l's Q, K, V
 projections and attention too; otherwise it replays the outputs of layers below l
@@ -53,7 +58,8 @@ import torch
 
 from reportgen.ablation.tasks import Batch, Task
 from reportgen.cache.store import Cache
-from reportgen.model.masking import HeadMasker, Method
+from reportgen.model.masking import REPLACED, HeadMasker, Method, Replacement
+from reportgen.model.replacements import DonorContexts, MeanContexts, derangement, donor_contexts, mean_contexts
 
 CODE_VERSION = "ablation-4"  # bump when a change alters cached per-mask outputs or their file format
 Progress = Callable[[str, int, int], None]  # experiment name, masks done, masks in all
@@ -120,6 +126,66 @@ class ResultCache:
         self.store.write_bytes(self.stats_path(key), json.dumps(record).encode())
 
 
+# -- replacements of methods mean and resample ----------------------------------------------------------
+class Replacements:
+    """What methods "mean" and "resample" replace a masked head by, for the forwards of one masker over one
+    task (`reportgen.model.replacements`): the means from one unmasked pass over `mean_batches` (every input
+    of the task once), made when first needed; for resample, input i's donor is input `donor_of[i]`, a
+    derangement drawn from `seed` (the settings' first seed), and a batch's donor contexts are kept under its
+    key while they fit in `budget` bytes (else computed again at each use). Nothing for zero and uniform."""
+
+    def __init__(self, task: Task, masker: HeadMasker, seed: int, mean_batches: Callable[[], Sequence[Batch]],
+                 budget: int = 2 << 30):
+        self.task, self.masker, self.seed, self.budget = task, masker, seed, budget
+        self._mean_batches = mean_batches
+        self.means: MeanContexts | None = None
+        self.donor_of: np.ndarray | None = None
+        self._kept: dict[Any, DonorContexts] = {}
+        self._kept_bytes = 0
+
+    @property
+    def needed(self) -> bool:
+        return self.masker.method in REPLACED
+
+    def prepare(self) -> None:
+        """Compute the means (and draw the donors) once, before the first masked forward."""
+        if self.needed and self.means is None:
+            if self.masker.method == "resample":
+                self.donor_of = derangement(len(self.task.units), self.seed)
+            self.means = mean_contexts(self.masker, self._mean_batches(), self.task.unit_outputs)
+
+    def for_batch(self, batch: Batch, key: Any = None) -> Replacement | None:
+        """The replacement of masked forwards on `batch` (or its rows repeated for stacked masks); `key` names
+        a batch that comes again (the engine's batch index), so its donors can be kept. None for zero, uniform."""
+        if not self.needed:
+            return None
+        self.prepare()
+        if self.masker.method == "mean":
+            return self.means
+        donors = self._kept.get(key) if key is not None else None
+        if donors is None:
+            donor_batch = self.task.make_batch(self.donor_of[batch.units])
+            donors = donor_contexts(self.masker, donor_batch, self.task.unit_outputs, self.means)
+            if key is not None and self._kept_bytes + donors.nbytes <= self.budget:
+                self._kept[key] = donors
+                self._kept_bytes += donors.nbytes
+        return donors
+
+    def using(self, replacement: Replacement | None) -> AbstractContextManager[None]:
+        """One forward's scope for a `for_batch` replacement (nothing for zero and uniform)."""
+        return nullcontext() if replacement is None else self.masker.replacing(replacement)
+
+    def scope(self, batch: Batch, key: Any = None) -> AbstractContextManager[None]:
+        """`using(for_batch(batch, key))`: the scope of one forward on `batch`."""
+        return self.using(self.for_batch(batch, key))
+
+
+def cache_method(method: str, seed: int) -> str:
+    """The method as `ResultCache` keys it: resample's outputs depend on its donors, drawn from the first seed,
+    so its results are kept per seed ("resample-<seed>"); the other methods' keys are their names."""
+    return f"{method}-{seed}" if method == "resample" else method
+
+
 # -- the engine -------------------------------------------------------------------------------------
 def first_masked_layer(mask: np.ndarray) -> int:
     """Lowest layer with a head not kept as is; the number of layers when none is masked."""
@@ -146,11 +212,12 @@ class Engine:
 
     Use it as a context manager: the masker's hooks live as long as the `with` block. The first
     evaluation makes the recording pass; `record_depth` then says how many layers it kept. Its masked
-    passes run in the task's `precision` (module docstring); importance in float32.
+    passes run in the task's `precision` (module docstring); importance in float32. `seed` draws method
+    "resample"'s donors (the settings' first seed).
     """
 
     def __init__(self, task: Task, method: Method, *, batch_tokens: int = 4096, record_bytes: int = 2 << 30,
-                 max_stack: int = 16):
+                 max_stack: int = 16, seed: int = 0):
         self.task = task
         self.batch_tokens = batch_tokens
         self.batches = task.length_batches(batch_tokens)
@@ -161,7 +228,8 @@ class Engine:
         self.groups = list(self.masker.sites.groups)
         self.record_bytes = record_bytes
         self.max_stack = max_stack
-        self.resumes = self.masker.can_resume  # start inside the first masked layer (zero, BERT layout)
+        self.resumes = self.masker.can_resume  # start inside the first masked layer (BERT layout, not uniform)
+        self.replacements = Replacements(task, self.masker, seed, lambda: self.batches, record_bytes)
         self.record_depth: int | None = None  # None until the recording pass ran
         self._recorded: list[dict[int, Any]] = []  # per batch, what the recording pass kept
         self._unmasked: torch.Tensor | None = None
@@ -190,6 +258,8 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.masker.__exit__(*exc)
+        self.replacements = Replacements(self.task, self.masker, self.replacements.seed, lambda: self.batches,
+                                         self.record_bytes)
         self._recorded = []
         self._unmasked = None
         self.record_depth = None
@@ -212,6 +282,7 @@ class Engine:
         """One unmasked pass over every batch that keeps, for the layers below `record_depth`,
         each layer's attention context and sum (when resuming) or its output, and the unmasked
         unit outputs."""
+        self.replacements.prepare()
         self.record_depth = self._affordable_depth()
         self._recorded = []
         results: torch.Tensor | None = None
@@ -237,12 +308,14 @@ class Engine:
         start_from = self.masker.resuming if resume else self.masker.replaying
         results: torch.Tensor | None = None
         with torch.inference_mode():
-            for batch, recorded in zip(self.batches, self._recorded, strict=True):
+            for index, (batch, recorded) in enumerate(zip(self.batches, self._recorded, strict=True)):
+                replacement = self.replacements.for_batch(batch, index)
                 for lo, hi in _even_split(len(masks), math.ceil(len(masks) / self.stack(batch))):
                     chunk = torch.as_tensor(masks[lo:hi], device=self.task.device)
                     copies = len(chunk)
                     stacked = chunk[0] if copies == 1 else chunk.repeat_interleave(batch.rows, dim=0)
-                    with self.masker.masking(stacked), start_from(recorded, start, copies=copies), self.reduced():
+                    with (self.masker.masking(stacked), start_from(recorded, start, copies=copies),
+                          self.replacements.using(replacement), self.reduced()):
                         out = self.task.unit_outputs(batch.tile(copies)).float()
                     out = out.view(copies, batch.rows, *out.shape[1:])
                     units = torch.as_tensor(batch.units, device=out.device)
@@ -284,11 +357,12 @@ class Engine:
             upstream = units.grad
         total = torch.zeros(self.layers, self.heads, dtype=torch.float64, device=self.task.device)
         tokens = torch.zeros(self.layers, dtype=torch.float64, device=self.task.device)
-        for batch in self.batches:
+        for index, batch in enumerate(self.batches):
             real = _gate_tokens(batch, self.masker.sites.groups)  # [layers, rows, tokens]
             gates = torch.ones(self.layers, batch.rows, real.shape[-1], self.heads, device=self.task.device,
                                requires_grad=True)
-            with self.masker.masking(mask_tensor), self.masker.gated(gates), torch.enable_grad():
+            replaced = self.replacements.scope(batch, index)
+            with self.masker.masking(mask_tensor), self.masker.gated(gates), replaced, torch.enable_grad():
                 out = self.task.unit_outputs(batch).float()
                 (out * upstream[torch.as_tensor(batch.units, device=out.device)]).sum().backward()
             total += (gates.grad.abs().to(torch.float64) * real[..., None]).sum(dim=(1, 2))
@@ -300,8 +374,9 @@ class Engine:
         mask_tensor = torch.as_tensor(np.asarray(mask, dtype=np.float32), device=self.task.device)
         results: torch.Tensor | None = None
         with torch.inference_mode(), self.masker.masking(mask_tensor):
-            for batch in self.batches:
-                out = self.task.unit_outputs(batch).float()
+            for index, batch in enumerate(self.batches):
+                with self.replacements.scope(batch, index):
+                    out = self.task.unit_outputs(batch).float()
                 results = _place(results, out, len(self.task.units), torch.as_tensor(batch.units, device=out.device))
         return results
 
@@ -340,19 +415,29 @@ def _deterministic() -> Iterator[None]:
         torch.use_deterministic_algorithms(before, warn_only=warn_only)
 
 
-def evaluate_plain(task: Task, mask: np.ndarray, method: Method, batch_size: int = 32) -> np.ndarray:
+def evaluate_plain(task: Task, mask: np.ndarray, method: Method, batch_size: int = 32, seed: int = 0) -> np.ndarray:
     """The straightforward way, for checks and the benchmark: examples in file order,
-    padded to the batch maximum, every text of every example encoded, full forward (in the task's precision)."""
+    padded to the batch maximum, every text of every example encoded, full forward (in the task's precision).
+    Methods mean and resample take their means from padded batches of the distinct texts in order, and
+    resample its donors (drawn from `seed`) from one forward per batch."""
     slots = task.example_units.shape[1]
     results: torch.Tensor | None = None
     mask_tensor = torch.as_tensor(np.asarray(mask, dtype=np.float32), device=task.device)
-    with (HeadMasker(task.model, method) as masker, masker.masking(mask_tensor), torch.no_grad(),
-          precision_scope(task.precision, task.device)):
-        for lo in range(0, task.n_examples, batch_size):
-            for slot in range(slots):
-                units = task.example_units[lo:lo + batch_size, slot]
-                out = task.unit_outputs(task.make_batch(units)).float()
-                results = _place(results, out, len(task.units), torch.as_tensor(units, device=out.device))
+    def in_order() -> list[Batch]:
+        return [task.make_batch(range(lo, min(lo + batch_size, len(task.units))))
+                for lo in range(0, len(task.units), batch_size)]
+
+    with HeadMasker(task.model, method) as masker:
+        replacements = Replacements(task, masker, seed, in_order)
+        replacements.prepare()
+        with masker.masking(mask_tensor), torch.no_grad(), precision_scope(task.precision, task.device):
+            for lo in range(0, task.n_examples, batch_size):
+                for slot in range(slots):
+                    units = task.example_units[lo:lo + batch_size, slot]
+                    batch = task.make_batch(units)
+                    with replacements.scope(batch):
+                        out = task.unit_outputs(batch).float()
+                    results = _place(results, out, len(task.units), torch.as_tensor(units, device=out.device))
         return task.scored(task.example_outputs(results).double().cpu().numpy())
 
 

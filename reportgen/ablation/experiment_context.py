@@ -48,7 +48,12 @@ EXPERIMENT_SETTINGS = {
 }
 RecordType = TypeVar("RecordType", bound=Record)
 METHOD_NOTES = {"zero": "zero: head output removed (Michel et al. 2019)",
-                "uniform": "uniform: head attention replaced by 1/n over non-padding keys (Kovaleva et al. 2019)"}
+                "uniform": "uniform: head attention replaced by 1/n over non-padding keys (Kovaleva et al. 2019)",
+                "mean": "mean: head output replaced by its mean at the same position over the task's inputs "
+                        "(mean ablation, Wang et al. 2022)",
+                "resample": "resample: head output replaced by its output on another input of the task at the same "
+                            "position, inputs paired by a fixed derangement of the first seed (resample ablation, "
+                            "Chan et al. 2022)"}
 
 
 @dataclass(frozen=True)

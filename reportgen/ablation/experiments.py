@@ -404,7 +404,7 @@ def ablate(task: Task, settings: AblationSettings, cache: ResultCache, progress:
     masks were computed and how many came from the cache); with `workers`, the masks the cache lacks
     are evaluated on Ray actors (`reportgen.ablation.ray_runner`), everything else here as without.
     After each experiment, `finished` (if given) gets the record so far, the experiment and its cost."""
-    with Engine(task, settings.method, batch_tokens=_token_budget(task, settings)) as engine:
+    with Engine(task, settings.method, batch_tokens=_token_budget(task, settings), seed=settings.seeds[0]) as engine:
         runner = workers.runner(engine, cache, progress) if workers is not None else Runner(engine, cache, progress)
         started, before = time.perf_counter(), {}  # the first experiment's cost includes the unmasked pass's
         ctx = make_context(task, runner, settings)

@@ -168,7 +168,9 @@ class MaskWorker:
             self.task = load_ablation_task(Path(spec.model_dir), spec.settings, device=spec.device)
             self.fingerprint = loading.fingerprint(loading.file_hashes(Path(spec.model_dir)))
         budget = token_budget(self.task, spec.settings) if spec.device == "cuda" else spec.settings.batch_tokens
-        self.engine = Engine(self.task, spec.settings.method, batch_tokens=budget).__enter__()
+        # the driver's seed: a resample worker draws the same donors (`Engine`'s `seed`)
+        self.engine = Engine(self.task, spec.settings.method, batch_tokens=budget,
+                             seed=spec.settings.seeds[0]).__enter__()
         self.engine.unit_outputs(np.ones((1, self.engine.layers, self.engine.heads), dtype=np.float32))
 
     def describe(self) -> tuple[int, str, str]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from reportgen.ablation.engine import CODE_VERSION, Progress, ResultCache
+from reportgen.ablation.engine import CODE_VERSION, Progress, ResultCache, cache_method
 from reportgen.ablation.experiment_context import STATS_VERSION
 from reportgen.ablation.experiments import Finished, ablate
 from reportgen.ablation.task_loading import load_ablation_task
@@ -71,7 +71,8 @@ def run_ablations(model_dir: Path, settings: AblationSettings, *, device: str, c
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             task = load_ablation_task(model_dir, settings, device=device)
-            cache = ResultCache(Path(cache_dir), fingerprint, task.data_hash(), settings.method)
+            cache = ResultCache(Path(cache_dir), fingerprint, task.data_hash(),
+                                cache_method(settings.method, settings.seeds[0]))
             pool = cluster.pool(model_dir, settings, device, fingerprint, task.data_hash()) if cluster else None
             with pool if pool is not None else nullcontext():
                 result = ablate(task, settings, cache, progress, pool, counted)

@@ -15,6 +15,12 @@ mixes the head's context with a replacement:
   give every query the same mix, that context is the masked mean of the head's value
   vectors over keys, which we take from a forward hook on the value projection; the
   attention implementation (eager or sdpa) does not matter.
+- method "mean": the replacement is the head's mean context at the same token position over the task's
+  inputs (mean ablation, Wang et al. 2022, "Interpretability in the Wild"), and method "resample": its
+  context on another input of the task at that position (resample ablation, Chan et al. 2022, "Causal
+  Scrubbing"). Both keep the head's output on the distribution the next layers were trained on, which
+  zero does not. The replacements are computed from unmasked forwards (`capturing`) by
+  `reportgen.model.replacements` and handed to the forwards they hold for (`replacing`).
 
 Encoder-decoders (BART, T5, Marian; `HeadSites.groups`): the mask's rows are the flat layers
 [encoder self-attention..., decoder self-attention..., cross-attention...], and each group is gated at
@@ -33,7 +39,7 @@ The masker also tracks the layer index (ALBERT runs one shared layer module at e
 depth, so the index is counted per call) and can record each layer's output and
 replay it later, so a forward pass can skip the layers below the first masked one.
 
-For method "zero" on the BERT layout (BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT) it can
+For methods "zero", "mean" and "resample" on the BERT layout (BERT, RoBERTa, XLM-R, ELECTRA, CamemBERT) it can
 also start a forward *inside* the first masked layer l: up to the output projection the
 self-attention block of layer l sees the unmasked model's input, so its per-head context
 c and the sum s = dense(c) + input (what the attention LayerNorm receives) are those of the
@@ -42,12 +48,13 @@ unmasked model. Recorded once, they give the masked sum exactly as
     dense(c * m) + input = s - sum over heads h with m_h != 1 of (1 - m_h) W_O[:, h] c_h,
 
 one small product per masked head instead of the Q, K, V projections, the attention and
-the output projection of layer l; then the LayerNorm, the feed-forward block and layers
+the output projection of layer l (with a replacement r, c_h - r_h takes c_h's place: the masked sum
+gains (1 - m_h) W_O[:, h] r_h); then the LayerNorm, the feed-forward block and layers
 l+1.. run as usual (`recording(depth, attention=True)` / `resuming`; the arithmetic is in
 `subtract_head_shares`).
 
 Every setting is a scope (`with masker.masking(mask):`, `recording`, `replaying`, `resuming`,
-`gated`) that holds for the forwards inside it and is undone when it ends, so no setting
+`gated`, `replacing`, `capturing`) that holds for the forwards inside it and is undone when it ends, so no setting
 outlives the code that needed it and no call order has to be remembered.
 """
 
@@ -55,15 +62,30 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal, Protocol
 
 import torch
 from torch import nn
 
 from reportgen.model.head_sites import HeadSites, attention_norms, locate
 
-Method = Literal["zero", "uniform"]
+Method = Literal["zero", "uniform", "mean", "resample"]
+METHODS: tuple[str, ...] = ("zero", "uniform", "mean", "resample")
+REPLACED = ("mean", "resample")  # the methods whose replacement comes from `replacing`
 AttentionRecord = tuple[torch.Tensor, torch.Tensor]  # per-head context, attention LayerNorm input
+
+
+class Replacement(Protocol):
+    """What a head is replaced by under methods "mean" and "resample" (`reportgen.model.replacements`)."""
+
+    def at(self, depth: int, rows: int, tokens: int) -> torch.Tensor:
+        """[rows or 1, tokens, heads * head_dim]: the replacement context of every head at flat layer `depth`
+        for a forward of `rows` rows (stacked masks: the batch repeated) and `tokens` positions of that
+        layer's stream."""
+
+
+# (flat layer, unmasked context [rows, tokens, heads * head_dim], real query tokens [rows, tokens])
+Capture = Callable[[int, torch.Tensor, torch.Tensor], None]
 
 
 def tile(recorded: Any, copies: int) -> Any:
@@ -170,18 +192,21 @@ class HeadMasker:
       (Michel et al.'s per-token importance);
     - `recording(depth)` / `replaying(recorded, start)`: record the outputs of layers below
       `depth`, or skip the layers below `start` and use recorded outputs instead;
-    - `recording(depth, attention=True)` / `resuming(recorded, start)` (`can_resume`: method "zero"
-      on the BERT layout): record each layer's unmasked context and attention sum, or start
-      at layer `start`'s attention LayerNorm (see the module docstring).
+    - `recording(depth, attention=True)` / `resuming(recorded, start)` (`can_resume`: methods "zero",
+      "mean", "resample" on the BERT layout): record each layer's unmasked context and attention sum, or
+      start at layer `start`'s attention LayerNorm (see the module docstring);
+    - `replacing(replacement)`: what methods "mean" and "resample" mix in (they refuse to mask without);
+    - `capturing(capture)`: unmasked forwards that hand each layer's context to `capture`.
     """
 
     def __init__(self, model: nn.Module, method: Method = "zero"):
-        if method not in ("zero", "uniform"):
+        if method not in METHODS:
             raise ValueError(f"unknown masking method {method!r}")
         self.model = model
         self.method = method
         self.sites: HeadSites = locate(model)
-        self._norms = attention_norms(self.sites) if method == "zero" else None
+        # resuming needs the context's share of W_O, which uniform's value-derived replacement does not give
+        self._norms = attention_norms(self.sites) if method != "uniform" else None
         self._reset()
         self._handles: list[Any] = []
         self._patched: list[tuple[nn.Module, Any]] = []
@@ -194,6 +219,8 @@ class HeadMasker:
         self._recording: _Recording | None = None
         self._key_masks: dict[str, torch.Tensor | None] = {}  # group -> the keys its queries may see
         self._values: torch.Tensor | None = None
+        self._replacement: Replacement | None = None
+        self._capture: Capture | None = None
         self._depth = -1
 
     @property
@@ -204,7 +231,7 @@ class HeadMasker:
 
     @property
     def can_resume(self) -> bool:
-        """Whether `resuming` is available: method "zero" on a model with the BERT layout."""
+        """Whether `resuming` is available: method "zero", "mean" or "resample" on a model with the BERT layout."""
         return self._norms is not None
 
     # -- scopes ------------------------------------------------------------------------------------
@@ -233,6 +260,18 @@ class HeadMasker:
             raise RuntimeError("per-token gates need the full forward, not one resumed inside a layer")
         return self._scope(_gates=gates)
 
+    def replacing(self, replacement: Replacement) -> AbstractContextManager[None]:
+        """Mix `replacement` into masked heads (methods "mean" and "resample") in this scope's forwards; it
+        must describe the rows of these forwards (a resample replacement is per row)."""
+        return self._scope(_replacement=replacement)
+
+    def capturing(self, capture: Capture) -> AbstractContextManager[None]:
+        """Unmasked, full forwards in this scope (every mask, gate, start and recording set aside) that hand
+        each layer's per-head context and its real query tokens to `capture`: what the replacements of
+        methods "mean" and "resample" are computed from."""
+        return self._scope(_capture=capture, _mask=None, _active=[False] * self.sites.n_layers, _gates=None,
+                           _start=_Start(), _recording=None)
+
     @contextmanager
     def recording(self, depth: int, *, attention: bool = False) -> Iterator[dict[int, Any]]:
         """Record, for the layers below `depth` that run in this scope, their outputs (for `replaying`)
@@ -240,7 +279,7 @@ class HeadMasker:
         LayerNorm input of an unmasked forward (an `AttentionRecord`, for `resuming`). Yields them by
         depth, complete when the scope ends."""
         if attention and depth and not self.can_resume:
-            raise ValueError("recording the attention block needs method 'zero' and the BERT layout")
+            raise ValueError("recording the attention block needs the BERT layout and a method other than uniform")
         if depth and not self.can_replay:
             raise ValueError("an encoder-decoder's layers do not run in flat order; record depth 0 only")
         recorded: dict[int, Any] = {}
@@ -261,7 +300,7 @@ class HeadMasker:
         `recording(..., attention=True)` of the same batch, repeated `copies` times): the layers below
         are skipped, and at `start` only the masked heads' share of the output projection is computed."""
         if not self.can_resume:
-            raise ValueError("resume needs method 'zero' and the BERT layout")
+            raise ValueError("resume needs the BERT layout and a method other than uniform")
         if self.model.training:
             raise RuntimeError("resume needs the model in eval mode (dropout would differ)")
         if self._gates is not None:
@@ -377,6 +416,8 @@ class HeadMasker:
         recording = self._recording
         if recording is not None and recording.attention and depth < recording.depth:
             recording.contexts[depth] = args[0]
+        if self._capture is not None:
+            self._capture(depth, args[0], self._query_tokens(depth, args[0]))
         if not self._active[depth] and self._gates is None:
             return None
         context = args[0]
@@ -385,6 +426,9 @@ class HeadMasker:
         gate = head_gates(self._mask, self._gates, depth, rows, context).unsqueeze(-1)  # [rows, 1 or tokens, heads, 1]
         if self.method == "zero":
             mixed = per_head * gate
+        elif self.method in REPLACED:
+            mixed = per_head * gate + (1 - gate) * self._replaced(depth, rows, tokens, context).view(
+                -1, tokens, self.sites.heads, self.sites.head_dim)
         else:
             group = self.sites.groups[depth]
             # cross-attention's values are the encoder's tokens: as many as the source, not the queries
@@ -401,8 +445,27 @@ class HeadMasker:
         if self._active[depth]:
             gate_rows = total.shape[0] * copies if self._mask.dim() == 3 else 1
             drop = 1 - head_gates(self._mask, self._gates, depth, gate_rows, total).view(-1, self.sites.heads)
+            if self.method in REPLACED:  # dense(m c + (1 - m) r) = dense(c) - (1 - m) W_O (c - r)
+                context = context - self._replaced(depth, context.shape[0], context.shape[1], context)
             subtract_head_shares(out, context, drop, self.sites.out_proj[depth].weight, copies)
         return layer.feed_forward_chunk(self._norms[depth](out))
+
+    def _replaced(self, depth: int, rows: int, tokens: int, like: torch.Tensor) -> torch.Tensor:
+        """The replacement context at `depth` for this forward, [rows or 1, tokens, heads * dim]."""
+        if self._replacement is None:
+            raise RuntimeError(f"method {self.method!r} masks a head only inside `replacing(...)`: its replacement "
+                               "comes from the task's inputs (reportgen.model.replacements)")
+        return self._replacement.at(depth, rows, tokens).to(like.dtype)
+
+    def _query_tokens(self, depth: int, context: torch.Tensor) -> torch.Tensor:
+        """[rows, tokens] bool: the real (non-padding) query tokens of `depth`'s stream; cross-attention's
+        queries are the decoder's tokens."""
+        group = self.sites.groups[depth]
+        keys = self._key_masks.get("decoder" if group == "cross" else group)
+        rows, tokens = context.shape[:2]
+        if keys is None:
+            return torch.ones(rows, tokens, dtype=torch.bool, device=context.device)
+        return keys[:, :tokens].bool()
 
 
 def _real_tokens(mask: torch.Tensor | None, ids: torch.Tensor | None,

@@ -19,7 +19,10 @@ SOURCE = {"denoising": ("clean", "corrupted"), "noising": ("corrupted", "clean")
 
 
 def patching_findings(patching: Patching, groups: Sequence[str] | None = None) -> list[Finding]:
-    """One finding per direction, then the agreement of attribution with exact patching."""
+    """One finding per direction, then the agreement of attribution with exact patching; where the pairs show no
+    behaviour (the clean and corrupted metrics do not differ), that alone."""
+    if not patching.pairs.present:
+        return [_absent(patching)]
     found = [_direction(patching, effects, groups) for effects in patching.directions]
     agreement = next((a for a in patching.agreement if a.direction == "denoising"), None)
     if agreement is not None and agreement.spearman is not None:
@@ -27,14 +30,27 @@ def patching_findings(patching: Patching, groups: Sequence[str] | None = None) -
     return found
 
 
+def _absent(patching: Patching) -> Finding:
+    pairs = patching.pairs
+    low, high = pairs.difference_ci
+    s = Sentence().text(f"On these {pairs.count} pairs the clean and corrupted prompts give the same logit "
+                        "difference within its 95% interval (clean minus corrupted ").strong(
+        f"{pairs.difference:.2f} [{low:.2f}, {high:.2f}]").text(
+        "), so they show no behaviour for a head to carry, and no head is named — ").strong("not supported").text(".")
+    return s.finding("patching-absent", "patching", False,
+                     [Link(label="details", href="patching.html")],
+                     {"difference": pairs.difference, "count": pairs.count}, test="95% percentile bootstrap over pairs",
+                     ci=[low, high])
+
+
 def _cells(effects: PatchingEffects) -> np.ndarray:
     return np.array([[np.nan if v is None else v for v in row] for row in effects.effect], dtype=np.float64)
 
 
-def _view(patching: Patching, layer: int, head: int, groups: Sequence[str] | None) -> str:
+def _view(patching: Patching, layer: int, head: int, groups: Sequence[str] | None, direction: str) -> str:
     """The head's view on the patched prompt (the example that is the first pair's clean prompt), else the chart."""
     if patching.example is None:
-        return "patching.html#patching-heads"
+        return f"patching.html#patching-{direction}"
     group, within = group_layer(layer, groups)
     return head_link(patching.example, within, head, group=group)
 
@@ -53,7 +69,7 @@ def _direction(patching: Patching, effects: PatchingEffects, groups: Sequence[st
     source, target = SOURCE[effects.direction]
     name = names.head_name(layer, head, groups)
     verb = "restores" if denoising else "leaves"
-    s = Sentence().text("Patching ").link(name, _view(patching, layer, head, groups)).text(
+    s = Sentence().text("Patching ").link(name, _view(patching, layer, head, groups, effects.direction)).text(
         f" from the {source} run into the {target} one {verb} ").strong(
         f"{percent(value)} [{_percent(low)}, {_percent(high)}]").text(
         " of the logit difference" + ("" if denoising else ", the rest of the behaviour falling away") +

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from reportgen.datafiles import check_regular_file
 from reportgen.errors import DataError
 from reportgen.runs import induction_tokens
 
@@ -51,6 +52,14 @@ def read_pairs(path: Path, tokenizer, masked: bool = False, limit: int | None = 
     """The pairs of a JSONL file, tokenized as the model reads them (`masked`: an encoder's masked-LM pairs;
     `decoder_start`: an encoder-decoder's, whose decoder reads its start token and the row's optional `target`, the
     same in both runs, and the metric is read at its last token)."""
+    check_regular_file(path, "prompt-pairs file")
+    try:
+        return _read(path, tokenizer, masked, limit, decoder_start)
+    except UnicodeDecodeError as err:
+        raise DataError(f"{path}: not UTF-8 text (byte {err.start}); save the prompt pairs as UTF-8") from None
+
+
+def _read(path: Path, tokenizer, masked: bool, limit: int | None, decoder_start: int | None) -> list[PromptPair]:
     pairs = []
     with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):

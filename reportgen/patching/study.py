@@ -25,7 +25,7 @@ from reportgen.patching.sweep import Sweep, positions_possible, sweep
 from reportgen.progress import Callback, silent
 from reportgen.report import Patching, PatchingAgreement, PatchingEffects, PatchingPairs, PositionEffects
 
-VERSION = 1  # part of the cache key: bump when a record's numbers change meaning
+VERSION = 2  # part of the cache key: bump when a record's numbers change meaning
 DIRECTIONS: tuple[Direction, ...] = ("denoising", "noising")
 UNPATCHED = {"denoising": 0.0, "noising": 1.0}  # the normalised effect of patching nothing, per direction
 
@@ -78,10 +78,11 @@ def study(loaded: Loaded, settings: PatchingSettings, progress: Callback = silen
               else top_heads(size, max(1, settings.max_masks // per_head)))
     exact = _swept(loaded, chosen, False, progress, "heads")
     ran = per_head * (len(chosen) if chosen is not None else layers * heads)
-    records = [_effects(exact, estimate[direction], direction, settings) for direction in DIRECTIONS]
+    pairs = _pairs_record(loaded, exact, settings)
+    records = [_effects(exact, estimate[direction], direction, settings, pairs.present) for direction in DIRECTIONS]
     positions, ran = _positions(loaded, records, settings, ran, progress)
     return Patching(
-        pairs=_pairs_record(loaded, exact, settings), directions=records, positions=positions,
+        pairs=pairs, directions=records, positions=positions,
         agreement=[_agreement(exact, estimate[direction], direction, settings.top) for direction in DIRECTIONS],
         exact_heads=[list(head) for head in chosen] if chosen is not None else None, runs=ran,
         max_masks=settings.max_masks, alpha=settings.alpha, bootstrap_samples=settings.bootstrap_samples,
@@ -114,13 +115,16 @@ def _grid(values: np.ndarray) -> list[list[float | None]]:
     return [[float(v) if np.isfinite(v) else None for v in row] for row in np.asarray(values, dtype=np.float64)]
 
 
-def _effects(exact: Sweep, estimate: np.ndarray, direction: Direction, settings: PatchingSettings) -> PatchingEffects:
+def _effects(exact: Sweep, estimate: np.ndarray, direction: Direction, settings: PatchingSettings,
+             present: bool) -> PatchingEffects:
+    """One direction's effects; a head is significant when its corrected test and its interval both pass and the
+    behaviour is there at all (`present`): a ratio to a difference the pairs do not show says nothing."""
     found = effects(exact.clean, exact.corrupted, exact.patched[direction], direction, settings.bootstrap_samples,
                     settings.permutations, settings.seed)
     unpatched = UNPATCHED[direction]
     with np.errstate(invalid="ignore"):
         outside = (found.low > unpatched) | (found.high < unpatched)
-        significant = (found.p_adjusted < settings.alpha) & outside
+        significant = (found.p_adjusted < settings.alpha) & outside & present
     gap = float(np.sum(exact.clean - exact.corrupted))
     moved = estimate.sum(0) / gap if abs(gap) > 1e-12 else np.full(estimate.shape[1:], np.nan)
     return PatchingEffects(direction=direction, effect=_grid(found.effect), low=_grid(found.low),
@@ -167,17 +171,23 @@ def _positions(loaded: Loaded, records: list[PatchingEffects], settings: Patchin
 
 
 def _pairs_record(loaded: Loaded, exact: Sweep, settings: PatchingSettings) -> PatchingPairs:
+    """The pairs and the metric on them, with the behaviour's own test: the clean minus corrupted difference's 95%
+    bootstrap interval over pairs must leave out 0, else there is nothing for a head to carry."""
     lengths = {len(pair.clean) for pair in loaded.pairs}
-    rng = np.random.default_rng([settings.seed, 50])
-    draws = rng.integers(0, len(exact.clean), size=(settings.bootstrap_samples, len(exact.clean)))
-
-    def interval(values: np.ndarray) -> list[float]:
-        return [float(v) for v in np.percentile(values[draws].mean(1), [2.5, 97.5])]
-
+    gap = exact.clean - exact.corrupted
+    clean, corrupted, difference = (_mean_ci(values, settings) for values in (exact.clean, exact.corrupted, gap))
     return PatchingPairs(data=settings.data, behaviour=loaded.behaviour, count=len(loaded.pairs),
                          tokens=lengths.pop() if len(lengths) == 1 else None, metric=loaded.metric,
-                         clean=float(exact.clean.mean()), corrupted=float(exact.corrupted.mean()),
-                         clean_ci=interval(exact.clean), corrupted_ci=interval(exact.corrupted))
+                         clean=clean[0], corrupted=corrupted[0], clean_ci=clean[1], corrupted_ci=corrupted[1],
+                         difference=difference[0], difference_ci=difference[1],
+                         present=not difference[1][0] <= 0.0 <= difference[1][1])
+
+
+def _mean_ci(values: np.ndarray, settings: PatchingSettings) -> tuple[float, list[float]]:
+    """The mean over pairs and its 95% percentile bootstrap interval (the pairs resampled, as for the effects)."""
+    rng = np.random.default_rng([settings.seed, 50])
+    draws = rng.integers(0, len(values), size=(settings.bootstrap_samples, len(values)))
+    return float(values.mean()), [float(v) for v in np.percentile(values[draws].mean(1), [2.5, 97.5])]
 
 
 def load(settings: PatchingSettings, kind: ModelKind, model_dir: Path, device: str, cluster=None) -> Loaded:

@@ -26,6 +26,9 @@ class PatchingPairs(Record):
     corrupted: Number  # and on the corrupted ones
     clean_ci: list[Number]  # [low, high]: 95% percentile bootstrap over pairs
     corrupted_ci: list[Number]
+    difference: Number  # clean - corrupted, the behaviour the heads are asked to carry
+    difference_ci: list[Number]
+    present: bool  # the difference's interval leaves out 0; else no head is significant and no head is named
 
 
 class PatchingEffects(Record):
@@ -39,7 +42,8 @@ class PatchingEffects(Record):
     low: Grid  # 95% percentile bootstrap over pairs
     high: Grid
     p_adjusted: Grid
-    significant: list[list[bool]]  # p_adjusted < alpha, the interval leaving out the unpatched run's value
+    # p_adjusted < alpha, the interval leaving out the unpatched run's value, and the behaviour present (pairs.present)
+    significant: list[list[bool]]
     estimate: Grid | None  # attribution patching's estimate of the same effect (null: not computed)
 
 

@@ -412,9 +412,26 @@ CASES: list[Case] = [
          ablation(ray="ray://127.0.0.1:9"), errors.EXIT_MODEL,
          "Ray cluster ray://127.0.0.1:9 cannot be reached (Connection refused); start its head with ray start "
          "--head, or check ablation.ray / --ray"),
+    Case("patching-builtin-on-encoder", "`patching` with the built-in induction pairs on an encoder",
+         {"patching": {"enabled": True}}, errors.EXIT_CONFIG,
+         "patching-builtin-on-encoder.yaml: field 'patching.data': the built-in induction pairs are for decoders; an "
+         "encoder needs a JSONL file of prompt pairs {clean, corrupted, answer, wrong}"),
     # -- data files (exit 4) -------------------------------------------------------------------------
     Case("examples-none", "zero examples (`examples: []`)", {"examples": []}, errors.EXIT_DATA,
          "examples-none.yaml: field 'examples': the list is empty; give at least one example"),
+    Case("patching-pairs-missing", "`patching.data` file missing",
+         {"patching": {"enabled": True, "data": "nope.jsonl"}}, errors.EXIT_DATA,
+         "<dir>/nope.jsonl: prompt-pairs file not found"),
+    Case("patching-pairs-lengths", "a prompt pair whose clean and corrupted prompts differ in length",
+         {"patching": {"enabled": True, "data": "pairs.jsonl"}}, errors.EXIT_DATA,
+         "<dir>/pairs.jsonl: row 1: 'clean' is 9 tokens and 'corrupted' 5; patching needs prompts of the same length, "
+         "token for token", files={"pairs.jsonl": '{"clean": "the cat sat on the [MASK] .", "corrupted": '
+                                                  '"a [MASK] .", "answer": "mat", "wrong": "cat"}\n'}),
+    Case("patching-pairs-not-json", "a prompt-pairs row that is not JSON",
+         {"patching": {"enabled": True, "data": "pairs.jsonl"}}, errors.EXIT_DATA,
+         "<dir>/pairs.jsonl: row 2 is not JSON (Expecting value)",
+         files={"pairs.jsonl": '{"clean": "a [MASK]", "corrupted": "the [MASK]", "answer": "cat", "wrong": "mat"}\n'
+                               'clean: a cat\n'}),
     Case("data-missing", "`ablation.data` file missing", ablation(data="data/nope.tsv"), errors.EXIT_DATA,
          "<dir>/data/nope.tsv: data file not found"),
     Case("data-empty", "`ablation.data` file empty", ablation(data="data/empty.tsv"), errors.EXIT_DATA,

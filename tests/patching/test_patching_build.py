@@ -62,7 +62,11 @@ def test_a_decoders_effects_are_the_librarys_on_the_built_in_pairs(gpt2):
         for layer, row in enumerate(record["significant"]):
             for head, significant in enumerate(row):
                 low, high, p = (record[key][layer][head] for key in ("low", "high", "p_adjusted"))
-                assert significant == (p < 0.05 and not low <= unpatched <= high)
+                assert significant == (p < 0.05 and not low <= unpatched <= high and patching["pairs"]["present"])
+    gap = swept.clean - swept.corrupted
+    assert patching["pairs"]["difference"] == pytest.approx(gap.mean(), abs=1e-5)
+    low, high = patching["pairs"]["difference_ci"]
+    assert patching["pairs"]["present"] == (not low <= 0 <= high) and low <= gap.mean() <= high
     assert patching["exact_heads"] is None and patching["runs"] >= 12 * 2 * 8
 
 
@@ -75,8 +79,12 @@ def test_a_decoders_patching_page_findings_and_heads_frame(gpt2):
     assert "Activation patching" in (site / "index.html").read_text(encoding="utf-8")  # the menu
     for anchor in ("patching-denoising", "patching-noising", "patching-agreement"):
         assert f'id="{anchor}"' in page
-    assert {f.id for f in report.findings if f.group == "patching"} == {
-        "patching-denoising", "patching-noising", "patching-agreement"}
+    ids = {f.id for f in report.findings if f.group == "patching"}
+    if report.patching.pairs.present:
+        assert ids == {"patching-denoising", "patching-noising", "patching-agreement"}
+    else:  # a random model's pairs need not differ: then that is the one finding, and no head is named
+        absent = next(f for f in report.findings if f.id == "patching-absent")
+        assert ids == {"patching-absent"} and not absent.supported and "no head is named" in absent.sentence
     for finding in report.findings:
         if finding.id in ("patching-denoising", "patching-noising"):
             said = "not supported" if not finding.supported else "supported"
@@ -211,3 +219,17 @@ def test_a_pair_of_two_lengths_is_refused_naming_its_row(tmp_path, gpt2):
                                   "patching": {"enabled": True, "data": "pairs.jsonl"}}, "reportgen.yaml", tmp_path)
     with pytest.raises(DataError, match=r"pairs.jsonl: row 2: 'clean' is \d+ tokens and 'corrupted' \d+"):
         build(config)
+
+
+@pytest.mark.parametrize("viewport", ["desktop", "phone"])
+def test_the_patching_page_draws_its_charts_and_has_no_serious_accessibility_violation(new_tab, gpt2, viewport):
+    from tests.site.browser.test_accessibility_browser import serious_violations
+
+    _, site = gpt2
+    found = serious_violations(new_tab, site, viewport, ("patching.html", "index.html"))
+    assert not found, "\n".join(found)
+    page = new_tab(viewport).page
+    page.goto((site / "patching.html").as_uri())
+    page.wait_for_function("document.querySelectorAll('.vega-embed svg').length >= 4", timeout=60_000)
+    width = page.evaluate("document.documentElement.clientWidth")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width  # the page never scrolls sideways

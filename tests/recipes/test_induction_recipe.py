@@ -299,3 +299,33 @@ def test_the_recipes_site_names_the_induction_and_previous_token_heads(trained):
     assert report.decoder.labels[1][top["head"]] == "induction"
     assert report.ablation.task.type == "causal_lm" and report.ablation.single_heads is not None
     assert (out / "site" / "patterns.html").is_file() and (out / "site" / "ablation.html").is_file()
+    # activation patching (issue 49): the head that restores the behaviour from the clean run is the induction
+    # score's head, and the head the behaviour needs most (patched from the corrupted run) is one of the two
+    restored, needed = found["patching-denoising"], found["patching-noising"]
+    assert restored.supported and (restored.numbers["layer"], restored.numbers["head"]) == (1, top["head"]), \
+        restored.sentence
+    previous_heads = {(head["layer"], head["head"]) for head in previous.numbers["heads"]}
+    assert needed.supported and (needed.numbers["layer"], needed.numbers["head"]) in previous_heads | {(1, top["head"])}
+    assert report.patching.pairs.present and (out / "site" / "patching.html").is_file()
+    example = report.examples[report.patching.example]  # the first pair's clean prompt, its head views linked
+    assert example.n_tokens == report.patching.pairs.tokens
+
+
+@pytest.mark.slow
+def test_an_untrained_models_patching_names_no_head(trained):
+    """The same pairs on the untrained network (init/): the clean and corrupted prompts' logit differences do not
+    differ beyond their interval, or, if they do, no head's effect leaves its interval around the unpatched run."""
+    from reportgen.config import load_config
+    from reportgen.pipeline import build
+
+    out, _, _ = trained
+    text = (RECIPE / "reportgen.yaml").read_text(encoding="utf-8")
+    (out / "untrained.yaml").write_text(text.replace("model: ./model", "model: ./init").replace(
+        "output: site", "output: site-untrained").replace("  enabled: true\n  task: causal_lm", "  enabled: false\n"
+                                                          "  task: causal_lm"), encoding="utf-8")
+    report = build(load_config(out / "untrained.yaml")).report
+    assert report.ablation is None
+    patching = report.patching
+    assert not any(any(row) for direction in patching.directions for row in direction.significant)
+    assert all(not finding.supported for finding in report.findings if finding.id.startswith("patching-")
+               and finding.id != "patching-agreement")

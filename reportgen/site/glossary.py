@@ -167,6 +167,21 @@ TERMS: tuple[Term, ...] = (
          "A correction for many tests at once (Holm 1979): the m p-values are sorted and the i-th smallest is "
          "multiplied by m - i + 1 (never below the one before). It bounds the chance of any false finding among "
          "all the tests, like Bonferroni's (multiply each p-value by m), with more power."),
+    Term("activation-patching", "Activation patching", ("activation patching", "patching"),
+         "Running the model on a clean prompt and on a corrupted one that differs in one detail, and copying one "
+         "head's output from one run into the other: how much of the answer's lead (the logit difference) moves "
+         "says how much that head carries the behaviour (Wang et al. 2022)."),
+    Term("logit-difference", "Logit difference", ("logit difference",),
+         "The model's score for the right answer minus its score for a wrong one, at the position it answers: "
+         "above 0 it prefers the right answer. Patching effects are shares of the difference between the clean "
+         "and the corrupted prompt."),
+    Term("denoising", "Denoising and noising", ("denoising", "noising"),
+         "Two ways to patch: denoising copies a head from the clean run into the corrupted one (the share it "
+         "restores); noising copies it from the corrupted run into the clean one (the share lost, what the "
+         "behaviour needs)."),
+    Term("attribution-patching", "Attribution patching", ("attribution patching",),
+         "An estimate of every head's patching effect at once, from the gradient of the logit difference times "
+         "the change of the head's output between the two runs (Nanda 2023); exact patching checks it."),
     Term("non-inferiority", "Non-inferiority", ("non-inferiority", "non-inferior"),
          "A claim that a change costs at most a stated margin: it holds when the whole 95% confidence interval "
          "of the paired change lies above minus the margin. Finding no significant difference is not enough."),

@@ -78,7 +78,7 @@ def position_chart(patching: Patching, positions: PositionEffects, groups: list[
         x=alt.X("token:N", title="position (token of the clean prompt)", sort=alt.EncodingSortField("position")),
         y=alt.Y("row:N", title="head", sort=head_names),
         color=alt.Color("value:Q", title=f"share {word}", legend=alt.Legend(format="%"),
-                        scale=alt.Scale(scheme="redblue", domain=[-extent, extent], reverse=True)),
+                        scale=alt.Scale(scheme="redblue", domain=[-extent, extent])),  # blue: more, as above
         tooltip=tooltip, **link)
     best = max((row for row in rows if row["value"] is not None), key=lambda row: row["value"], default=None)
     top = f"; the largest, {formatting.change(best['value'])}, is {best['row']} at {best['token']}" if best else ""
@@ -102,12 +102,19 @@ def significant_rows(patching: Patching, groups: list[str] | None) -> dict[str, 
     for effects in patching.directions:
         cells = [(layer, head) for layer, row in enumerate(effects.significant) for head, hit in enumerate(row) if hit]
         cells.sort(key=lambda c: -abs(shown_value(effects.direction, effects.effect[c[0]][c[1]]) or 0.0))
-        out[effects.direction] = [
-            {"name": names.head_name(layer, head, groups), "url": _link(patching, layer, head, groups),
-             "effect": formatting.percent(effects.effect[layer][head]),
-             "ci": f"[{formatting.percent(effects.low[layer][head])}, {formatting.percent(effects.high[layer][head])}]",
-             "p": formatting.p_number(effects.p_adjusted[layer][head], patching.alpha)} for layer, head in cells]
+        out[effects.direction] = [_significant_row(patching, effects, layer, head, groups) for layer, head in cells]
     return out
+
+
+def _significant_row(patching: Patching, effects: PatchingEffects, layer: int, head: int,
+                     groups: list[str] | None) -> dict:
+    """A head of the page's table, its share as the charts show it: restored (denoising) or lost (noising)."""
+    shown = [shown_value(effects.direction, effects[key][layer][head]) for key in ("effect", "low", "high")]
+    low, high = sorted(shown[1:])
+    return {"name": names.head_name(layer, head, groups), "url": _link(patching, layer, head, groups),
+            "share": f"{formatting.percent(shown[0])} {SHOWN[effects.direction][0]}",
+            "ci": f"[{formatting.percent(low)}, {formatting.percent(high)}]",
+            "p": formatting.p_number(effects.p_adjusted[layer][head], patching.alpha)}
 
 
 def patching_charts(patching: Patching, groups: list[str] | None) -> dict:

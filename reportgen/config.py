@@ -298,6 +298,10 @@ class PatchingSettings(Strict):
     max_masks: int = Field(ge=1, le=100_000_000,
                            description="Patched runs (pairs x directions x heads, x positions) exact patching may "
                                        "take; above it, only attribution patching's top heads are patched exactly.")
+    min_difference: float = Field(ge=0, le=1000,
+                                  description="Logits the clean minus corrupted difference's 95% interval must clear "
+                                              "for the pairs to show a behaviour (0.5: odds of 1.65 to 1); below "
+                                              "it no head is significant or named.")
     top: int = Field(ge=1, le=10_000, description="Heads compared at the top of both rankings (agreement).")
     bootstrap_samples: int = Field(ge=100, le=MAX_RESAMPLES)
     permutations: int = Field(ge=100, le=MAX_RESAMPLES)

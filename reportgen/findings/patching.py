@@ -33,14 +33,15 @@ def patching_findings(patching: Patching, groups: Sequence[str] | None = None) -
 def _absent(patching: Patching) -> Finding:
     pairs = patching.pairs
     low, high = pairs.difference_ci
-    s = Sentence().text(f"On these {pairs.count} pairs the clean and corrupted prompts give the same logit "
-                        "difference within its 95% interval (clean minus corrupted ").strong(
+    s = Sentence().text(f"On these {pairs.count} pairs the corrupted prompt moves the logit difference by ").strong(
         f"{pairs.difference:.2f} [{low:.2f}, {high:.2f}]").text(
-        "), so they show no behaviour for a head to carry, and no head is named — ").strong("not supported").text(".")
+        f" (clean minus corrupted, 95% interval), which does not clear {pairs.min_difference:g} logits "
+        "(patching.min_difference): the pairs show no behaviour for a head to carry, and no head is named — ").strong(
+        "not supported").text(".")
     return s.finding("patching-absent", "patching", False,
                      [Link(label="details", href="patching.html")],
-                     {"difference": pairs.difference, "count": pairs.count}, test="95% percentile bootstrap over pairs",
-                     ci=[low, high])
+                     {"difference": pairs.difference, "count": pairs.count, "min_difference": pairs.min_difference},
+                     test="95% percentile bootstrap over pairs", ci=[low, high])
 
 
 def _cells(effects: PatchingEffects) -> np.ndarray:

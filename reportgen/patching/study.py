@@ -25,7 +25,7 @@ from reportgen.patching.sweep import Sweep, positions_possible, sweep
 from reportgen.progress import Callback, silent
 from reportgen.report import Patching, PatchingAgreement, PatchingEffects, PatchingPairs, PositionEffects
 
-VERSION = 2  # part of the cache key: bump when a record's numbers change meaning
+VERSION = 3  # part of the cache key: bump when a record's numbers change meaning
 DIRECTIONS: tuple[Direction, ...] = ("denoising", "noising")
 UNPATCHED = {"denoising": 0.0, "noising": 1.0}  # the normalised effect of patching nothing, per direction
 
@@ -172,7 +172,9 @@ def _positions(loaded: Loaded, records: list[PatchingEffects], settings: Patchin
 
 def _pairs_record(loaded: Loaded, exact: Sweep, settings: PatchingSettings) -> PatchingPairs:
     """The pairs and the metric on them, with the behaviour's own test: the clean minus corrupted difference's 95%
-    bootstrap interval over pairs must leave out 0, else there is nothing for a head to carry."""
+    bootstrap interval over pairs must clear `min_difference` logits (either way), else there is nothing for a head to
+    carry: a random network's pairs differ by a few hundredths of a logit, which a bootstrap can tell from 0 and no
+    reader would call a behaviour."""
     lengths = {len(pair.clean) for pair in loaded.pairs}
     gap = exact.clean - exact.corrupted
     clean, corrupted, difference = (_mean_ci(values, settings) for values in (exact.clean, exact.corrupted, gap))
@@ -180,7 +182,9 @@ def _pairs_record(loaded: Loaded, exact: Sweep, settings: PatchingSettings) -> P
                          tokens=lengths.pop() if len(lengths) == 1 else None, metric=loaded.metric,
                          clean=clean[0], corrupted=corrupted[0], clean_ci=clean[1], corrupted_ci=corrupted[1],
                          difference=difference[0], difference_ci=difference[1],
-                         present=not difference[1][0] <= 0.0 <= difference[1][1])
+                         min_difference=settings.min_difference,
+                         present=difference[1][0] > settings.min_difference
+                         or difference[1][1] < -settings.min_difference)
 
 
 def _mean_ci(values: np.ndarray, settings: PatchingSettings) -> tuple[float, list[float]]:

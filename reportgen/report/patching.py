@@ -28,7 +28,8 @@ class PatchingPairs(Record):
     corrupted_ci: list[Number]
     difference: Number  # clean - corrupted, the behaviour the heads are asked to carry
     difference_ci: list[Number]
-    present: bool  # the difference's interval leaves out 0; else no head is significant and no head is named
+    min_difference: float  # config patching.min_difference, in logits
+    present: bool  # the difference's interval clears min_difference; else no head is significant and none is named
 
 
 class PatchingEffects(Record):

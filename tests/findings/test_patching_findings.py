@@ -18,7 +18,7 @@ def _record(present: bool = True, significant: bool = True, example: int | None 
     pairs = PatchingPairs(data="builtin", behaviour="induction", count=20, tokens=12, metric="logit difference",
                           clean=3.0, corrupted=0.5, clean_ci=[2.5, 3.5], corrupted_ci=[0.2, 0.8],
                           difference=2.5 if present else 0.01, difference_ci=[2.0, 3.0] if present else [-0.2, 0.3],
-                          present=present)
+                          min_difference=0.5, present=present)
     return Patching(
         pairs=pairs, positions=[], exact_heads=None, runs=160, max_masks=20000, alpha=0.05, bootstrap_samples=100,
         permutations=100, example=example, seconds={"exact": 1.0, "attribution": 0.1},
@@ -49,7 +49,8 @@ def test_a_head_whose_test_fails_is_not_supported():
 def test_pairs_that_show_no_behaviour_name_no_head():
     (only,) = patching_findings(_record(present=False))
     assert only.id == "patching-absent" and not only.supported
-    assert "0.01 [-0.20, 0.30]" in only.sentence and "no head is named" in only.sentence
+    assert "0.01 [-0.20, 0.30]" in only.sentence and "does not clear 0.5 logits" in only.sentence
+    assert "no head is named" in only.sentence
 
 
 def test_without_the_prompts_example_a_head_links_to_the_chart():

@@ -66,7 +66,7 @@ def test_a_decoders_effects_are_the_librarys_on_the_built_in_pairs(gpt2):
     gap = swept.clean - swept.corrupted
     assert patching["pairs"]["difference"] == pytest.approx(gap.mean(), abs=1e-5)
     low, high = patching["pairs"]["difference_ci"]
-    assert patching["pairs"]["present"] == (not low <= 0 <= high) and low <= gap.mean() <= high
+    assert patching["pairs"]["present"] == (low > 0.5 or high < -0.5) and low <= gap.mean() <= high
     assert patching["exact_heads"] is None and patching["runs"] >= 12 * 2 * 8
 
 

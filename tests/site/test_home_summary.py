@@ -254,3 +254,17 @@ def test_the_first_screen_names_the_model_links_the_terms_and_gives_the_take_hom
     assert "Previous token 2 (layer 0 head 1 and layer 2 head 3)" in texts[0]
     assert "none shows Same word, Next token or Other pieces; the other 99 are" in texts[0], texts[0]
     assert "5 of 144 heads (layer 4 head 5) change Spearman significantly" in texts[2]
+
+
+@pytest.mark.parametrize("method", ["zero", "uniform", "mean", "resample"])
+def test_the_findings_page_names_the_masking_method_beside_the_ablation_findings(method):
+    """Each ablation method is named where its findings are, and in the limitations as what it does to a head."""
+    from reportgen.ablation.experiment_context import METHOD_NOTES
+
+    page = text_of(home({"method": method, "method_note": METHOD_NOTES[method]}))
+    needs = page.split("What the model needs", 1)[1]
+    assert f"A masked head here: {METHOD_NOTES[method]} (ablation.method: {method})" in needs
+    limits = page.split("Limitations", 1)[1]
+    said = {"zero": "output set to zero", "uniform": "attention made uniform", "mean": "replaced by its mean",
+            "resample": "taken from another input"}
+    assert said[method] in limits and all(other not in limits for key, other in said.items() if key != method)

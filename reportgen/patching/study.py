@@ -58,21 +58,11 @@ def cached(settings: PatchingSettings, kind: ModelKind, fingerprint: str, cache_
 
 def study(loaded: Loaded, settings: PatchingSettings, progress: Callback = silent) -> Patching:
     """Every number of the patching page, from the loaded model and pairs."""
-    from reportgen.patching.attribution import attribution  # torch, once there is work
-
-    model, pairs = loaded.model, loaded.pairs
-    layers, heads = _shape(model)
+    layers, heads = _shape(loaded.model)
     started = time.perf_counter()
-    estimate = {direction: np.zeros((len(pairs), layers, heads)) for direction in DIRECTIONS}
-    device = next(model.parameters()).device
-    for index, pair in enumerate(pairs):
-        runs = {name: pair.inputs(name, device) for name in ("clean", "corrupted")}
-        for direction in DIRECTIONS:
-            source, target = ("clean", "corrupted") if direction == "denoising" else ("corrupted", "clean")
-            estimate[direction][index] = attribution(model, runs[source], runs[target], pair).cpu().numpy()
-        progress("Patching: attribution", index + 1, len(pairs))
+    estimate = _attributed(loaded, layers, heads, progress)
     attributed = time.perf_counter()
-    per_head = len(pairs) * len(DIRECTIONS)
+    per_head = len(loaded.pairs) * len(DIRECTIONS)
     size = np.abs(estimate["denoising"]).mean(0) + np.abs(estimate["noising"]).mean(0)
     chosen = (None if per_head * layers * heads <= settings.max_masks
               else top_heads(size, max(1, settings.max_masks // per_head)))
@@ -88,6 +78,22 @@ def study(loaded: Loaded, settings: PatchingSettings, progress: Callback = silen
         max_masks=settings.max_masks, alpha=settings.alpha, bootstrap_samples=settings.bootstrap_samples,
         permutations=settings.permutations, example=None,
         seconds={"attribution": round(attributed - started, 3), "exact": round(time.perf_counter() - attributed, 3)})
+
+
+def _attributed(loaded: Loaded, layers: int, heads: int, progress: Callback) -> dict[str, np.ndarray]:
+    """Attribution patching's estimated change of the metric, per direction [pairs, layers, heads]: two forwards and
+    one backward a pair and direction (reportgen.patching.attribution)."""
+    from reportgen.patching.attribution import attribution  # torch, once there is work
+
+    estimate = {direction: np.zeros((len(loaded.pairs), layers, heads)) for direction in DIRECTIONS}
+    device = next(loaded.model.parameters()).device
+    for index, pair in enumerate(loaded.pairs):
+        runs = {name: pair.inputs(name, device) for name in ("clean", "corrupted")}
+        for direction in DIRECTIONS:
+            source, target = ("clean", "corrupted") if direction == "denoising" else ("corrupted", "clean")
+            estimate[direction][index] = attribution(loaded.model, runs[source], runs[target], pair).cpu().numpy()
+        progress("Patching: attribution", index + 1, len(loaded.pairs))
+    return estimate
 
 
 def _shape(model) -> tuple[int, int]:

@@ -25,7 +25,7 @@ from reportgen.patching.sweep import Sweep, positions_possible, sweep
 from reportgen.progress import Callback, silent
 from reportgen.report import Patching, PatchingAgreement, PatchingEffects, PatchingPairs, PositionEffects
 
-VERSION = 3  # part of the cache key: bump when a record's numbers change meaning
+VERSION = 4  # part of the cache key: bump when a record's numbers change meaning
 DIRECTIONS: tuple[Direction, ...] = ("denoising", "noising")
 UNPATCHED = {"denoising": 0.0, "noising": 1.0}  # the normalised effect of patching nothing, per direction
 
@@ -63,7 +63,8 @@ def study(loaded: Loaded, settings: PatchingSettings, progress: Callback = silen
     estimate = _attributed(loaded, layers, heads, progress)
     attributed = time.perf_counter()
     per_head = len(loaded.pairs) * len(DIRECTIONS)
-    size = np.abs(estimate["denoising"]).mean(0) + np.abs(estimate["noising"]).mean(0)
+    # attribution's mean change of the metric by size, both directions: the estimate the page shows, times |gap|
+    size = np.abs(estimate["denoising"].mean(0)) + np.abs(estimate["noising"].mean(0))
     chosen = (None if per_head * layers * heads <= settings.max_masks
               else top_heads(size, max(1, settings.max_masks // per_head)))
     exact = _swept(loaded, chosen, False, progress, "heads")

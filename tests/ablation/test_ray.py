@@ -322,24 +322,27 @@ def test_a_worker_killed_mid_sweep_is_replaced_and_the_report_is_the_same(projec
     assert_same(on_ray, local_report)
 
 
-@pytest.mark.slow  # two tiny GPT-2 builds with patching, the second's sweeps in two Ray tasks: ~30 s
+@pytest.mark.slow  # the patching stage on a tiny GPT-2, here and in two Ray tasks: ~15 s
 @pytest.mark.usefixtures("local_ray")
 def test_patching_runs_on_ray_as_it_runs_here(tmp_path):
-    """Activation patching's exact sweeps go to Ray as the ablation's masks do (issue 49): the same record."""
-    from reportgen.config import config_from_mapping
+    """Activation patching's exact sweeps go to Ray as the ablation's masks do (issue 49): the same record. The stage
+    itself (reportgen.patching.study), with and without the build's cluster; the build hands it over in
+    pipeline.analyses.run_patching."""
+    from reportgen.ablation import ray_runner
+    from reportgen.config import PatchingSettings, load_section
+    from reportgen.kinds import kind_of
+    from reportgen.model import loading
+    from reportgen.patching import study
     from tests.decoder_checkpoints import make_decoder
 
     model = make_decoder("gpt2", tmp_path / "model", causal_lm=True)
+    settings = load_section(PatchingSettings, "patching", {"enabled": True, "pairs": 6, "tokens": 5,
+                                                          "bootstrap_samples": 100, "permutations": 100})
     records, stages = {}, set()
-    for name, ray in (("here", None), ("ray", "local")):
-        config = config_from_mapping(
-            {"model": str(model), "device": "cpu", "examples": [{"text": "the cat sat on the mat."}],
-             "patterns": {"similarity": False}, "ablation": {"enabled": False, "ray": ray},
-             "patching": {"enabled": True, "pairs": 6, "tokens": 5, "bootstrap_samples": 100, "permutations": 100}},
-            "reportgen.yaml", tmp_path)
-        config.cache_dir = tmp_path / f"cache-{name}"
-        report = build(config, tmp_path / f"site-{name}", reproducible=True,
-                       progress=lambda stage, *_: stages.add(stage)).report
-        records[name] = report.patching.model_dump(mode="json", exclude={"seconds"})
+    with loading.file_policy(decoders=True), ray_runner.connected("local") as cluster:
+        for name, on in (("here", None), ("ray", cluster)):
+            loaded = study.load(settings, kind_of(model), model, "cpu", on)
+            record = study.study(loaded, settings, lambda stage, *_: stages.add(stage))
+            records[name] = record.model_dump(mode="json", exclude={"seconds"})
     assert {"Patching: heads (Ray)", "Patching: positions (Ray)"} <= stages
     assert_same(records["ray"], records["here"], "patching")

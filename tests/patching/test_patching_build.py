@@ -108,39 +108,47 @@ def test_positions_cover_each_head_at_each_token_of_the_first_prompt(gpt2):
         assert all(len(row) == 12 for row in item["effect"])
 
 
-def test_a_rebuild_takes_the_record_from_the_cache(gpt2, monkeypatch):
-    from reportgen.config import load_config
+def test_the_record_is_cached_by_the_models_files_the_data_and_the_settings(gpt2):
+    """What a rebuild reads instead of patching again (pipeline.analyses.run_patching): the record the build stored,
+    under a key that every setting changing a number enters, and the data, but not `enabled` or where it ran."""
+    from reportgen.config import PatchingSettings, load_config, load_section
+    from reportgen.kinds import kind_of
+    from reportgen.model import loading
     from reportgen.patching import study
-    from reportgen.pipeline import build
 
-    _, site = gpt2
+    model, site = gpt2
+    config = load_config(site.parent / "reportgen.yaml")
+    fingerprint = loading.fingerprint(loading.file_hashes(model))
+    stored = study.cached(config.patching, kind_of(model), fingerprint, config.cache_dir)
+    assert stored.model_dump(mode="json", exclude={"example", "pairs"})["directions"] == \
+        _report(site)["patching"]["directions"]
+    key = study.cache_key(config.patching, kind_of(model), fingerprint)
+    for change in ({"seed": 1}, {"pairs": 13}, {"alpha": 0.01}, {"max_masks": 10}, {"min_difference": 1.0}):
+        other = load_section(PatchingSettings, "patching", {**config.patching.model_dump(), **change})
+        assert study.cache_key(other, kind_of(model), fingerprint) != key, change
+    assert study.cache_key(config.patching, kind_of(model), "0" * 16) != key
 
-    def never(*_, **__):
-        raise AssertionError("patching ran again")
 
-    monkeypatch.setattr(study, "study", never)
-    before = _report(site)["patching"]
-    report = build(load_config(site.parent / "reportgen.yaml")).report
-    assert report.patching.model_dump(mode="json")["directions"] == before["directions"]
-
-
-def test_past_max_masks_only_attributions_top_heads_are_patched_exactly(tmp_path, gpt2):
-    from reportgen.config import load_config
-    from reportgen.pipeline import build
+def test_past_max_masks_only_attributions_top_heads_are_patched_exactly(gpt2):
+    """The stage on its own (reportgen.patching.study): 72 runs hold 3 heads of 12 pairs x 2 directions."""
+    from reportgen.config import PatchingSettings, load_section
+    from reportgen.kinds import kind_of
+    from reportgen.model import loading
+    from reportgen.patching import study
 
     model, _ = gpt2
-    (tmp_path / "reportgen.yaml").write_text(tiny_config(model, examples=EXAMPLES, ablation={"enabled": False},
-                                                         patching={**SMALL, "max_masks": 24 * 3}), encoding="utf-8")
-    patching = build(load_config(tmp_path / "reportgen.yaml")).report.patching
-    assert len(patching.exact_heads) == 3  # 72 runs // (12 pairs x 2 directions)
-    estimate = np.abs(np.array(patching.directions[0].estimate, dtype=float))
-    chosen = {tuple(head) for head in patching.exact_heads}
+    settings = load_section(PatchingSettings, "patching", {**SMALL, "max_masks": 24 * 3})
+    with loading.file_policy(decoders=True):
+        patching = study.study(study.load(settings, kind_of(model), model, "cpu"), settings)
+    assert len(patching.exact_heads) == 3
+    size = sum(np.abs(np.array(d.estimate, dtype=float) - (d.direction == "noising")) for d in patching.directions)
+    assert {tuple(head) for head in patching.exact_heads} == {
+        divmod(int(i), 4) for i in np.argsort(-size.ravel(), kind="stable")[:3]}  # attribution's top 3
     for direction in patching.directions:
         ran = {(layer, head) for layer, row in enumerate(direction.effect) for head, v in enumerate(row)
                if v is not None}
-        assert ran == chosen
+        assert ran == {tuple(head) for head in patching.exact_heads}
     assert patching.runs <= 72 and not patching.positions
-    assert estimate.shape == (2, 4)
 
 
 # -- a masked-LM encoder and an encoder-decoder, on pairs of their own ---------------------------------------------

@@ -320,9 +320,11 @@ def test_an_untrained_models_patching_names_no_head(trained):
 
     out, _, _ = trained
     text = (RECIPE / "reportgen.yaml").read_text(encoding="utf-8")
-    (out / "untrained.yaml").write_text(text.replace("model: ./model", "model: ./init").replace(
-        "output: site", "output: site-untrained").replace("  enabled: true\n  task: causal_lm", "  enabled: false\n"
-                                                          "  task: causal_lm"), encoding="utf-8")
+    text = text.replace("model: ./model", "model: ./init").replace("output: site", "output: site-untrained")
+    # no ablation, and 20 pairs not patched per position: what is asked is whether the pairs show a behaviour at all
+    text = text.replace("  enabled: true\n  task: causal_lm", "  enabled: false\n  task: causal_lm").replace(
+        "  pairs: 50\n", "  pairs: 20\n  positions: false\n")
+    (out / "untrained.yaml").write_text(text, encoding="utf-8")
     report = build(load_config(out / "untrained.yaml")).report
     assert report.ablation is None
     patching = report.patching

@@ -13,6 +13,7 @@ A model that runs one layer module at several depths (ALBERT) is refused: its de
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,9 +61,19 @@ def hooked(sites: HeadSites, on_context) -> Iterator[None]:
             handle.remove()
 
 
+def logits_of(model: nn.Module, inputs: dict[str, torch.Tensor], last: bool = False) -> torch.Tensor:
+    """The model's logits [rows, tokens, vocabulary]; with `last`, only the last token's ([rows, 1, vocabulary]) where
+    the model can leave out the others (transformers' `logits_to_keep`, the causal LMs'): the output layer over a
+    50,257-word vocabulary at every token is a third of a GPT-2-small forward that reads one token's logits."""
+    if last and "logits_to_keep" in inspect.signature(model.forward).parameters:
+        return model(**inputs, logits_to_keep=1).logits
+    return model(**inputs).logits
+
+
 def record_contexts(model: nn.Module, inputs: dict[str, torch.Tensor],
-                    sites: HeadSites | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """One forward of `inputs`: (its logits, each flat layer's contexts [rows, tokens, heads, head_dim])."""
+                    sites: HeadSites | None = None, last: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """One forward of `inputs`: (its logits, `logits_of` with `last`, and each flat layer's contexts
+    [rows, tokens, heads, head_dim])."""
     sites = sites or locate(model)
     recorded: dict[int, torch.Tensor] = {}
 
@@ -70,12 +81,12 @@ def record_contexts(model: nn.Module, inputs: dict[str, torch.Tensor],
         recorded[depth] = context.detach().clone()
 
     with hooked(sites, keep), torch.inference_mode():
-        logits = model(**inputs).logits
+        logits = logits_of(model, inputs, last)
     return logits, [recorded[depth] for depth in range(sites.n_layers)]
 
 
 def patched_logits(model: nn.Module, inputs: dict[str, torch.Tensor], source: Sequence[torch.Tensor],
-                   patches: Sequence[Patch], sites: HeadSites | None = None) -> torch.Tensor:
+                   patches: Sequence[Patch], sites: HeadSites | None = None, last: bool = False) -> torch.Tensor:
     """The logits of `inputs` (one prompt, batch 1) run once per patch, each with its heads' contexts taken from
     `source` (record_contexts of the other prompt, batch 1): [patches, tokens, vocabulary]."""
     sites = sites or locate(model)
@@ -96,4 +107,4 @@ def patched_logits(model: nn.Module, inputs: dict[str, torch.Tensor], source: Se
 
     batch = {name: value.expand(rows, *value.shape[1:]) for name, value in inputs.items()}
     with hooked(sites, swap), torch.inference_mode():
-        return model(**batch).logits
+        return logits_of(model, batch, last)

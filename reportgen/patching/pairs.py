@@ -37,6 +37,12 @@ class PromptPair:
     position: int  # where the metric is read: the last token, or the [MASK] (an encoder-decoder's: in `decoder`)
     decoder: tuple[int, ...] | None = None  # what an encoder-decoder's decoder reads in both runs: start + target
 
+    @property
+    def at_last(self) -> bool:
+        """Whether the metric is read at the last token of its stream (a decoder's prompt, an encoder-decoder's
+        decoder), so that a forward may compute that token's logits alone (heads.logits_of)."""
+        return self.position == len(self.decoder if self.decoder is not None else self.clean) - 1
+
     def inputs(self, name: str, device) -> dict:
         """The model's inputs for the `clean` or `corrupted` prompt, batch 1."""
         import torch

@@ -25,7 +25,7 @@ from reportgen.patching.sweep import Sweep, positions_possible, sweep
 from reportgen.progress import Callback, silent
 from reportgen.report import Patching, PatchingAgreement, PatchingEffects, PatchingPairs, PositionEffects
 
-VERSION = 4  # part of the cache key: bump when a record's numbers change meaning
+VERSION = 5  # part of the cache key: bump when a record's numbers change meaning
 DIRECTIONS: tuple[Direction, ...] = ("denoising", "noising")
 UNPATCHED = {"denoising": 0.0, "noising": 1.0}  # the normalised effect of patching nothing, per direction
 
@@ -60,7 +60,7 @@ def study(loaded: Loaded, settings: PatchingSettings, progress: Callback = silen
     """Every number of the patching page, from the loaded model and pairs."""
     layers, heads = _shape(loaded.model)
     started = time.perf_counter()
-    estimate = _attributed(loaded, layers, heads, progress)
+    estimate = _attributed(loaded, progress)
     attributed = time.perf_counter()
     per_head = len(loaded.pairs) * len(DIRECTIONS)
     # attribution's mean change of the metric by size, both directions: the estimate the page shows, times |gap|
@@ -81,20 +81,15 @@ def study(loaded: Loaded, settings: PatchingSettings, progress: Callback = silen
         seconds={"attribution": round(attributed - started, 3), "exact": round(time.perf_counter() - attributed, 3)})
 
 
-def _attributed(loaded: Loaded, layers: int, heads: int, progress: Callback) -> dict[str, np.ndarray]:
-    """Attribution patching's estimated change of the metric, per direction [pairs, layers, heads]: two forwards and
-    one backward a pair and direction (reportgen.patching.attribution)."""
-    from reportgen.patching.attribution import attribution  # torch, once there is work
+def _attributed(loaded: Loaded, progress: Callback) -> dict[str, np.ndarray]:
+    """Attribution patching's estimated change of the metric, per direction [pairs, layers, heads]: one forward and
+    backward of each prompt, batched over pairs of one length (reportgen.patching.attribution.attribution_both)."""
+    from reportgen.patching.attribution import attribution_both  # torch, once there is work
 
-    estimate = {direction: np.zeros((len(loaded.pairs), layers, heads)) for direction in DIRECTIONS}
-    device = next(loaded.model.parameters()).device
-    for index, pair in enumerate(loaded.pairs):
-        runs = {name: pair.inputs(name, device) for name in ("clean", "corrupted")}
-        for direction in DIRECTIONS:
-            source, target = ("clean", "corrupted") if direction == "denoising" else ("corrupted", "clean")
-            estimate[direction][index] = attribution(loaded.model, runs[source], runs[target], pair).cpu().numpy()
-        progress("Patching: attribution", index + 1, len(loaded.pairs))
-    return estimate
+    progress("Patching: attribution", 0, 1)
+    estimate = attribution_both(loaded.model, loaded.pairs)
+    progress("Patching: attribution", 1, 1)
+    return {direction: values.numpy().astype(np.float64) for direction, values in estimate.items()}
 
 
 def _shape(model) -> tuple[int, int]:

@@ -46,8 +46,9 @@ class Sweep:
 
 
 def logit_difference(logits: torch.Tensor, pair: PromptPair) -> torch.Tensor:
-    """logit(answer) - logit(wrong) at the pair's position, per row of `logits` [rows, tokens, vocabulary]."""
-    at = logits[:, pair.position]
+    """logit(answer) - logit(wrong) at the pair's position, per row of `logits` [rows, tokens, vocabulary]; logits of
+    one token (heads.logits_of with `last`) are the last token's, where an `at_last` pair reads its metric."""
+    at = logits[:, -1 if logits.shape[1] == 1 else pair.position]
     at = at.float() if at.dtype in (torch.float16, torch.bfloat16) else at  # half logits differ too coarsely
     return at[:, pair.answer] - at[:, pair.wrong]
 
@@ -71,14 +72,15 @@ def sweep(model: nn.Module, pairs: list[PromptPair], directions: tuple[Direction
     layer_of, head_of = (np.array([head[i] for head in chosen]) for i in (0, 1))
     for index, pair in enumerate(pairs):
         runs = {name: pair.inputs(name, device) for name in ("clean", "corrupted")}
-        recorded = {name: record_contexts(model, runs[name], sites) for name in runs}
+        recorded = {name: record_contexts(model, runs[name], sites, pair.at_last) for name in runs}
         clean[index] = float(logit_difference(recorded["clean"][0], pair)[0])
         corrupted[index] = float(logit_difference(recorded["corrupted"][0], pair)[0])
         for direction in directions:
             source, target = ("clean", "corrupted") if direction == "denoising" else ("corrupted", "clean")
             values = []
             for start in range(0, len(every), rows):
-                logits = patched_logits(model, runs[target], recorded[source][1], every[start:start + rows], sites)
+                logits = patched_logits(model, runs[target], recorded[source][1], every[start:start + rows], sites,
+                                        pair.at_last)
                 values.append(logit_difference(logits, pair).cpu().numpy())
             found = np.concatenate(values).reshape(len(chosen), *((tokens,) if positions else ()))
             patched[direction][index][layer_of, head_of] = found

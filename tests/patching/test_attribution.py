@@ -85,3 +85,33 @@ def test_a_sweep_of_chosen_heads_at_each_position_patches_one_position_at_a_time
     assert np.isclose(patched[1, 1, 1, 5], float(logit_difference(one, pair)[0]))
     with pytest.raises(ValueError, match="at most 64 tokens"):
         sweep(model, induction_pairs(vocab_size=40, bos=0, count=1, n=40, seed=0, exclude=(0,)), positions=True)
+
+
+def _pairs_of_several_lengths() -> list:
+    """Induction pairs of two lengths, and one whose metric is read before its last token (no logits_to_keep)."""
+    from reportgen.patching.pairs import PromptPair
+
+    pairs = induction_pairs(vocab_size=40, bos=0, count=3, n=5, seed=3, exclude=(0,))
+    pairs += induction_pairs(vocab_size=40, bos=0, count=2, n=4, seed=4, exclude=(0,))
+    first = pairs[0]
+    pairs.append(PromptPair(first.clean, first.corrupted, first.answer, first.wrong, first.position - 2))
+    return pairs
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_batched_attribution_of_both_directions_is_each_pairs_own(family):
+    """attribution_both (the build's: pairs of one length batched, both directions from one backward of each prompt)
+    equals `attribution` run pair by pair in each direction, in float64."""
+    from reportgen.patching.attribution import attribution_both
+
+    model = _model(family)
+    sites = locate(model)
+    pairs = _pairs_of_several_lengths()
+    both = attribution_both(model, pairs, sites, rows=2)  # chunks of 2: a group split over batches
+    for index, pair in enumerate(pairs):
+        runs = {name: {"input_ids": torch.tensor([getattr(pair, name)])} for name in ("clean", "corrupted")}
+        denoising = attribution(model, runs["clean"], runs["corrupted"], pair, sites)
+        noising = attribution(model, runs["corrupted"], runs["clean"], pair, sites)
+        assert torch.allclose(both["denoising"][index].double(), denoising, atol=1e-9), index
+        assert torch.allclose(both["noising"][index].double(), noising, atol=1e-9), index
+    assert both["denoising"].abs().max() > 1e-3

@@ -78,6 +78,7 @@ class ModelKind:
     lm_task: str = "mlm"
     masked_prompts: bool = False
     builtin_pairs: bool = False
+    metric_at: str = "the [MASK]"  # where the metric is read, as the page says it
 
     def holds(self, config: Mapping) -> bool:
         """Whether a checkpoint whose config.json is `config` is of this kind (the registry asks each in turn)."""

@@ -23,6 +23,7 @@ class DecoderKind(ModelKind):
     article = "a decoder"
     tasks = frozenset({"similarity", "classification", "mlm", "causal_lm"})
     lm_task = "causal_lm"
+    metric_at = "the last token"
     builtin_pairs = True  # repeated random tokens: the induction behaviour, on any decoder
     pair_needs_separator = True
     reads_last_token = True

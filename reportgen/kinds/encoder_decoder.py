@@ -27,6 +27,7 @@ class EncoderDecoderKind(ModelKind):
     grouped = True
     reads_target = True
     lm_task = "seq2seq"  # patching reads the decoder's next-token logits after a pair's `target`
+    metric_at = "the decoder's last token (after the row's target)"
 
     def holds(self, config: Mapping) -> bool:
         return encoder_decoder_config(config)

@@ -202,11 +202,9 @@ def load(settings: PatchingSettings, kind: ModelKind, model_dir: Path, device: s
     from reportgen.ablation.task_loading import load_lm
 
     model, tokenizer = load_lm(kind.lm_task, model_dir, device)
-    start = decoder_start(model.config.to_dict()) if kind.lm_task == "seq2seq" else None
+    start = decoder_start(model.config.to_dict()) if kind.reads_target else None
     pairs, behaviour = read(settings, kind, tokenizer, int(model.config.vocab_size), start)
-    where = ("the [MASK]" if kind.masked_prompts else
-             "the decoder's last token (after the row's target)" if kind.lm_task == "seq2seq" else "the last token")
-    return Loaded(model, tokenizer, pairs, behaviour, f"logit(answer) - logit(wrong) at {where}",
+    return Loaded(model, tokenizer, pairs, behaviour, f"logit(answer) - logit(wrong) at {kind.metric_at}",
                   (model_dir, kind.lm_task, device), cluster)
 
 
@@ -254,7 +252,7 @@ def prompt_example(settings: PatchingSettings, kind: ModelKind, model_dir: Path)
 
     config = read_config(model_dir)
     tokenizer = load_tokenizer(model_dir, pretrained_kwargs(model_dir)["trust_remote_code"])
-    start = decoder_start(config) if kind.lm_task == "seq2seq" else None
+    start = decoder_start(config) if kind.reads_target else None
     pairs, _ = read(settings, kind, tokenizer, int(config.get("vocab_size") or len(tokenizer)), start)
     text = shown(pairs[0], tokenizer)
     if text is None:

@@ -16,11 +16,11 @@ from typing import Any
 from reportgen.cache import usage
 from reportgen.cache.store import Cache, claim
 from reportgen.config import Config
-from reportgen.errors import ConfigError, writing
+from reportgen.errors import writing
 from reportgen.model import attention_capture, loading
 from reportgen.pipeline.analyses import ablation_watch, run_ablation, run_comparison, run_patching, run_patterns
 from reportgen.pipeline.assemble import data_files, describe_examples, example_views, make_manifest, make_report
-from reportgen.pipeline.model_stage import add_example, live_model, run_model
+from reportgen.pipeline.model_stage import add_example, live_model, patching_prompt, run_model
 from reportgen.progress import Callback, silent
 from reportgen.report import Ablation, Comparison, ExperimentCost, Patching, Report
 from reportgen.site import build_progress, output
@@ -65,21 +65,6 @@ def _ray_cluster(address: str | None) -> AbstractContextManager[Any]:
     from reportgen.ablation import ray_runner
 
     return ray_runner.connected(address)
-
-
-def patching_prompt(config: Config) -> dict | None:
-    """The first patching pair's clean prompt as an example (reportgen.patching.study.prompt_example), or None:
-    patching off, or a prompt no text reads back as."""
-    if not config.patching.enabled:
-        return None
-    from reportgen.kinds import kind_of
-    from reportgen.patching.study import prompt_example
-
-    _, path = loading.resolve(config.model)
-    kind = kind_of(path)
-    if problem := kind.patching_refusal(config.patching.data):  # said here too: before the tokenizer loads
-        raise ConfigError(f"{config.source}: field 'patching.data': {problem}")
-    return prompt_example(config.patching, kind, path)
 
 
 def protected_paths(config: Config) -> list[tuple[str, Path]]:

@@ -127,6 +127,21 @@ def run_model(config: Config, progress: Callback = silent, model_spec: str | Non
                       fingerprint, file_hashes, load, max_length, kind, notes)
 
 
+def patching_prompt(config: Config) -> dict | None:
+    """The first patching pair's clean prompt as an example (reportgen.patching.study.prompt_example), or None:
+    patching off, or a prompt no text reads back as. Called before the model stage: what this kind of model cannot
+    patch, and a mistake in the pairs, are said with the tokenizer alone, before any model work."""
+    if not config.patching.enabled:
+        return None
+    from reportgen.patching.study import prompt_example
+
+    _, path = loading.resolve(config.model)
+    kind = kind_of(path)
+    if problem := kind.patching_refusal(config.patching.data):
+        raise ConfigError(f"{config.source}: field 'patching.data': {problem}")
+    return prompt_example(config.patching, kind, path)
+
+
 def add_example(config: Config, stage: ModelStage, item: dict) -> int:
     """One more example after the pattern statistics (so it counts in none of them), from the cache when it has
     it: the first patching pair's clean prompt, whose head views the patching page links to. Its 0-based index."""
@@ -182,13 +197,6 @@ def check_before_work(config: Config, path: Path, model_spec: str | None) -> Non
             auto = loading.resolve_device("auto") if config.device == "auto" else None
             if problem := precision_problem(config.ablation.precision, config.device, auto):
                 raise ConfigError(f"{config.source}: field 'ablation.precision': {problem}")
-    if config.patching.enabled and model_spec is None:
-        kind = kind_of(path)
-        if problem := kind.patching_refusal(config.patching.data):
-            raise ConfigError(f"{config.source}: field 'patching.data': {problem}")
-        from reportgen.ablation.task_checks import check_task
-
-        check_task(kind.lm_task, path)  # the LM head the metric reads: a decoder's, a masked LM's or a seq2seq's
     if config.views.live and model_spec is None:
         from reportgen.live.weights import check_model_type
 

@@ -67,6 +67,8 @@ def lead(report) -> Lead:
     unseen = [names.name(label) for label, count in atlas.label_counts.items() if label != "mixed" and not count]
     total = sum(atlas.label_counts.values())
     sentence = f"{_pattern_clause(atlas.label_counts, total)}; {_task_clause(report, significant)}"
+    if patched := _patching_clause(report, groups):
+        sentence += f"; {patched}"
     return Lead(model=report.model.name, kind=KINDS[report.architecture],
                 layers=len(atlas.labels), heads=report.heads,
                 take_home=sentence[:1].upper() + sentence[1:], unseen=unseen, named=named, significant=significant)
@@ -119,3 +121,19 @@ def _task_clause(report, significant: str) -> str:
     if not parts:
         return f"the head ablation on {said} states its findings below"
     return " and ".join(parts)
+
+
+def _patching_clause(report, groups: Sequence[str] | None) -> str:
+    """What activation patching found, as far as its tests go: the head that restores most of the behaviour, named
+    only where its finding is supported; that the pairs show no behaviour; else nothing (its findings say why)."""
+    if getattr(report, "patching", None) is None:
+        return ""
+    if _finding(report, "patching-absent") is not None:
+        return "its prompt pairs show no behaviour for activation patching to locate"
+    restored = _finding(report, "patching-denoising")
+    if restored is None or not restored.supported:
+        return "activation patching finds no single head that restores a significant share of the behaviour"
+    n = restored.numbers
+    name = names.head_name(n["layer"], n["head"], groups)
+    return (f"activation patching names {name} as the head that carries its prompt pairs' behaviour most: patched "
+            f"from the clean run, it alone restores {percent(n['effect'])} of the logit difference")

@@ -90,3 +90,28 @@ def test_a_site_written_while_its_ablation_runs_says_so_not_that_no_task_was_mea
 def test_the_patterns_no_head_shows_are_named():
     lead = story.lead(_report([["delimiter", "mixed"]]))
     assert lead.unseen == ["Previous token", "Broad attention"]  # the atlas's labels with a count of 0
+
+
+def _patching_report(*found: Finding) -> SimpleNamespace:
+    report = _report(MOSTLY_DELIMITER, [_finding("ablation-single-heads", count=0, total=6, significant=[]), *found])
+    report.patching = SimpleNamespace()
+    return report
+
+
+def _patched(fid: str, supported: bool, **numbers) -> Finding:
+    return Finding(id=fid, group="patching", supported=supported, sentence="", spans=[], links=[], numbers=numbers)
+
+
+def test_the_take_home_names_the_head_patching_supports_and_no_more():
+    restored = _patched("patching-denoising", True, layer=1, head=2, effect=0.7, direction="denoising")
+    assert story.lead(_patching_report(restored)).take_home.endswith(
+        "; activation patching names layer 1 head 2 as the head that carries its prompt pairs' behaviour most: "
+        "patched from the clean run, it alone restores 70% of the logit difference")
+    weak = _patched("patching-denoising", False, layer=1, head=2, effect=0.2, direction="denoising")
+    said = story.lead(_patching_report(weak)).take_home
+    assert "layer 1 head 2" not in said and said.endswith("finds no single head that restores a significant share "
+                                                          "of the behaviour")
+    absent = _patched("patching-absent", False, difference=0.01)
+    assert story.lead(_patching_report(absent)).take_home.endswith("show no behaviour for activation patching to "
+                                                                   "locate")
+    assert "patching" not in story.lead(_report(MOSTLY_DELIMITER)).take_home  # none configured: nothing said

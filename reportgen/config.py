@@ -169,12 +169,14 @@ class PatternSettings(Strict):
 class ExperimentSwitches(Strict):
     """Which head-ablation experiments run."""
 
-    baseline: bool
-    single_heads: bool
-    random_fraction: bool
-    layer_halves: bool
-    whole_layers: bool
-    importance: bool
+    baseline: bool = Field(description="The unmasked model's metric with its 95% bootstrap interval.")
+    single_heads: bool = Field(description="Each head masked alone, with a corrected permutation test.")
+    random_fraction: bool = Field(description="Random sets of each fraction of heads masked, tested for "
+                                              "non-inferiority against `margin`.")
+    layer_halves: bool = Field(description="The lower against the upper half of the layers, at each fraction.")
+    whole_layers: bool = Field(description="Each layer's heads masked together.")
+    importance: bool = Field(description="Michel et al. 2019's head importance and pruning curves, ranked among "
+                                         "random orders.")
     # off unless asked, also where a caller lists only the other switches: it multiplies the masks
     head_pairs: bool = Field(False, description="Mask two heads together (see `ablation.head_pairs`).")
 
@@ -201,7 +203,7 @@ class HeadPairSettings(Strict):
 class AblationSettings(Strict):
     """The `ablation:` section: the task, its data and the head-ablation experiments."""
 
-    enabled: bool
+    enabled: bool = Field(description="Run the head-ablation experiments (off: the site has no ablation page).")
     task: Literal["similarity", "classification", "mlm", "causal_lm", "seq2seq"] = Field(
         description="similarity | classification | mlm (masked-token accuracy) | causal_lm (next-token "
                     "cross-entropy of a decoder, lower is better; also its perplexity) | seq2seq (target-token "
@@ -212,31 +214,33 @@ class AblationSettings(Strict):
                                                 'which read nothing but texts).')
     format: Format = Field(description="txt | csv | tsv | jsonl; auto = from the file suffix (.txt, .csv, .tsv, "
                                        ".jsonl, ...).")
-    header: bool
+    header: bool = Field(description="The CSV/TSV file's first row names its columns.")
     columns: dict[str, str | int] | None = Field(
         description="Role -> column name or 0-based index; null = the task's default names.")
     limit: int | None = Field(ge=1, le=MAX_ROWS, description="Use only the first N examples.")
-    max_length: int = Field(ge=8, le=8192)
+    max_length: int = Field(ge=8, le=8192, description="Tokens per task input; longer ones are truncated.")
     method: Literal["zero", "uniform", "mean", "resample"] = Field(
         description="zero (head removed, Michel et al. 2019) | uniform (1/n attention, Kovaleva et al. 2019) | "
                     "mean (the head's mean output over the task's inputs at each position) | resample (the "
                     "head's output on another input of the task): mean and resample keep the model on its "
                     "distribution (Wang et al. 2022; Chan et al. 2022).")
     experiments: ExperimentSwitches
-    seeds: list[Seed] = Field(min_length=1, max_length=MAX_SEEDS)
+    seeds: list[Seed] = Field(min_length=1, max_length=MAX_SEEDS,
+                              description="Random seeds: each draws its own random head sets and orders.")
     fractions: list[float] = Field(
         min_length=1, max_length=100, description="Fractions of all heads to mask (random, halves, pruning steps).")
-    bootstrap_samples: int = Field(ge=100, le=MAX_RESAMPLES)
+    bootstrap_samples: int = Field(ge=100, le=MAX_RESAMPLES, description="Resamples of each bootstrap interval.")
     permutations: int = Field(ge=100, le=MAX_RESAMPLES,
                               description="At least; raised so the smallest p-value can pass the correction.")
-    correction: Literal["holm", "bonferroni"]
-    alpha: float = Field(gt=0, lt=1)
+    correction: Literal["holm", "bonferroni"] = Field(description="How p-values are corrected for the number of "
+                                                                   "tests: holm | bonferroni.")
+    alpha: float = Field(gt=0, lt=1, description="Significance level of every test, after correction.")
     margin: float = Field(gt=0, lt=1, description="Non-inferiority margin, relative to the unmasked model's metric: "
                                                   "a change above -margin counts as no loss.")
     importance: ImportanceSettings
     head_pairs: HeadPairSettings
-    mlm_probability: float = Field(gt=0, lt=1)
-    mlm_seed: Seed
+    mlm_probability: float = Field(gt=0, lt=1, description="Task mlm: the share of tokens masked.")
+    mlm_seed: Seed = Field(description="Task mlm: the seed that picks the masked tokens (the same for every mask).")
     batch_tokens: int = Field(ge=64, le=MAX_BATCH_TOKENS, description="Padded tokens per forward pass (at least "
                                                                      "max_length: one whole text per pass).")
     ray: str | None = Field(description='Evaluate the masks on Ray actors: null (here, no Ray), "local" (a Ray '
@@ -284,7 +288,7 @@ class AblationSettings(Strict):
 class PatchingSettings(Strict):
     """The `patching:` section: activation patching on prompt pairs (reportgen.patching)."""
 
-    enabled: bool
+    enabled: bool = Field(description="Run activation patching (off by default; the site then has a patching page).")
     data: str = Field(min_length=1, description='"builtin" (repeated random tokens, the induction behaviour: any '
                                                 'decoder) or a JSONL file of {clean, corrupted, answer, wrong} rows '
                                                 '(an encoder-decoder\'s rows may add `target`, what its decoder reads '
@@ -303,10 +307,10 @@ class PatchingSettings(Strict):
                                               "for the pairs to show a behaviour (0.5: odds of 1.65 to 1); below "
                                               "it no head is significant or named.")
     top: int = Field(ge=1, le=10_000, description="Heads compared at the top of both rankings (agreement).")
-    bootstrap_samples: int = Field(ge=100, le=MAX_RESAMPLES)
-    permutations: int = Field(ge=100, le=MAX_RESAMPLES)
-    alpha: float = Field(gt=0, lt=1)
-    seed: Seed
+    bootstrap_samples: int = Field(ge=100, le=MAX_RESAMPLES, description="Resamples of each bootstrap interval.")
+    permutations: int = Field(ge=100, le=MAX_RESAMPLES, description="Sign flips of each head's permutation test.")
+    alpha: float = Field(gt=0, lt=1, description="Significance level of every test, after Holm's correction.")
+    seed: Seed = Field(description="Seed of the built-in pairs, the bootstrap and the permutations.")
 
     _data = field_validator("data", mode="before")(no_script_url)
 
@@ -341,7 +345,7 @@ class Config(Strict):
     title: str = Field(description="Site title.")
     site_url: str | None = Field(description="Public address of the site (GitHub Pages): an http(s) URL, or null.")
     model: str = Field(min_length=1, description='"default", a Hugging Face Hub id or a local directory.')
-    device: Literal["auto", "cpu", "cuda"]
+    device: Literal["auto", "cpu", "cuda"] = Field(description="auto (CUDA where there is a GPU) | cpu | cuda.")
     trust_remote_code: bool = Field(description="Allow a model directory's own Python code (auto_map); off: refused.")
     allow_pickle: bool = Field(
         description="Allow pickle weights (pytorch_model.bin) when there is no safetensors; off: refused.")

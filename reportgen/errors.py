@@ -10,7 +10,7 @@ and keeps its traceback.
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# Exit codes, documented in the README.
+# Exit codes, documented in docs/pages/reference/errors.md.
 EXIT_CONFIG = 2  # the config file: missing, bad YAML, unknown key, wrong type
 EXIT_MODEL = 3  # the model: missing path, not downloadable, not a supported encoder; a Ray cluster not reached
 EXIT_DATA = 4  # a data file or example the config points at

@@ -9,8 +9,9 @@ forward takes (`model_input_names`: no token_type_ids for DistilBERT, the RoBERT
 
 Every checkpoint has TINY_SHAPE (3 layers x 4 heads, hidden 32), positions for MAX_LENGTH tokens where they
 are absolute, and initializer_range 0.3 so that the attention is far from uniform. FAMILIES is ordered and
-keyed by model_type; tests/model/test_architectures.py is parametrized over it and renders the README's
-support table from it. `Checkpoints` builds each (family, task) once into a directory and hands it out again.
+keyed by model_type; tests/model/test_architectures.py is parametrized over it and renders the support table
+of docs/pages/reference/architectures.md from it. `Checkpoints` builds each (family, task) once into a
+directory and hands it out again.
 """
 
 from __future__ import annotations
@@ -155,12 +156,12 @@ class Family:
     """How to build one encoder family's tiny checkpoint."""
 
     model_type: str
-    name: str  # as the README names it
+    name: str  # as the docs name it
     prefix: str  # transformers class prefix: {prefix}Config, {prefix}Model, {prefix}ForMaskedLM, ...
     tokenizer: str  # a STYLES key
     tokenizer_class: str  # the transformers tokenizer class (unused for modernbert-bpe)
     config: dict = field(default_factory=dict)  # family-specific config fields over TINY_SHAPE
-    note: str = ""  # what the config adds to TINY_SHAPE, for the README
+    note: str = ""  # what the config adds to TINY_SHAPE, for the docs' table
     renames: dict = field(default_factory=dict)  # TINY_SHAPE field -> this config's name for it
 
     @property
@@ -214,7 +215,7 @@ def shape_text() -> str:
 
 
 def describe(family: Family) -> str:
-    """The tiny config of `family` beyond TINY_SHAPE, in words (the README table's second column)."""
+    """The tiny config of `family` beyond TINY_SHAPE, in words (the docs table's second column)."""
     return f"`{family.prefix}Config`" + (f": {family.note}" if family.note else "")
 
 

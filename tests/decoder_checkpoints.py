@@ -48,8 +48,8 @@ def make_decoder(family: str, target: Path, causal_lm: bool = False) -> Path:
     return target
 
 
-# The README's decoder table: check -> (header, what a "yes" means, the test file behind it). Every family in
-# FAMILIES has every check (each test is parametrized over FAMILIES).
+# The docs' decoder table (docs/pages/reference/architectures.md): check -> (header, what a "yes" means, the test
+# file behind it). Every family in FAMILIES has every check (each test is parametrized over FAMILIES).
 CHECKS = {
     "views": ("views", "the quick view holds the model's own attention within the 8-bit step, nothing above the "
                        "diagonal, with contributions", "tests/quickview/test_decoder_views.py"),
@@ -70,7 +70,7 @@ NAMES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistra
 
 
 def render_decoder_table() -> str:
-    """The README's decoder support table, from FAMILIES and CHECKS."""
+    """The docs' decoder support table (docs/pages/reference/architectures.md), from FAMILIES and CHECKS."""
     from tests.helpers import family_table
 
     return family_table(["Decoders (causal self-attention) on tiny random checkpoints (2 or 3 layers x 4 heads, "

@@ -4,7 +4,7 @@ Fixtures are in tests/conftest.py (pytest discourages importing conftest); test 
 from no other test module, except tests/commands/test_bad_inputs.py, which joins the case table OUTPUT_CASES
 of tests/site/test_output_rules.py to its own. The sections below follow the package's stages: models
 (reportgen/model/, reportgen/ablation/), pattern runs (reportgen/patterns/), findings, site configs and the
-browser (reportgen/site/), and the README's bad-input table (reportgen/commands/).
+browser (reportgen/site/), and the docs' bad-input table (reportgen/commands/).
 
 `from tests.helpers import ...` works under plain `pytest` too: pyproject.toml puts the repository root on
 sys.path (`pythonpath = ["."]`). Heavy libraries (torch, transformers) are imported inside the functions
@@ -33,6 +33,8 @@ from reportgen.runs import ExampleRun
 
 # The repository root, wherever the test file that asks for it lies under tests/.
 ROOT = Path(__file__).resolve().parent.parent
+# The documentation's pages (docs/mkdocs.yml's docs_dir), where the tables generated from tests live.
+DOCS = ROOT / "docs" / "pages"
 
 
 def pythonpath() -> str:
@@ -611,13 +613,14 @@ def search_results(view: BrowserPage, query: str):
     return results
 
 
-# -- the README's bad-input table and one-line errors (reportgen/commands/, reportgen/errors.py) -----------
+# -- the docs' bad-input table and one-line errors (reportgen/commands/, reportgen/errors.py) -------------
 @dataclass
 class Case:
-    """One row of the README's bad-input table (tests/commands/test_bad_inputs.py, tests/site/test_output_rules.py)."""
+    """One row of the bad-input table in docs/pages/reference/errors.md (tests/commands/test_bad_inputs.py,
+    tests/site/test_output_rules.py)."""
 
     id: str
-    what: str  # the bad input, as the README table says it
+    what: str  # the bad input, as the docs' table says it
     config: dict | str | bytes | None  # dict: merged over BASE; str/bytes: the file as is; None: no file
     exit: int
     answer: str  # the whole stderr line after "error: " (exit 0: the warning lines), <dir> = project
@@ -710,16 +713,16 @@ class WarmCli:
         self.server.wait(timeout=60)
 
 
-# -- README sections generated from tests (the bad-inputs table, the support table) ----------------------
-def readme_section(text: str, start: str, end: str) -> str:
-    """The README text between the `start` and `end` markers, without the blank lines around it."""
+# -- docs sections generated from tests (the bad-inputs table, the support tables) ------------------------
+def doc_section(text: str, start: str, end: str) -> str:
+    """The text of a docs page between the `start` and `end` markers, without the blank lines around it."""
     first, last = text.index(start) + len(start), text.index(end)
     return text[first:last].strip("\n") + "\n"
 
 
 def family_table(intro: list[str], checks: dict[str, tuple[str, str, str]], families, names: dict[str, str],
                  described: dict[str, str]) -> str:
-    """A README support table whose every family has every check (each a test parametrized over `families`):
+    """A docs support table whose every family has every check (each a test parametrized over `families`):
     the `intro` lines, each check's header, meaning and test file, then one row per family."""
     lines = [*intro, ""]
     lines += [f"- {header}: {meaning} (`{test}`)" for header, meaning, test in checks.values()]
@@ -730,9 +733,8 @@ def family_table(intro: list[str], checks: dict[str, tuple[str, str, str]], fami
     return "\n".join(lines) + "\n"
 
 
-def write_readme_section(start: str, end: str, rendered: str) -> None:
-    """Put `rendered` between the markers of README.md."""
-    readme = ROOT / "README.md"
-    text = readme.read_text(encoding="utf-8")
+def write_doc_section(path: Path, start: str, end: str, rendered: str) -> None:
+    """Put `rendered` between the markers of `path`, a page under docs/pages."""
+    text = path.read_text(encoding="utf-8")
     first, last = text.index(start) + len(start), text.index(end)
-    readme.write_text(text[:first] + "\n" + rendered + text[last:], encoding="utf-8")
+    path.write_text(text[:first] + "\n" + rendered + text[last:], encoding="utf-8")

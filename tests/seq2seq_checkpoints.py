@@ -185,8 +185,8 @@ def write_pairs(path: Path, pairs=PAIRS) -> Path:
     return path
 
 
-# The README's encoder-decoder table: check -> (header, what a "yes" means, the test file behind it). Every family
-# in FAMILIES has every check (each test is parametrized over FAMILIES).
+# The docs' encoder-decoder table (docs/pages/reference/architectures.md): check -> (header, what a "yes" means,
+# the test file behind it). Every family in FAMILIES has every check (each test is parametrized over FAMILIES).
 CHECKS = {
     "views": ("views", "the quick view's Encoder, Decoder and Cross groups hold the model's own attention within the "
                        "8-bit step, with contributions", "tests/quickview/test_encoder_decoder_views.py"),
@@ -208,7 +208,7 @@ NAMES = {"bart": "BART", "t5": "T5", "marian": "Marian"}
 
 
 def render_encoder_decoder_table() -> str:
-    """The README's encoder-decoder support table, from FAMILIES and CHECKS."""
+    """The docs' encoder-decoder support table (docs/pages/reference/architectures.md), from FAMILIES and CHECKS."""
     from tests.helpers import family_table
 
     return family_table(["Encoder-decoders on tiny random checkpoints (2 encoder and 2 decoder layers x 4 heads, "

@@ -1,5 +1,6 @@
-"""A warm `reportgen` command line, for the tests that run it a hundred times (the README's bad-input table:
-tests/commands/test_bad_inputs.py, tests/site/test_output_rules.py). Run as a script by helpers.WarmCli.
+"""A warm `reportgen` command line, for the tests that run it a hundred times (the bad-input table of
+docs/pages/reference/errors.md: tests/commands/test_bad_inputs.py, tests/site/test_output_rules.py). Run as a
+script by helpers.WarmCli.
 
 A fresh `python -m reportgen build` spends 5-10 s of CPU importing torch, transformers, MkDocs and Altair before it
 reads its config; a hundred of them were a worker's whole share of CI. This process imports them once, then runs

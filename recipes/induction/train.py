@@ -13,15 +13,16 @@ word-level tokenizer, which AutoModelForCausalLM / AutoTokenizer load), init/ (t
 training, the untrained control) and measured.json (every head's induction and previous-token score
 before and after, their causal nulls, the training time, steps and loss), and texts.txt (200 held-out
 stories, the data of the site's causal-LM ablation). model/, init/ and texts.txt are ignored by git;
-measured.json is the record the README quotes.
+measured.json is the record this folder's README.md and the docs' recipes guide
+(docs/pages/guides/recipes.md) quote.
 
 Attention-only in a GPT-2 checkpoint: every layer's MLP output projection (mlp.c_proj, weight and bias)
 is set to zero and frozen (requires_grad False), so each MLP adds exactly 0 to the residual stream; the
 rest of the MLP (c_fc) and its layer norm (ln_2) are frozen too, since nothing they compute reaches the
 output. The saved checkpoint is reloaded and checked for all-zero c_proj tensors.
 
-Training (README: what was tried and why): 2 layers x 4 heads, width 128, 128 positions, untied output
-layer, AdamW 3e-3 with warm-up and cosine decay, 4000 steps of 32 sequences, the first 3000 on 64-token
+Training (this folder's README.md: what was tried and why): 2 layers x 4 heads, width 128, 128 positions,
+untied output layer, AdamW 3e-3 with warm-up and cosine decay, 4000 steps of 32 sequences, the first 3000 on 64-token
 sequences (a sequence-length warm-up: the heads form on short sequences, at half the cost per step) and
 the last 1000 on 128 tokens. The data (induction_data.py): template stories mixed with uniformly random
 spans and repeats of them. The detector (reportgen.patterns.decoder, or detect.py where reportgen lacks

@@ -31,8 +31,8 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", 
 PADDING_OFFSET_TYPES = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "longformer", "mpnet",
                         "data2vec-text", "roberta-prelayernorm", "xmod", "ibert"}
 # The encoder families reportgen supports, model_type -> name: each has its own tests on a tiny
-# checkpoint of that architecture (tests/model/test_architectures.py, which renders the README's
-# support table). Any other model type is refused before anything is loaded.
+# checkpoint of that architecture (tests/model/test_architectures.py, which renders the support
+# table of docs/pages/reference/architectures.md). Any other model type is refused before anything is loaded.
 SUPPORTED_ENCODERS = {
     "bert": "BERT", "roberta": "RoBERTa", "xlm-roberta": "XLM-RoBERTa", "camembert": "CamemBERT",
     "roberta-prelayernorm": "RoBERTa-PreLayerNorm", "xlm-roberta-xl": "XLM-RoBERTa-XL", "electra": "ELECTRA",

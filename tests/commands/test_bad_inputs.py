@@ -8,12 +8,12 @@ written as `<dir>`), no traceback, the exit code of `reportgen/errors.py` for th
 and `site/` byte for byte as it was. A few inputs are not errors (a text longer than the model takes, pickle weights the
 config allows): those build, with the warning asserted, into another directory.
 
-The README's "Errors and exit codes" table is rendered from CASES by `render_table()`; a test
-checks that the README holds exactly that table. Regenerate it after changing a case:
+The docs' "Errors and exit codes" table (docs/pages/reference/errors.md) is rendered from CASES by
+`render_table()`; a test checks that the page holds exactly that table. Regenerate it after changing a case:
 
     python -m tests.commands.test_bad_inputs            # print the table
-    python -m tests.commands.test_bad_inputs --write    # rewrite the README section
-    REGENERATE=1 python -m pytest tests/commands/test_bad_inputs.py -k readme   # the same, from pytest
+    python -m tests.commands.test_bad_inputs --write    # rewrite the section of errors.md
+    REGENERATE=1 python -m pytest tests/commands/test_bad_inputs.py -k docs_table   # the same, from pytest
 
 Models are tiny random ones built here (never downloaded; HF_HUB_OFFLINE=1 for every run).
 Not writable as root: chmod does not stop root, so the cases use an output path under a file
@@ -39,19 +39,19 @@ import yaml
 
 from reportgen import errors
 from tests.helpers import (
-    ROOT,
+    DOCS,
     Case,
     WarmCli,
     check_report,
+    doc_section,
     is_progress,
     pythonpath,
-    readme_section,
     symlink,
     tree,
-    write_readme_section,
+    write_doc_section,
 )
 
-README = ROOT / "README.md"
+ERRORS_PAGE = DOCS / "reference" / "errors.md"
 START, END = "<!-- bad-inputs:start -->", "<!-- bad-inputs:end -->"
 
 # The families the model check names when it refuses one (reportgen/model/loading.py SUPPORTED_ENCODERS).
@@ -550,7 +550,7 @@ CASES: list[Case] = [
 ]
 
 
-# -- the README table -----------------------------------------------------------------------------
+# -- the docs' table (docs/pages/reference/errors.md) ---------------------------------------------
 def _exit_legend() -> list[tuple[int, str]]:
     """(code, meaning) from the comments of reportgen/errors.py, so the legend follows the code."""
     source = Path(errors.__file__).read_text(encoding="utf-8")
@@ -569,7 +569,7 @@ def _cell(text: str) -> str:
 
 
 def render_table() -> str:
-    """The README section between the markers, generated from CASES and reportgen/errors.py."""
+    """The section of errors.md between the markers, generated from CASES and reportgen/errors.py."""
     lines = [
         "Generated from `tests/commands/test_bad_inputs.py` and `tests/site/test_output_rules.py`"
         f" ({len(all_cases())} cases;",
@@ -589,8 +589,8 @@ def render_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_readme() -> None:
-    write_readme_section(START, END, render_table())
+def write_docs() -> None:
+    write_doc_section(ERRORS_PAGE, START, END, render_table())
 
 
 # -- the project: tiny models, a good site ------------------------------------------------------------
@@ -820,19 +820,20 @@ def test_matrix_has_at_least_25_error_cases():
     assert sum(c.exit != 0 for c in CASES) >= 25
 
 
-def test_readme_table_is_generated_from_the_cases():
-    text = README.read_text(encoding="utf-8")
+def test_docs_table_is_generated_from_the_cases():
+    text = ERRORS_PAGE.read_text(encoding="utf-8")
     if os.environ.get("REGENERATE") == "1":
-        write_readme()
-        text = README.read_text(encoding="utf-8")
-    assert START in text and END in text, "README.md lacks the bad-inputs markers"
-    assert readme_section(text, START, END) == render_table(), (
-        "README table is stale: run `python -m tests.commands.test_bad_inputs --write`")
+        write_docs()
+        text = ERRORS_PAGE.read_text(encoding="utf-8")
+    assert START in text and END in text, "docs/pages/reference/errors.md lacks the bad-inputs markers"
+    assert doc_section(text, START, END) == render_table(), (
+        "the errors table of docs/pages/reference/errors.md is stale: "
+        "run `python -m tests.commands.test_bad_inputs --write`")
 
 
 if __name__ == "__main__":
     if "--write" in sys.argv[1:]:
-        write_readme()
-        print(f"rewrote the bad-inputs table in {README}")
+        write_docs()
+        print(f"rewrote the bad-inputs table in {ERRORS_PAGE}")
     else:
         sys.stdout.write(render_table())

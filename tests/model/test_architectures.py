@@ -1,7 +1,8 @@
 """Every encoder family reportgen claims, each on a tiny random checkpoint of its own (issue 30).
 
 For each family of tests/architectures.py FAMILIES (its checkpoints: random weights, a tokenizer trained
-here, nothing downloaded) this module checks each column of the README's support table:
+here, nothing downloaded) this module checks each column of the docs' support table
+(docs/pages/reference/architectures.md):
 
 - views: `reportgen build` of a tiny site; each example page's stored attention is within the 8-bit
   step (0.5/255) of the attention transformers itself gives for that input (eager, output_attentions);
@@ -18,11 +19,12 @@ here, nothing downloaded) this module checks each column of the README's support
 
 The sites are full builds but for drawing the charts' PNG/SVG downloads (see the `sites` fixture).
 
-The README's table is rendered from CHECKS and SUPPORT, the same declarations the tests are parametrized
-with (`families_for`), so it claims only what this module tests. Regenerate it after changing them:
+The docs' table is rendered from CHECKS and SUPPORT, the same declarations the tests are parametrized
+with (`families_for`), so it claims only what this module tests. Regenerate it (and the decoder and
+encoder-decoder tables beside it) after changing them:
 
     python -m tests.model.test_architectures            # print the table
-    python -m tests.model.test_architectures --write    # rewrite the README section
+    python -m tests.model.test_architectures --write    # rewrite the sections of architectures.md
 
 Sites and checkpoints are built once per session, lazily: a family's site serves four of its checks,
 and a family whose build fails fails those checks with the same error without building again.
@@ -52,16 +54,16 @@ from tests.decoder_checkpoints import FAMILIES as DECODER_FAMILIES
 from tests.decoder_checkpoints import NAMES as DECODER_NAMES
 from tests.decoder_checkpoints import render_decoder_table
 from tests.helpers import (
-    ROOT,
+    DOCS,
     SINGLE_HEADS_ABLATION,
     TWO_EXAMPLES,
     build_tiny_site,
     check_report,
-    readme_section,
+    doc_section,
     tiny_config,
+    write_doc_section,
     write_graded_pairs,
     write_labelled_pairs,
-    write_readme_section,
     write_sentences,
 )
 from tests.seq2seq_checkpoints import FAMILIES as ENCODER_DECODER_FAMILIES
@@ -72,10 +74,10 @@ from tests.seq2seq_checkpoints import render_encoder_decoder_table
 # a family's checks share its own site and checkpoints.
 SPLIT_BY = "family"
 
-README = ROOT / "README.md"
+ARCHITECTURES_PAGE = DOCS / "reference" / "architectures.md"
 START, END = "<!-- support:start -->", "<!-- support:end -->"
 
-# The README table's columns: check id -> (header, what a "yes" means). Each check is the test `test_<id>`.
+# The docs table's columns: check id -> (header, what a "yes" means). Each check is the test `test_<id>`.
 CHECKS: dict[str, tuple[str, str]] = {
     "views": ("views", "a built site's attention views hold the model's own attention, within the 8-bit step"),
     "qk_check": ("query/key check", "the query/key page's softmax matches the model's weights within rounding"),
@@ -89,7 +91,7 @@ CHECKS: dict[str, tuple[str, str]] = {
     "mlm": ("masked-LM task", "the same on a masked-LM head"),
 }
 # Which checks each family has. Every family has all of them: a family that lacked one would say so here,
-# and the README would show it.
+# and the docs would show it.
 SUPPORT: dict[str, tuple[str, ...]] = {family: tuple(CHECKS) for family in FAMILIES}
 
 ROW_STEP = 0.5 / 255  # the 8-bit attention encoding's largest error (reportgen/site/views.py)
@@ -104,13 +106,13 @@ ABLATION_ROWS = 12
 
 
 def families_for(check: str) -> list[str]:
-    """The families the test of `check` runs on, in FAMILIES order (also the README's "yes" cells)."""
+    """The families the test of `check` runs on, in FAMILIES order (also the docs table's "yes" cells)."""
     return [family for family in FAMILIES if check in SUPPORT[family]]
 
 
-# -- the README table ------------------------------------------------------------------------------------------
+# -- the docs' tables (docs/pages/reference/architectures.md) ----------------------------------------------
 def render_support_table() -> str:
-    """The README section between the markers, generated from FAMILIES, CHECKS and SUPPORT."""
+    """The section of architectures.md between the markers, generated from FAMILIES, CHECKS and SUPPORT."""
     lines = [
         "Generated from `tests/model/test_architectures.py` (`python -m tests.model.test_architectures --write`",
         "regenerates it). Each \"yes\" is a test of that module on a tiny checkpoint of the family built by",
@@ -132,36 +134,39 @@ DECODERS_START, DECODERS_END = "<!-- decoders:start -->", "<!-- decoders:end -->
 SEQ2SEQ_START, SEQ2SEQ_END = "<!-- encoder-decoders:start -->", "<!-- encoder-decoders:end -->"
 
 
-def write_readme() -> None:
-    write_readme_section(START, END, render_support_table())
-    write_readme_section(DECODERS_START, DECODERS_END, render_decoder_table())
-    write_readme_section(SEQ2SEQ_START, SEQ2SEQ_END, render_encoder_decoder_table())
+def write_docs() -> None:
+    write_doc_section(ARCHITECTURES_PAGE, START, END, render_support_table())
+    write_doc_section(ARCHITECTURES_PAGE, DECODERS_START, DECODERS_END, render_decoder_table())
+    write_doc_section(ARCHITECTURES_PAGE, SEQ2SEQ_START, SEQ2SEQ_END, render_encoder_decoder_table())
 
 
-def test_readme_decoder_table_is_generated_from_the_decoder_tests():
+def test_docs_decoder_table_is_generated_from_the_decoder_tests():
     from reportgen.model.loading import VIEWABLE_DECODERS
 
-    text = README.read_text(encoding="utf-8")
-    assert readme_section(text, DECODERS_START, DECODERS_END) == render_decoder_table(), (
-        "README decoder table is stale: run `python -m tests.model.test_architectures --write`")
+    text = ARCHITECTURES_PAGE.read_text(encoding="utf-8")
+    assert doc_section(text, DECODERS_START, DECODERS_END) == render_decoder_table(), (
+        "the decoder table of docs/pages/reference/architectures.md is stale: "
+        "run `python -m tests.model.test_architectures --write`")
     assert set(DECODER_FAMILIES) == set(VIEWABLE_DECODERS) and DECODER_NAMES == VIEWABLE_DECODERS
 
 
-def test_readme_encoder_decoder_table_is_generated_from_the_encoder_decoder_tests():
+def test_docs_encoder_decoder_table_is_generated_from_the_encoder_decoder_tests():
     from reportgen.model.loading import SUPPORTED_ENCODER_DECODERS
 
-    text = README.read_text(encoding="utf-8")
-    assert readme_section(text, SEQ2SEQ_START, SEQ2SEQ_END) == render_encoder_decoder_table(), (
-        "README encoder-decoder table is stale: run `python -m tests.model.test_architectures --write`")
+    text = ARCHITECTURES_PAGE.read_text(encoding="utf-8")
+    assert doc_section(text, SEQ2SEQ_START, SEQ2SEQ_END) == render_encoder_decoder_table(), (
+        "the encoder-decoder table of docs/pages/reference/architectures.md is stale: "
+        "run `python -m tests.model.test_architectures --write`")
     assert set(ENCODER_DECODER_FAMILIES) == set(SUPPORTED_ENCODER_DECODERS)
     assert ENCODER_DECODER_NAMES == SUPPORTED_ENCODER_DECODERS
 
 
-def test_readme_support_table_is_generated_from_the_tests():
-    text = README.read_text(encoding="utf-8")
-    assert START in text and END in text, "README.md lacks the support-table markers"
-    assert readme_section(text, START, END) == render_support_table(), (
-        "README support table is stale: run `python -m tests.model.test_architectures --write`")
+def test_docs_support_table_is_generated_from_the_tests():
+    text = ARCHITECTURES_PAGE.read_text(encoding="utf-8")
+    assert START in text and END in text, "docs/pages/reference/architectures.md lacks the support-table markers"
+    assert doc_section(text, START, END) == render_support_table(), (
+        "the support table of docs/pages/reference/architectures.md is stale: "
+        "run `python -m tests.model.test_architectures --write`")
 
 
 def test_every_supported_encoder_is_a_family_and_no_other():
@@ -521,8 +526,8 @@ def test_mlm(family, ablations, checkpoints, task_data):
 
 if __name__ == "__main__":
     if "--write" in sys.argv[1:]:
-        write_readme()
-        print(f"rewrote the support table in {README}")
+        write_docs()
+        print(f"rewrote the support tables in {ARCHITECTURES_PAGE}")
     else:
         sys.stdout.write(render_support_table())
 

@@ -3,13 +3,13 @@
 Each refused case runs `reportgen build` (by helpers.WarmCli: a fork of a process that imported reportgen
 once; as a real subprocess for the case run as another user) in a fresh project that holds canary files
 inside and around the output it names (the project, its parent, the cache, a model directory,
-hand-written docs, a symlink's target). It asserts exit 5, the one line the README table shows
+hand-written docs, a symlink's target). It asserts exit 5, the one line the docs' table shows
 (`<dir>` is the project, `<top>` its parent), and every file and symlink under the parent byte
 for byte as it was: nothing deleted, nothing written, not even a lock file. The commands around
 the site (serve, publish, init) are held to the same rule, with their own exit codes.
 
-The cases join the README's bad-input table (tests/commands/test_bad_inputs.py renders it). They are
-refused before any model is loaded, so the projects need no model. The builds that are allowed
+The cases join the bad-input table of docs/pages/reference/errors.md (tests/commands/test_bad_inputs.py
+renders it). They are refused before any model is loaded, so the projects need no model. The builds that are allowed
 (into reportgen's own previous site, an empty directory, a symlink to a site) run a tiny model
 in process.
 """

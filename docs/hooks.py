@@ -1,7 +1,7 @@
 """MkDocs hooks of reportgen's documentation (docs/mkdocs.yml): a page's line `<!-- generated: NAME -->` becomes
 the Markdown docs/generate/ writes from the code (the configuration, report.json, Python API and command-line
 references, the gallery), the gallery's built reports are copied under gallery/, and the reports' own
-iframe-worker shim (site_src/) lets search run from file://."""
+assets (site_src/) are added: search from file://, the same accessibility fixes and link style."""
 
 from __future__ import annotations
 
@@ -26,7 +26,10 @@ PAGES = {
     "gallery": gallery_page.render,
 }
 MARKER = re.compile(r"^<!-- generated: ([\w-]+) -->$", re.M)
-SHIM = "assets/javascripts/iframe-worker-shim.js"
+# What the docs take from the reports' own assets (site_src/): the iframe-worker shim lets search run from file://,
+# a11y.js names the search dialog and puts wide tables in the tab order, reportgen.css underlines links in text.
+FROM_SITE_SRC = ("assets/javascripts/iframe-worker-shim.js", "assets/javascripts/a11y.js",
+                 "assets/stylesheets/reportgen.css")
 
 
 def on_page_markdown(markdown: str, page, **_) -> str:
@@ -39,7 +42,8 @@ def on_page_markdown(markdown: str, page, **_) -> str:
 
 
 def on_files(files, config):
-    files.append(File.generated(config, SHIM, abs_src_path=str(ROOT / "site_src" / SHIM)))
+    for uri in FROM_SITE_SRC:
+        files.append(File.generated(config, uri, abs_src_path=str(ROOT / "site_src" / uri)))
     for entry in gallery_page.built():
         report = gallery_page.folder() / entry["name"]
         for path in sorted(report.rglob("*")):

@@ -56,7 +56,8 @@ def _card(entry: dict, report: Report) -> str:
 
 - **Model**: {facts}
 - **What its findings page says first**: {html.escape(lead(report).take_home)}
-- [Open the report]({href}){{: .md-button }}
+
+[Open the report]({href}){{: .md-button }}
 
 <iframe class="gallery-report" src="{href}" title="{title}: the findings page" loading="lazy"></iframe>
 """

@@ -8,13 +8,14 @@ activation patching ("patch the head's output"). One forward patches many varian
 prompt, and each row carries its own (layer, head, positions) to patch.
 
 The source and target prompts have the same number of tokens (pairs.py refuses others), so positions match.
-A model that runs one layer module at several depths (ALBERT) is refused: its depth is not known from the module.
+A model that runs one layer module at several depths (ALBERT) is told its depth by counting the projection's calls
+since the layers' runner started, as reportgen.model.masking does.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -33,27 +34,40 @@ class Patch:
     positions: tuple[int, ...] | None = None
 
 
-def _depths(sites: HeadSites) -> dict[int, int]:
-    """id(output projection) -> flat layer; one projection per layer, or patching cannot tell the layers apart."""
-    depths = {id(module): depth for depth, module in enumerate(sites.out_proj)}
-    if len(depths) != sites.n_layers:
-        raise ValueError("this model runs one layer module at several depths (ALBERT); patching needs one per layer")
-    return depths
+def _depth_counter(sites: HeadSites) -> tuple[Callable[[nn.Module], int], Callable[[], None]]:
+    """(depth of a call of an output projection, reset at the start of a forward). One projection per layer: its
+    depth is the module's. One module at several depths (ALBERT): the number of its calls since the layers' runner
+    started, since the layers run in depth order."""
+    if not sites.shared:
+        depths = {id(module): depth for depth, module in enumerate(sites.out_proj)}
+        return (lambda module: depths[id(module)]), (lambda: None)
+    calls = [0]
+
+    def depth(_module: nn.Module) -> int:
+        calls[0] += 1
+        return (calls[0] - 1) % sites.n_layers
+
+    def reset() -> None:
+        calls[0] = 0
+
+    return depth, reset
 
 
 @contextmanager
 def hooked(sites: HeadSites, on_context) -> Iterator[None]:
     """`on_context(depth, context [rows, tokens, heads, head_dim])` at every output projection's input; its
     return value (same shape) or None (unchanged) is what the projection reads."""
-    depths = _depths(sites)
+    depth_of, reset = _depth_counter(sites)
 
     def hook(module, args):
         context = args[0]
         rows, tokens = context.shape[:2]
-        changed = on_context(depths[id(module)], context.view(rows, tokens, sites.heads, sites.head_dim))
+        changed = on_context(depth_of(module), context.view(rows, tokens, sites.heads, sites.head_dim))
         return None if changed is None else (changed.reshape(rows, tokens, -1), *args[1:])
 
-    handles = [module.register_forward_pre_hook(hook) for module in sites.out_proj]
+    modules = list({id(module): module for module in sites.out_proj}.values())  # ALBERT's shared one once
+    handles = [module.register_forward_pre_hook(hook) for module in modules]
+    handles.append(sites.encoder.register_forward_pre_hook(lambda *_: reset()))
     try:
         yield
     finally:

@@ -1,8 +1,8 @@
 """Exact patching (reportgen.patching.heads, issue 49): a patched forward equals a hand-patched one, computed here
 another way: not by replacing the head's context at the output projection's input, but by adding, to that
 projection's output, the head's share of it from the source run less its share from this run,
-(c_source,h - c_h) W_O,h. Random tiny GPT-2, Llama (grouped key/value heads), BART (all three groups) and a BERT
-masked-LM, each built from its config here."""
+(c_source,h - c_h) W_O,h. Random tiny GPT-2, Llama (grouped key/value heads), BART (all three groups), a BERT
+masked-LM and an ALBERT masked-LM (one layer module run at every depth), each built from its config here."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from reportgen.patching.heads import Patch, patched_logits, record_contexts  # n
 pytestmark = pytest.mark.slow  # transformers' model code for four families (~5 s to import): out of the fast tier
 
 VOCAB, TOKENS = 60, 9
-FAMILIES = ("gpt2", "llama", "bart", "bert-mlm")
+FAMILIES = ("gpt2", "llama", "bart", "bert-mlm", "albert-mlm")
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +37,9 @@ def models() -> dict:
         "bert-mlm": transformers.BertForMaskedLM(transformers.BertConfig(
             hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
             max_position_embeddings=32, **small)),
+        "albert-mlm": transformers.AlbertForMaskedLM(transformers.AlbertConfig(
+            hidden_size=32, embedding_size=16, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
+            num_hidden_groups=1, inner_group_num=1, max_position_embeddings=32, **small)),
     }
 
 
@@ -54,13 +57,16 @@ def _by_hand(model, target: dict, source: list, patch: Patch) -> torch.Tensor:
     sites = locate(model)
     size = sites.head_dim
     handles = []
+    depths_of: dict[int, list[int]] = {}  # a module's depths in call order (ALBERT: one module, every depth)
     for depth, module in enumerate(sites.out_proj):
-        heads = [head for layer, head in patch.heads if layer == depth]
-        if not heads:
-            continue
+        depths_of.setdefault(id(module), []).append(depth)
+    for module in {id(module): module for module in sites.out_proj}.values():
         weight = projection_weight(module)  # [out, in]
+        calls = iter(depths_of[id(module)])
 
-        def correct(_module, args, output, depth=depth, heads=heads, weight=weight):
+        def correct(_module, args, output, calls=calls, weight=weight):
+            depth = next(calls)
+            heads = [head for layer, head in patch.heads if layer == depth]
             context = args[0]
             delta = torch.zeros_like(output)
             for head in heads:

@@ -18,7 +18,8 @@ from reportgen.patching.heads import Patch, patched_logits, record_contexts  # n
 pytestmark = pytest.mark.slow  # transformers' model code for four families (~5 s to import): out of the fast tier
 
 VOCAB, TOKENS = 60, 9
-FAMILIES = ("gpt2", "llama", "bart", "bert-mlm", "albert-mlm")
+FAMILIES = ("gpt2", "llama", "qwen2", "mistral", "gemma", "bart", "t5", "marian", "bert-mlm", "albert-mlm")
+SEQ2SEQ = ("bart", "t5", "marian")
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,22 @@ def models() -> dict:
         "bert-mlm": transformers.BertForMaskedLM(transformers.BertConfig(
             hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
             max_position_embeddings=32, **small)),
+        "qwen2": transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=32, **small)),
+        "mistral": transformers.MistralForCausalLM(transformers.MistralConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            max_position_embeddings=32, sliding_window=4, **small)),
+        "gemma": transformers.GemmaForCausalLM(transformers.GemmaConfig(
+            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+            head_dim=8, max_position_embeddings=32, **small)),
+        "t5": transformers.T5ForConditionalGeneration(transformers.T5Config(
+            d_model=32, d_kv=6, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
+            relative_attention_num_buckets=8, decoder_start_token_id=0, **small)),
+        "marian": transformers.MarianMTModel(transformers.MarianConfig(
+            d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+            encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=32, decoder_start_token_id=0, init_std=0.2,
+            pad_token_id=0, **small)),
         "albert-mlm": transformers.AlbertForMaskedLM(transformers.AlbertConfig(
             hidden_size=32, embedding_size=16, num_hidden_layers=3, num_attention_heads=4, intermediate_size=64,
             num_hidden_groups=1, inner_group_num=1, max_position_embeddings=32, **small)),
@@ -47,7 +64,7 @@ def models() -> dict:
 def _prompts(family: str, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     ids = {"input_ids": torch.tensor(rng.integers(3, VOCAB, (1, TOKENS)))}
-    if family == "bart":  # the same decoder input for both runs: the source prompt differs
+    if family in SEQ2SEQ:  # the same decoder input for both runs: the source prompt differs
         ids["decoder_input_ids"] = torch.tensor(np.random.default_rng(99).integers(3, VOCAB, (1, 6)))
     return ids
 
@@ -97,7 +114,7 @@ def test_a_patched_forward_equals_the_hand_patched_one(models, family):
     last = sites.n_layers - 1
     patches = [Patch(((0, 1),)), Patch(((last, 3),)), Patch(((0, 0), (last, 2))), Patch(((1, 2),), (TOKENS - 1,)),
                Patch(((last, 0),), (0, 2))]
-    if family == "bart":  # decoder-side positions: the decoder's 6 tokens
+    if family in SEQ2SEQ:  # decoder-side positions: the decoder's 6 tokens
         patches = patches[:3] + [Patch(((3, 2),), (5,)), Patch(((5, 0),), (0, 2))]
     patched = patched_logits(model, target, source, patches, sites)
     plain, _ = record_contexts(model, target, sites)

@@ -150,3 +150,14 @@ def test_the_docs_are_axe_clean(docs_site, new_tab, viewport):
     pages = ("index.html", "gallery.html", "guides/site.html", "reference/configuration.html",
              "reference/report-json.html", "reference/errors.html")
     assert serious_violations(new_tab, docs_site, viewport, pages, ready="() => true") == []
+
+
+def test_the_readme_is_one_screen_whose_links_reach_the_docs():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 45
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme)
+    assert "docs/pages/index.md" in links and "docs/pages/gallery.md" in links
+    for link in links:
+        assert (ROOT / link).is_file(), link
+    pages = {f"docs/pages/{page}" for page in _nav_pages()}
+    assert {link for link in links if link.endswith(".md")} <= pages

@@ -21,7 +21,7 @@ def render() -> str:
     for name in order(schema):
         definition = schema if name == "Report" else defs[name]
         cls = records.get(name)
-        notes = field_notes(cls) if cls else {}
+        notes = _notes(cls) if cls else {}
         doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "") if cls else definition.get("description", "")
         rows = [(f"`{key}`", _type(spec), notes.get(key) or spec.get("description", ""))
                 for key, spec in definition.get("properties", {}).items()]
@@ -29,6 +29,15 @@ def render() -> str:
         parts.append(f"### {heading} {{#{name.lower()}}}\n\n{cell(doc or '')}\n\n"
                      + table(("Key", "Type", "What it holds"), rows))
     return "\n".join(parts)
+
+
+def _notes(cls: type) -> dict[str, str]:
+    """Each field's comment in the class that declares it (a base record's for what a subclass inherits)."""
+    notes: dict[str, str] = {}
+    for base in reversed(cls.__mro__):
+        if isinstance(base, type) and issubclass(base, BaseModel):
+            notes.update(field_notes(base))
+    return notes
 
 
 def order(schema: dict) -> list[str]:

@@ -35,13 +35,14 @@ MAX_HEADS = 1_000_000
 class ModelSummary(Record):
     """The model as the site names it; its local path is left out (it says nothing to a reader)."""
 
+    # as the config's `model` names it: a Hub id or the directory's name (a compared model's `compare.name`, if set)
     name: str
-    model_type: str
-    layers: int
-    heads: int
-    hidden: int
-    parameters: int
-    fingerprint: str  # sha256 over the model's files
+    model_type: str  # config.json's model_type ("bert", "gpt2", "bart"...); "unknown" where it has none
+    layers: int  # attention layers; an encoder-decoder's flat layers: encoder + 2 x decoder (self- and cross-attention)
+    heads: int  # attention heads per layer
+    hidden: int  # hidden size (config.json's hidden_size, dim, n_embd, or d_model for an encoder-decoder)
+    parameters: int  # the loaded model's parameters, counted
+    fingerprint: str  # the first 16 hex digits of a sha256 over the model's files' hashes (the cache's key)
 
 
 class ExampleHead(Record):
@@ -53,12 +54,13 @@ class ExampleHead(Record):
     or ',' token with the largest mean weight over the queries (the pattern is spread over them).
     """
 
-    layer: int
-    head: int
+    layer: int  # 0-based, as on the example's head map
+    head: int  # 0-based, within the layer
     value: float  # the pattern's statistic for this head on this example
     query: int | None  # token index on the example page
-    key: int | None
-    query_token: str | None
+    key: int | None  # token index of the key on the example page; None with `query` for previous/next token
+    query_token: str | None  # the query's token as the tokenizer writes it (e.g. straw); None with `query`
+    # the key's token (e.g. ##berries; for delimiter the [CLS], [SEP], '.' or ',' key); None with `key`
     key_token: str | None
     weight: Number = None  # A[query, key]; for delimiter the mean weight on `key`
 
@@ -66,6 +68,7 @@ class ExampleHead(Record):
 class ExamplePattern(Record):
     """One of the six seed patterns on one example: the heads that show it most there."""
 
+    # the seed pattern (reportgen.patterns.per_example.SEED_PATTERNS)
     pattern: Literal["previous_token", "next_token", "same_token", "other_segment", "within_word", "delimiter"]
     threshold: float  # the label threshold of the pattern
     weak: bool  # no head is above the threshold on this example (or the pattern does not apply to it)
@@ -76,12 +79,12 @@ class ExamplePattern(Record):
 
 class Example(Record):
     id: int  # 1, 2, ...: its page is example-{id}.html
-    name: str | None
-    text: str
-    pair: str | None
+    name: str | None  # the config's short label of the example; null when it has none
+    text: str  # the sentence (sentence A of a pair; an encoder-decoder's source), as the config gives it
+    pair: str | None  # sentence B of a pair; null for a single sentence
     n_tokens: int  # an encoder-decoder's: the source's
-    truncated: bool
-    page: str
+    truncated: bool  # the text was cut to the build's max_length tokens (a warning says so)
+    page: str  # its page: example-{id}.html
     qk_page: str | None  # an example whose q and k vectors fit the config's views.query_key_mb has a query/key page
     entropy: Grid  # mean attention entropy per head on this example, in nats (Clark et al. 2019)
     # the six seed patterns, in the order of reportgen.patterns.per_example.SEED_PATTERNS
@@ -93,30 +96,30 @@ class Example(Record):
     n_target_tokens: int | None = None  # how many input tokens the decoder read: the start token, then the target
     # No query/key page for its size: what its vectors would have added to the site, and the config's limit, in MB
     qk_mb: float | None = None
-    qk_limit_mb: float | None = None
+    qk_limit_mb: float | None = None  # the config's views.query_key_mb that qk_mb exceeded; null with qk_mb
 
 
 # -- comparison, findings, manifest -----------------------------------------------------------------
 class Comparison(Record):
     """The second model (config `compare:`) through the same analyses."""
 
-    model: ModelSummary
+    model: ModelSummary  # the second model (named by compare.name when set)
     same_shape: bool  # the same layers x heads, so differences per head are shown
-    statistics: PatternStatistics
-    ablation: Ablation | None
-    model_files: dict[str, str]
+    statistics: PatternStatistics  # its encoder atlas over the same examples and corpus (comparing is for encoders)
+    ablation: Ablation | None  # its head ablation on the same task; null when ablation is off
+    model_files: dict[str, str]  # its model's files: file -> sha256, as Manifest.model_files
 
 
 class Span(Record):
     """A piece of a finding's sentence: plain text, optionally emphasised or a link into the site."""
 
-    text: str
-    style: Literal["strong", "code"] | None = None
+    text: str  # the words of this piece
+    style: Literal["strong", "code"] | None = None  # "strong" (emphasised) or "code"; null: plain text
     link: str | None = None  # a page of the site with its anchor, e.g. "example-1.html#view=head&layer=2&head=0"
 
 
 class Link(Record):
-    label: str
+    label: str  # the link's words: "chart", "details", "table", "model view"...
     href: str  # a page of the site, with its anchor
 
 
@@ -128,12 +131,13 @@ class Finding(Record):
     """
 
     id: str  # stable: the anchor finding-{id} on the findings page
+    # what it is about: pattern statistics (any atlas), the head ablation or activation patching
     group: Literal["patterns", "ablation", "patching"]
     supported: bool  # False: the data do not support the statement, and the sentence says so
-    sentence: str
-    spans: list[Span]
-    links: list[Link]
-    numbers: dict[str, Any]
+    sentence: str  # the statement as plain text: the spans' text joined
+    spans: list[Span]  # the sentence piece by piece with its emphasis and links
+    links: list[Link]  # the charts, tables or pages it rests on
+    numbers: dict[str, Any]  # the values the sentence quotes, by name (each kind of finding has its own keys)
     test: str | None = None  # how the claim was tested, when a test answers it
     p_value: Number = None  # the corrected p-value of the claim's test, when it has one
     ci: list[Number] | None = None  # the 95% confidence interval the claim quotes, when it has one
@@ -149,18 +153,24 @@ class ClaimCheck(Record):
     """
 
     id: str  # stable: the anchor claim-{id} on the findings page
-    study: Literal["seed004"]
+    study: Literal["seed004"]  # whose claims these are (config `claims:`): seed 004's, in reportgen/findings/claims.py
     claim: str  # the study's claim, in words
     study_number: str  # the study's own figure for it
     number: str  # this model's figure with its CI or p-value; "\u2013" when not measured
     test: str  # the test that answers the claim on this model
+    # this model's answer to the claim; "not measured" where its experiment is off or unfinished, the metric undefined
+    # or the inputs lack what it needs (`why` says which)
     verdict: Literal["supported", "not supported here", "contradicted", "not measured"]
     why: str  # the reason for the verdict; for "not measured", what is missing or switched off
     note: str | None = None  # how the claim maps onto this model (metric, layers by relative depth, words)
     metric: str | None = None  # the primary metric the change is of (ablation claims)
+    # the figure the verdict rests on: a relative change of the metric (lower-layers: the paired difference in the
+    # metric's units) or a head's pattern score; null when not measured
     value: Number = None
+    # [low, high]: the paired bootstrap 95% CI of `value` (the random-fraction claims); null for the others
     ci: list[Number] | None = None
     p_value: Number = None  # corrected, when the test has one
+    # the figures behind the row, keyed per claim (fractions, change_ci, margin...); empty when not measured
     numbers: dict[str, Any]
     links: list[Link]  # the findings and charts behind it
 
@@ -168,9 +178,12 @@ class ClaimCheck(Record):
 class Headline(Record):
     """The few numbers at the top of the findings page."""
 
-    heads: int
-    labels: dict[str, int]
+    heads: int  # heads of the main atlas (a decoder's own, an encoder-decoder's encoder's): its layers x heads
+    labels: dict[str, int]  # label -> heads of that atlas with it (its label_counts)
+    # the finding that states the unmasked model's metric (ablation-baseline); null without one
     baseline: Finding | None
+    # heads whose masking alone changes the metric significantly; null without the single-heads finding (experiment off,
+    # or the metric undefined)
     significant_heads: int | None
 
 
@@ -187,9 +200,10 @@ class Manifest(Record):
 
     config: dict[str, Any]  # the config as used, paths relative to the config file
     model_files: dict[str, str]  # file -> sha256
+    # data file -> sha256: the corpus files and the ablation's data ("builtin" for the shipped set)
     data_files: dict[str, str]
-    versions: dict[str, str]
-    device: str
+    versions: dict[str, str]  # python, torch, transformers and reportgen versions the build ran with
+    device: str  # where the model ran: the config's `device`, "auto" resolved to "cuda" or "cpu"
     seeds: dict[str, list[int] | int | None]  # per random process; None where it did not run
     seconds: dict[str, float] | None  # per stage; None in a --reproducible build
     # per ablation experiment that ran: its masks and seconds, so a user sees what to switch off
@@ -199,9 +213,9 @@ class Manifest(Record):
 class ExperimentState(Record):
     """Where one ablation experiment of a build still running stands."""
 
-    name: str
-    state: Literal["done", "running", "waiting"]
-    masks_done: int
+    name: str  # the experiment ("baseline", "single_heads", ...)
+    state: Literal["done", "running", "waiting"]  # done; running (the one under way); or waiting to start
+    masks_done: int  # masks evaluated so far, computed or read from the cache
     masks: int | None  # its masks in all; None until it starts (the engine counts them then)
 
 
@@ -210,9 +224,10 @@ class BuildProgress(Record):
     experiments not run yet are null in `ablation`; `seconds_left` is the time still needed at the
     measured seconds per mask evaluated so far (None before the first mask was timed)."""
 
-    experiments: list[ExperimentState]
+    experiments: list[ExperimentState]  # each switched-on ablation experiment, in the order they run
+    # seconds of ablation per mask evaluated so far (partial-site writes left out); None before any
     seconds_per_mask: float | None
-    seconds_left: float | None
+    seconds_left: float | None  # seconds_per_mask x the masks still to evaluate; None with seconds_per_mask
     stages_left: list[str]  # what runs after the ablation ("comparison"), if anything
     # the build was stopped (Ctrl+C) before it finished: its last site says so, and `reportgen publish` refuses it
     interrupted: bool = False
@@ -221,14 +236,16 @@ class BuildProgress(Record):
 class Report(Record):
     """What `reportgen build` measured: every number on the site, and nothing else."""
 
+    # the layout of report.json (SCHEMA_VERSION); Report.load refuses any other
     schema_version: Literal[4] = SCHEMA_VERSION
-    title: str
-    site_url: str | None
+    title: str  # the site's title (config `title`)
+    site_url: str | None  # the site's public address (config `site_url`); null when not set
     built: str | None  # UTC time of the build; None in a --reproducible build
-    versions: dict[str, str]
-    model: ModelSummary
+    versions: dict[str, str]  # python, torch, transformers and reportgen versions, as in the manifest
+    model: ModelSummary  # the model the build read
     layers: int  # an encoder-decoder's: every attention layer, its groups' in `groups` order
-    heads: int
+    heads: int  # attention heads per layer
+    # the config's examples in order, each with its page (a decoder leaves out the built-in pairs)
     examples: list[Example]
     # a decoder's heads see only the keys up to the query; an encoder-decoder has three groups of heads
     architecture: Literal["encoder", "decoder", "encoder-decoder"] = "encoder"
@@ -238,14 +255,15 @@ class Report(Record):
     statistics: PatternStatistics | None  # the encoder atlas (an encoder-decoder's: its encoder's); null for a decoder
     decoder: DecoderStatistics | None = None  # the decoder atlas; null for an encoder
     cross: CrossStatistics | None = None  # an encoder-decoder's cross-attention heads; null for other models
-    ablation: Ablation | None
+    ablation: Ablation | None  # the head-ablation experiments (config `ablation:`); null when ablation is off
     patching: Patching | None = None  # config `patching:`; null when it is off
-    comparison: Comparison | None = None
-    findings: list[Finding]
+    comparison: Comparison | None = None  # the second model (config `compare:`); null when none is set
+    findings: list[Finding]  # every finding: the pattern findings, then the ablation's, then activation patching's
     claims: list[ClaimCheck] | None = None  # config `claims:`; null when none is set
-    headline: Headline
+    headline: Headline  # the few numbers at the top of the findings page
+    # what the build warned of: the model, the examples, the decoder's induction test (e.g. a truncated text)
     warnings: list[str]
-    manifest: Manifest
+    manifest: Manifest  # what a reader needs to reproduce the run
     progress: BuildProgress | None = None  # a site written while the build still runs; null once it finished
 
     @model_validator(mode="after")

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from docs.generate import api_page, cli_page, config_page, report_page
+from docs.generate.source_notes import field_notes
 from reportgen.report import report_schema
 from tests.docs.code_blocks import ROOT
 from tests.helpers import wait_until
@@ -50,6 +51,12 @@ def test_the_report_reference_has_every_record_of_the_schema():
     for name in schema["$defs"]:
         assert f"{{#{name.lower()}}}" in text
     assert "| `findings` | list of [Finding](#finding) |" in text
+    # every field of every record says what it holds (its comment in reportgen/report/); a field a record inherits
+    # is documented where it is declared, in the base class's own annotations
+    for name, cls in report_page._records().items():
+        for key in cls.model_fields:
+            declared = next(base for base in cls.__mro__ if key in vars(base).get("__annotations__", {}))
+            assert key in field_notes(declared), f"{name}.{key} has no comment in {declared.__name__}"
 
 
 def test_the_api_and_cli_references_name_everything_they_document():

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from reportgen.model.head_sites import HeadSites, locate
-from reportgen.patching.heads import hooked, logits_of, record_contexts
+from reportgen.patching.heads import hooked, logits_of, record_contexts, rows_within
 from reportgen.patching.pairs import PromptPair
 from reportgen.patching.sweep import logit_difference
 
@@ -60,9 +60,10 @@ def attribution(model: nn.Module, source: dict[str, torch.Tensor], target: dict[
 def attribution_both(model: nn.Module, pairs: list[PromptPair], sites: HeadSites | None = None,
                      rows: int = 32) -> dict[str, torch.Tensor]:
     """`attribution` of every pair in both directions, [pairs, layers, heads] per direction, batched: the pairs whose
-    prompts have one length go `rows` at a time, and the rows of a batch do not meet in the model, so the gradient of
-    the sum of their metrics is each row's own gradient. One forward and backward of the clean prompts and one of the
-    corrupted ones give both directions: denoising reads the corrupted run's gradient, noising the clean run's."""
+    prompts have one length go `rows` at a time (fewer for long prompts, heads.rows_within), and the rows of a batch
+    do not meet in the model, so the gradient of the sum of their metrics is each row's own gradient. One forward and
+    backward of the clean prompts and one of the corrupted ones give both directions: denoising reads the corrupted
+    run's gradient, noising the clean run's."""
     sites = sites or locate(model)
     device = next(model.parameters()).device
     dtype = torch.float64 if next(model.parameters()).dtype == torch.float64 else torch.float32
@@ -70,9 +71,11 @@ def attribution_both(model: nn.Module, pairs: list[PromptPair], sites: HeadSites
     groups: dict[tuple, list[int]] = {}
     for index, pair in enumerate(pairs):
         groups.setdefault((len(pair.clean), pair.decoder), []).append(index)
+    vocabulary = int(model.config.vocab_size)
     for members in groups.values():
-        for start in range(0, len(members), rows):
-            chunk = members[start:start + rows]
+        step = rows_within(sites, pairs[members[0]], vocabulary, rows, backward=True)  # 1 a batch at 1,024 tokens
+        for start in range(0, len(members), step):
+            chunk = members[start:start + step]
             runs = {name: _stacked([pairs[i] for i in chunk], name, device) for name in ("clean", "corrupted")}
             found = {name: _batch_gradients(model, runs[name], [pairs[i] for i in chunk], sites) for name in runs}
             for direction, (source, target) in (("denoising", ("clean", "corrupted")),

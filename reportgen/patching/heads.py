@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from reportgen.model.head_sites import HeadSites, locate
+from reportgen.patching.pairs import PromptPair
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,25 @@ class Patch:
 
     heads: tuple[tuple[int, int], ...]
     positions: tuple[int, ...] | None = None
+
+
+# What one batch of patched or attributed rows may hold at once, in bytes: the attention of a long prompt grows with
+# its tokens squared, and a fixed number of rows a batch held 10.5 GB at 1,024 tokens on GPT-2-small's 144 heads
+# (8 pairs; benchmarks/patching_long.py). A row's attention cell (head, query, key) costs about three float32 copies:
+# the scores, the weights, and what a backward keeps (1.45 GB a row of 1,024 tokens for attribution, measured).
+BATCH_BYTES = 1 << 30
+CELL_BYTES = 12
+
+
+def rows_within(sites: HeadSites, pair: PromptPair, vocabulary: int, cap: int, backward: bool = False) -> int:
+    """How many rows of `pair`'s length one batch takes within BATCH_BYTES, at least 1 and at most `cap`: a forward
+    without gradients holds one layer's attention at a time, a forward for a backward every layer's; and the
+    logits (only the last token's where the metric reads it, `PromptPair.at_last`)."""
+    tokens = max(len(pair.clean), len(pair.decoder or ()))
+    layers = sites.n_layers if backward else 1
+    logits = 4 * vocabulary * (1 if pair.at_last else tokens) * (2 if backward else 1)
+    per_row = CELL_BYTES * layers * sites.heads * tokens * tokens + logits
+    return max(1, min(cap, BATCH_BYTES // per_row))
 
 
 def _depth_counter(sites: HeadSites) -> tuple[Callable[[nn.Module], int], Callable[[], None]]:

@@ -1,9 +1,10 @@
 """Exact patching of every head, one at a time, in both directions, over a list of prompt pairs.
 
 Per pair: one forward of each prompt records every head's context (heads.record_contexts); then the target
-prompt runs once per head, batched `rows` heads a forward, with that head's context from the source prompt
-(heads.patched_logits). The metric of each run is logit(answer) - logit(wrong) at the pair's position.
-Memory is one pair's contexts (layers x tokens x hidden) and one batch of logits at a time.
+prompt runs once per head, batched `rows` heads a forward (fewer for a long prompt: heads.rows_within), with that
+head's context from the source prompt (heads.patched_logits). The metric of each run is logit(answer) -
+logit(wrong) at the pair's position. Memory is one pair's contexts (layers x tokens x hidden) and one batch's
+attention and logits at a time.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from torch import nn
 
 from reportgen.model.head_sites import locate
 from reportgen.patching.effects import Direction
-from reportgen.patching.heads import Patch, patched_logits, record_contexts
+from reportgen.patching.heads import Patch, patched_logits, record_contexts, rows_within
 from reportgen.patching.pairs import PromptPair
 
 ROWS = 32  # patched variants a forward
@@ -77,9 +78,9 @@ def sweep(model: nn.Module, pairs: list[PromptPair], directions: tuple[Direction
         corrupted[index] = float(logit_difference(recorded["corrupted"][0], pair)[0])
         for direction in directions:
             source, target = ("clean", "corrupted") if direction == "denoising" else ("corrupted", "clean")
-            values = []
-            for start in range(0, len(every), rows):
-                logits = patched_logits(model, runs[target], recorded[source][1], every[start:start + rows], sites,
+            values, step = [], rows_within(sites, pair, int(model.config.vocab_size), rows)
+            for start in range(0, len(every), step):
+                logits = patched_logits(model, runs[target], recorded[source][1], every[start:start + step], sites,
                                         pair.at_last)
                 values.append(logit_difference(logits, pair).cpu().numpy())
             found = np.concatenate(values).reshape(len(chosen), *((tokens,) if positions else ()))

@@ -28,8 +28,9 @@ def keys() -> list[str]:
             for row in rows]
 
 
-def _sections(properties: dict, defs: dict, values: dict, prefix: str, required: tuple = ()):
-    """(title, intro, rows) for this level's plain keys, then one section for each nested section."""
+def _sections(properties: dict, defs: dict, values: dict, prefix: str, required: tuple = (), intro: str = ""):
+    """(title, intro, rows) for this level's plain keys, then one section for each nested section (its intro the
+    docstring of the record that checks it)."""
     nested, rows = [], []
     for key, spec in properties.items():
         dotted = prefix + key
@@ -41,7 +42,7 @@ def _sections(properties: dict, defs: dict, values: dict, prefix: str, required:
         rows.append((f"`{dotted}`", _type(spec, defs), default,
                      _description(spec, defs)))
     title = f"`{prefix[:-1]}`" if prefix else "Top level"
-    intro = "The file's top-level keys." if not prefix else _section_intro(prefix[:-1], defs)
+    intro = intro or (f"The keys under `{prefix[:-1]}:`." if prefix else "The file's top-level keys.")
     if prefix.endswith("[]."):
         title, intro = f"`{prefix[:-3]}` items", f"The keys of each item of the list `{prefix[:-3]}`."
     yield title, intro, rows
@@ -49,10 +50,11 @@ def _sections(properties: dict, defs: dict, values: dict, prefix: str, required:
         item = _item_of(spec, defs)
         if prefix + key in LISTS and item is not None:
             mark = "[]." if "items" in spec else "."
-            yield from _sections(item["properties"], defs, {}, f"{prefix}{key}{mark}", tuple(item.get("required", ())))
+            yield from _sections(item["properties"], defs, {}, f"{prefix}{key}{mark}", tuple(item.get("required", ())),
+                                 item.get("description", ""))
     for dotted, section in nested:
         yield from _sections(section["properties"], defs, values.get(dotted.rsplit(".", 1)[-1], {}) or {},
-                             dotted + ".")
+                             dotted + ".", intro=section.get("description", ""))
 
 
 def _section_of(spec: dict, defs: dict) -> dict | None:
@@ -67,14 +69,6 @@ def _item_of(spec: dict, defs: dict) -> dict | None:
         if found is not None:
             return found
     return None
-
-
-def _section_intro(dotted: str, defs: dict) -> str:
-    for definition in defs.values():
-        text = definition.get("description", "")
-        if f"`{dotted.rsplit('.', 1)[-1]}:`" in text:
-            return text
-    return f"The keys under `{dotted}:`."
 
 
 def _type(spec: dict, defs: dict) -> str:
